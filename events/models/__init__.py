@@ -1,0 +1,107 @@
+"""Every event and command of Fairshare (DESIGN.md section 2), as frozen pydantic models."""
+
+from events.models.base import EventData
+from events.models.budgets import (
+    BudgetClosed,
+    BudgetCreated,
+    BudgetWeightChanged,
+    MembershipGranted,
+    MembershipRevoked,
+)
+from events.models.cluster import (
+    NodeCordoned,
+    NodeDown,
+    NodeDrained,
+    NodeRegistered,
+    NodeUncordoned,
+    NodeUp,
+)
+from events.models.commands import (
+    BudgetStanding,
+    DecisionRecord,
+    InputPosition,
+    PlaceCommand,
+    PreemptCommand,
+)
+from events.models.deadletter import DeadLetter
+from events.models.heartbeats import GpuHeartbeat, GpuReading
+from events.models.ledger import LedgerCharge, charge_id
+from events.models.placement import NodeGpus, Placement
+from events.models.usage import BudgetUsage, UsageSnapshot
+from events.models.workloads import (
+    WorkloadCancelled,
+    WorkloadFinished,
+    WorkloadLost,
+    WorkloadPlaced,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
+    WorkloadSubmitted,
+)
+
+#: Every concrete event model, in a stable order (schemas, registry, tests).
+ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
+    BudgetCreated,
+    BudgetClosed,
+    BudgetWeightChanged,
+    MembershipGranted,
+    MembershipRevoked,
+    WorkloadSubmitted,
+    WorkloadCancelled,
+    WorkloadPlaced,
+    WorkloadStarted,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadFinished,
+    WorkloadLost,
+    PlaceCommand,
+    PreemptCommand,
+    NodeRegistered,
+    NodeCordoned,
+    NodeUncordoned,
+    NodeDrained,
+    NodeDown,
+    NodeUp,
+    GpuHeartbeat,
+    UsageSnapshot,
+    LedgerCharge,
+    DeadLetter,
+)
+
+__all__ = [
+    "ALL_EVENT_MODELS",
+    "BudgetClosed",
+    "BudgetCreated",
+    "BudgetStanding",
+    "BudgetUsage",
+    "BudgetWeightChanged",
+    "DeadLetter",
+    "DecisionRecord",
+    "EventData",
+    "GpuHeartbeat",
+    "GpuReading",
+    "InputPosition",
+    "LedgerCharge",
+    "MembershipGranted",
+    "MembershipRevoked",
+    "NodeCordoned",
+    "NodeDown",
+    "NodeDrained",
+    "NodeGpus",
+    "NodeRegistered",
+    "NodeUncordoned",
+    "NodeUp",
+    "PlaceCommand",
+    "Placement",
+    "PreemptCommand",
+    "UsageSnapshot",
+    "WorkloadCancelled",
+    "WorkloadFinished",
+    "WorkloadLost",
+    "WorkloadPlaced",
+    "WorkloadPreempted",
+    "WorkloadRequeued",
+    "WorkloadStarted",
+    "WorkloadSubmitted",
+    "charge_id",
+]

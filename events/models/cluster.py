@@ -1,0 +1,71 @@
+"""Nodes of the clusters (topic: cluster, keyed by node)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from events.models.base import EventData
+from events.topics import TopicKind
+from events.types import GpuCount, Identifier, PoolName, ShortText, UtcDateTime
+
+
+class NodeRegistered(EventData):
+    event_type: ClassVar[str] = "fairshare.node.registered.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+    cluster: Identifier
+    pool: PoolName
+    gpus: GpuCount
+    gpu_type: Identifier
+
+
+class NodeCordoned(EventData):
+    """No new placements; running work drains as contracts expire."""
+
+    event_type: ClassVar[str] = "fairshare.node.cordoned.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+    cordoned_by: Identifier
+    reason: ShortText = ""
+
+
+class NodeUncordoned(EventData):
+    event_type: ClassVar[str] = "fairshare.node.uncordoned.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+    uncordoned_by: Identifier
+
+
+class NodeDrained(EventData):
+    """A cordoned node became empty: ready for maintenance."""
+
+    event_type: ClassVar[str] = "fairshare.node.drained.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+
+
+class NodeDown(EventData):
+    """Heartbeats stopped for the timeout; its workloads are lost."""
+
+    event_type: ClassVar[str] = "fairshare.node.down.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+    last_heartbeat: UtcDateTime | None = None
+
+
+class NodeUp(EventData):
+    event_type: ClassVar[str] = "fairshare.node.up.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier

@@ -1,0 +1,121 @@
+"""Commands from the scheduler to cluster agents (topic: commands, keyed by cluster).
+
+Every command carries its decision record, so an auditor can check why it was issued against the
+input position it was decided at, and a researcher can be told why a job was placed or preempted.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from events.models.base import EventData
+from events.models.placement import Placement
+from events.topics import TopicKind
+from events.types import (
+    BudgetPath,
+    GpuSeconds,
+    Identifier,
+    MinRuntimeSeconds,
+    PoolName,
+    Seconds,
+    ShortText,
+)
+
+ReasonCode = Literal[
+    "fairshare",  # placed in fair-share order
+    "burst",  # unallocated work filling idle GPUs
+    "preempt-for",  # preempted to make room for the ``preemptor``
+    "drain",  # preempted because its node is cordoned and its contract is over
+    "node-lost",  # its node stopped sending heartbeats
+    "cancel",  # its submitter cancelled it
+]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class InputPosition(_Record):
+    """A consumed offset: the decision saw every record of this partition before ``offset``."""
+
+    topic: str = Field(min_length=1)
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+
+
+class BudgetStanding(_Record):
+    """One budget's place in the fair-share order at decision time."""
+
+    budget: BudgetPath
+    rank: int = Field(ge=1)
+    share: float = Field(ge=0, le=1, allow_inf_nan=False)
+    usage_gpu_s: GpuSeconds
+    #: ``usage / (share x capacity x window)``; lower is more under-served.
+    usage_ratio: float = Field(ge=0, allow_inf_nan=False)
+
+
+class DecisionRecord(_Record):
+    pass_id: int = Field(ge=0)
+    input_position: tuple[InputPosition, ...]
+    reason: ReasonCode
+    budgets: tuple[BudgetStanding, ...] = ()
+    #: For preemptions made to fit another workload: that workload.
+    preemptor: Identifier | None = None
+    detail: ShortText = ""
+
+    @model_validator(mode="after")
+    def _preemptor_iff_preempt_for(self) -> DecisionRecord:
+        if (self.reason == "preempt-for") != (self.preemptor is not None):
+            raise ValueError("preemptor: required exactly when reason is 'preempt-for'")
+        return self
+
+
+class PlaceCommand(EventData):
+    event_type: ClassVar[str] = "fairshare.command.place.v1"
+    topic: ClassVar[TopicKind] = TopicKind.COMMANDS
+    subject_field: ClassVar[str] = "cluster"
+
+    command_id: Identifier
+    cluster: Identifier
+    pool: PoolName
+    workload_id: Identifier
+    attempt: int = Field(ge=1)
+    budget: BudgetPath
+    placement: Placement
+    allocated: bool
+    min_runtime_s: MinRuntimeSeconds
+    spec: dict[str, JsonValue] = Field(default_factory=dict)
+    decision: DecisionRecord
+
+    @model_validator(mode="after")
+    def _allocated_matches_contract(self) -> PlaceCommand:
+        if self.allocated != (self.min_runtime_s > 0):
+            raise ValueError("allocated: must be true exactly when min_runtime_s > 0")
+        return self
+
+
+class PreemptCommand(EventData):
+    event_type: ClassVar[str] = "fairshare.command.preempt.v1"
+    topic: ClassVar[TopicKind] = TopicKind.COMMANDS
+    subject_field: ClassVar[str] = "cluster"
+
+    command_id: Identifier
+    cluster: Identifier
+    pool: PoolName
+    workload_id: Identifier
+    attempt: int = Field(ge=1)
+    #: SIGTERM, then SIGKILL after this long.
+    grace_period_s: Seconds = Field(default=30, le=3600)
+    #: Whether the workload goes back to pending (it is resumable).
+    requeue: bool
+    decision: DecisionRecord
+
+    @model_validator(mode="after")
+    def _preempt_reason(self) -> PreemptCommand:
+        if self.decision.reason in ("fairshare", "burst"):
+            raise ValueError(
+                f"decision.reason: {self.decision.reason!r} is a placement reason, not a preemption"
+            )
+        return self

@@ -1,0 +1,53 @@
+"""Per-node GPU readings (topic: heartbeats, keyed by node). Charges follow these."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from events.models.base import EventData
+from events.topics import TopicKind
+from events.types import GpuIndex, Identifier
+
+
+class GpuReading(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    index: GpuIndex
+    #: The workload holding this GPU, or None when idle.
+    occupant: Identifier | None = None
+    #: The occupant's attempt number, so a heartbeat is never charged to another run.
+    attempt: int | None = Field(default=None, ge=1)
+    utilisation_pct: float = Field(ge=0, le=100, allow_inf_nan=False)
+    memory_used_bytes: int = Field(ge=0)
+    memory_total_bytes: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GpuReading:
+        if self.attempt is not None and self.occupant is None:
+            raise ValueError("attempt: given without an occupant")
+        if self.memory_total_bytes is not None and self.memory_used_bytes > self.memory_total_bytes:
+            raise ValueError("memory_used_bytes: exceeds memory_total_bytes")
+        return self
+
+
+class GpuHeartbeat(EventData):
+    """One node's GPUs at the event time."""
+
+    event_type: ClassVar[str] = "fairshare.node.heartbeat.v1"
+    topic: ClassVar[TopicKind] = TopicKind.HEARTBEATS
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+    cluster: Identifier
+    #: Monotonic per node agent; lets consumers spot gaps and duplicates.
+    sequence: int = Field(ge=0)
+    gpus: tuple[GpuReading, ...]
+
+    @model_validator(mode="after")
+    def _distinct_indices(self) -> GpuHeartbeat:
+        indices = [gpu.index for gpu in self.gpus]
+        if len(set(indices)) != len(indices):
+            raise ValueError("gpus: GPU indices must be distinct")
+        return self

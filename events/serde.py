@@ -1,0 +1,175 @@
+"""Bytes <-> envelopes, in the two CloudEvents modes Fairshare uses.
+
+* Binary mode (on Kafka): attributes in ``ce_*`` headers, the payload JSON as the record value,
+  the subject as the key.
+* Structured mode (event export files, one JSON object per line): the whole envelope as JSON.
+
+Encoding uses orjson with UTC ``Z`` times so equal events give equal bytes. Decoding validates
+with pydantic's strict JSON mode in one pass; any failure is an :class:`EventDecodeError` whose
+message names the offending field, for the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from events.envelope import CONTENT_TYPE, Envelope
+from events.models import EventData
+from events.registry import EventRegistry, UnknownEventTypeError, default_registry
+
+_ORJSON_OPTIONS = orjson.OPT_UTC_Z
+_ATTRIBUTES = (
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "time",
+    "subject",
+    "correlationid",
+    "causationid",
+)
+HEADER_PREFIX = "ce_"
+CONTENT_TYPE_HEADER = "content-type"
+
+Headers = Sequence[tuple[str, bytes | str | None]]
+
+
+class EventDecodeError(ValueError):
+    """A record that is not a valid Fairshare event; ``str(error)`` is the reason."""
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+_DEFAULT_REGISTRY = default_registry()
+
+
+def format_validation_error(error: ValidationError, prefix: str = "") -> str:
+    """``field.path: message`` for each problem, so the reason names the field."""
+    parts = []
+    for problem in error.errors(include_url=False):
+        location = ".".join(str(part) for part in problem["loc"])
+        if prefix and location:
+            location = f"{prefix}.{location}"
+        elif prefix:
+            location = prefix
+        parts.append(f"{location or '<root>'}: {problem['msg']}")
+    return "; ".join(parts)
+
+
+def _payload_bytes(data: EventData) -> bytes:
+    return orjson.dumps(data.model_dump(mode="python"), option=_ORJSON_OPTIONS)
+
+
+def _attribute_text(envelope: Envelope[Any], name: str) -> str | None:
+    value = getattr(envelope, name)
+    if value is None:
+        return None
+    if name == "time":
+        # Same text as orjson's UTC_Z rendering, so both modes carry identical times.
+        return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()[1:-1]
+    return str(value)
+
+
+def encode_binary(envelope: Envelope[Any]) -> KafkaRecord:
+    headers: list[tuple[str, bytes]] = []
+    for name in _ATTRIBUTES:
+        text = _attribute_text(envelope, name)
+        if text is not None:
+            headers.append((HEADER_PREFIX + name, text.encode()))
+    headers.append((CONTENT_TYPE_HEADER, CONTENT_TYPE.encode()))
+    return KafkaRecord(key=envelope.key, value=_payload_bytes(envelope.data), headers=headers)
+
+
+def encode_structured(envelope: Envelope[Any]) -> bytes:
+    """One line of an event export file (no trailing newline)."""
+    document: dict[str, Any] = {}
+    for name in _ATTRIBUTES:
+        value = getattr(envelope, name)
+        if value is not None:
+            document[name] = value
+    document["datacontenttype"] = envelope.datacontenttype
+    document["data"] = envelope.data.model_dump(mode="python")
+    return orjson.dumps(document, option=_ORJSON_OPTIONS)
+
+
+def _validate(
+    attributes: dict[str, Any], data_json: bytes, registry: EventRegistry
+) -> Envelope[Any]:
+    event_type = attributes.get("type")
+    if not isinstance(event_type, str) or not event_type:
+        raise EventDecodeError("type: missing CloudEvents type")
+    if not registry.is_current(event_type):
+        if not registry.can_upcast(event_type):
+            raise EventDecodeError(f"type: unknown event type {event_type!r}")
+        try:
+            payload = orjson.loads(data_json)
+        except orjson.JSONDecodeError as error:
+            raise EventDecodeError(f"data: not JSON ({error})") from None
+        if not isinstance(payload, dict):
+            raise EventDecodeError("data: must be a JSON object")
+        try:
+            event_type, payload = registry.upcast(event_type, payload)
+        except UnknownEventTypeError as error:
+            raise EventDecodeError(str(error)) from None
+        except Exception as error:  # an upcaster choking on bad input is bad input
+            raise EventDecodeError(f"data: upcasting failed ({error!r})") from None
+        attributes = {**attributes, "type": event_type}
+        data_json = orjson.dumps(payload, option=_ORJSON_OPTIONS)
+    model = registry.model_for(event_type)
+    document = orjson.dumps(attributes)[:-1] + b',"data":' + data_json + b"}"
+    try:
+        return Envelope[model].model_validate_json(document)  # type: ignore[valid-type]
+    except ValidationError as error:
+        raise EventDecodeError(format_validation_error(error)) from None
+
+
+def decode_binary(
+    value: bytes | None, headers: Headers | None, registry: EventRegistry | None = None
+) -> Envelope[Any]:
+    """Decode a Kafka record in CloudEvents binary mode."""
+    if value is None:
+        raise EventDecodeError("value: empty record (tombstone)")
+    attributes: dict[str, Any] = {}
+    for name, raw in headers or ():
+        if not name.startswith(HEADER_PREFIX):
+            continue
+        attribute = name[len(HEADER_PREFIX) :]
+        if attribute not in _ATTRIBUTES:
+            raise EventDecodeError(f"{name}: unknown CloudEvents attribute header")
+        if attribute in attributes:
+            raise EventDecodeError(f"{name}: header repeated")
+        if raw is None:
+            raise EventDecodeError(f"{name}: header has no value")
+        try:
+            attributes[attribute] = raw.decode() if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError:
+            raise EventDecodeError(f"{name}: header is not UTF-8") from None
+    if "specversion" not in attributes:
+        raise EventDecodeError("ce_specversion: missing header (not a CloudEvents record)")
+    return _validate(attributes, value, registry or _DEFAULT_REGISTRY)
+
+
+def decode_structured(line: bytes | str, registry: EventRegistry | None = None) -> Envelope[Any]:
+    """Decode one line of an event export file."""
+    try:
+        document = orjson.loads(line)
+    except orjson.JSONDecodeError as error:
+        raise EventDecodeError(f"<root>: not JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise EventDecodeError("<root>: an event must be a JSON object")
+    if "data" not in document:
+        raise EventDecodeError("data: missing")
+    data = document.pop("data")
+    if not isinstance(data, dict):
+        raise EventDecodeError("data: must be a JSON object")
+    return _validate(document, orjson.dumps(data), registry or _DEFAULT_REGISTRY)

@@ -1,0 +1,190 @@
+"""Run the embedded noida-db server as a Kafka-protocol broker.
+
+noida-db ships as a Python dependency with a native binary, so it works on machines
+with neither Java nor Docker; that makes it the broker behind ``fairshare up`` and the
+fast test subset. It daemonizes itself (``noida-db up`` returns at once) and keeps its
+data in a directory across ``down``/``up``, which this module maps onto the same
+`BrokerHandle` contract as the other launchers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from .handle import (
+    BrokerHandle,
+    BrokerStartError,
+    free_port,
+    read_ports,
+    tail_text,
+    wait_until_ready,
+    write_ports,
+)
+
+__all__ = ["filter_noida_output", "find_noida_binary", "parse_kafka_address", "start_noida"]
+
+_log = logging.getLogger(__name__)
+
+# The bundled binary is linked against a newer glibc symbol version than some hosts
+# have; the loader prints a warning on every run although the binary works. Such
+# lines are noise in error messages, so they are dropped.
+_GLIBC_NOISE = re.compile(r"version\s+`GLIBC_[0-9.]+'\s+not found")
+# e.g. "  ✔ kafka          127.0.0.1:19092" in the output of `up` and `status`.
+_KAFKA_LINE = re.compile(r"^\W*kafka\s+(\S+):(\d+)\s*$", re.MULTILINE)
+_COMMAND_TIMEOUT_S = 60.0
+
+
+def filter_noida_output(text: str) -> str:
+    """``text`` without the loader's harmless GLIBC version warning lines."""
+    return "\n".join(line for line in text.splitlines() if not _GLIBC_NOISE.search(line))
+
+
+def parse_kafka_address(status_text: str) -> tuple[str, int] | None:
+    """The (host, port) noida-db reports for its running Kafka service, if any.
+
+    ``up`` prints the status of the server it started, or of the one that was
+    already running on that data dir, and only the printed address says which.
+    """
+    match = _KAFKA_LINE.search(status_text)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def find_noida_binary() -> Path:
+    """The ``noida-db`` console script of the running interpreter's environment.
+
+    Looked up next to ``sys.executable`` first so the version pinned in this venv is
+    used even when the venv is not activated; PATH is the fallback.
+    """
+    beside = Path(sys.executable).parent / "noida-db"
+    if beside.is_file():
+        return beside
+    found = shutil.which("noida-db")
+    if found is None:
+        raise BrokerStartError(
+            "the 'noida-db' command was not found next to "
+            f"{sys.executable} nor on PATH; install it with "
+            "`pip install 'noida-db>=0.2.3,<0.3'` (a dependency of fairshare)"
+        )
+    return Path(found)
+
+
+def _run_noida(binary: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run one noida-db command, with the GLIBC noise removed from its output."""
+    try:
+        result = subprocess.run(
+            [str(binary), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=_COMMAND_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BrokerStartError(f"could not run {binary} {' '.join(args)}: {exc}") from exc
+    return subprocess.CompletedProcess(
+        result.args,
+        result.returncode,
+        filter_noida_output(result.stdout),
+        filter_noida_output(result.stderr),
+    )
+
+
+def _describe(result: subprocess.CompletedProcess[str]) -> str:
+    output = "\n".join(part for part in (result.stdout, result.stderr) if part.strip())
+    return tail_text(output) or "(no output)"
+
+
+def start_noida(
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    startup_timeout_s: float = 30,
+    stop_at_exit: bool = True,
+) -> BrokerHandle:
+    """Start noida-db with only its Kafka service, on ``data_dir``; wait until it serves.
+
+    The Kafka port is remembered in ``data_dir/ports.json``, so a restart on the same
+    directory comes back on the same address unless ``port`` says otherwise. If a
+    noida-db server is already running on ``data_dir`` (for example left behind by a
+    crashed session) it is adopted, as long as its Kafka port is the one asked for.
+    ``stop()`` runs ``noida-db down``, which keeps the data. Because noida-db
+    daemonizes, the server would outlive this interpreter; with ``stop_at_exit``
+    (the default) ``stop()`` is also registered to run at interpreter exit, pass
+    False for a broker meant to keep running (e.g. ``fairshare up``).
+    """
+    data_dir = data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    binary = find_noida_binary()
+    stored = read_ports(data_dir).get("port")
+    wanted = port if port is not None else stored or free_port()
+
+    directory = ["--data-dir", str(data_dir)]
+    up = _run_noida(binary, ["up", "--only", "kafka", "--kafka-port", str(wanted), *directory])
+    if up.returncode != 0:
+        raise BrokerStartError(
+            f"`noida-db up` failed (exit {up.returncode}) for {data_dir}:\n{_describe(up)}"
+        )
+    # `up` on a data dir whose server is already running just reports that server.
+    adopted = "already running" in up.stdout
+    address = parse_kafka_address(up.stdout)
+    if address is None:
+        if not adopted:
+            _run_noida(binary, ["down", *directory])
+        raise BrokerStartError(
+            f"noida-db on {data_dir} is running but reports no Kafka service "
+            f"(started without kafka?); run `noida-db down --data-dir {data_dir}` "
+            f"and try again:\n{_describe(up)}"
+        )
+    host, actual = address
+    if actual != wanted and port is not None:
+        raise BrokerStartError(
+            f"noida-db is already running on {data_dir} with Kafka on port {actual}, "
+            f"not the requested {port}; stop it with `noida-db down --data-dir {data_dir}` "
+            "first"
+        )
+    write_ports(data_dir, {"port": actual})
+    if adopted:
+        _log.info("adopting the noida-db server already running on %s", data_dir)
+
+    lock = threading.Lock()
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        with lock:
+            if stopped:
+                return
+            stopped = True
+            atexit.unregister(stop)
+            down = _run_noida(binary, ["down", *directory])
+            if down.returncode != 0:
+                # Not raised: stop() runs in teardown paths where an exception would
+                # hide the real test failure. `down` on a stopped server exits 0.
+                _log.warning("`noida-db down` failed for %s:\n%s", data_dir, _describe(down))
+
+    if stop_at_exit:
+        atexit.register(stop)
+    bootstrap = f"{host}:{actual}"
+    try:
+        wait_until_ready(bootstrap, startup_timeout_s)
+    except BaseException:
+        with contextlib.suppress(BrokerStartError):
+            stop()
+        raise
+
+    return BrokerHandle(
+        kind="noida",
+        bootstrap=bootstrap,
+        description=f"noida-db Kafka at {bootstrap}, data in {data_dir}",
+        stop=stop,
+    )

@@ -1,0 +1,86 @@
+"""Creating Fairshare's topics on a broker, idempotently.
+
+Event topics keep records forever (``retention.ms=-1``): they are the system of record and the
+audit replays them from the beginning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from events.topics import TopicKind, Topics
+
+DEFAULT_PARTITIONS = 3
+KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
+
+
+class TopicSetupError(RuntimeError):
+    pass
+
+
+def ensure_topics(
+    bootstrap: str,
+    topics: Topics | None = None,
+    *,
+    partitions: int | Mapping[TopicKind, int] = DEFAULT_PARTITIONS,
+    replication_factor: int = 1,
+    config: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> dict[str, int]:
+    """Create any missing topic; return ``name -> partition count`` for all of them.
+
+    An existing topic with a different partition count is reported, not altered: repartitioning
+    would move keys to other partitions and break per-subject order.
+    """
+    topics = topics or Topics()
+    wanted: dict[str, int] = {}
+    for kind in TopicKind:
+        count = (
+            partitions if isinstance(partitions, int) else partitions.get(kind, DEFAULT_PARTITIONS)
+        )
+        if count < 1:
+            raise ValueError(f"partitions for {kind.value} must be >= 1")
+        wanted[topics.name(kind)] = count
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic_config = {**KEEP_FOREVER, **(config or {})}
+    existing = admin.list_topics(timeout=timeout_s).topics
+    missing = [
+        NewTopic(
+            name, num_partitions=count, replication_factor=replication_factor, config=topic_config
+        )
+        for name, count in wanted.items()
+        if name not in existing
+    ]
+    if missing:
+        for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():
+            try:
+                future.result()
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise TopicSetupError(f"cannot create topic {name}: {error}") from error
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = admin.list_topics(timeout=timeout_s).topics
+        actual = {
+            name: len(metadata[name].partitions)
+            for name in wanted
+            if name in metadata and metadata[name].error is None and metadata[name].partitions
+        }
+        if len(actual) == len(wanted):
+            break
+        if time.monotonic() > deadline:
+            absent = sorted(set(wanted) - set(actual))
+            raise TopicSetupError(f"topics not visible after {timeout_s}s: {absent}")
+        time.sleep(0.2)
+    mismatched = {n: (actual[n], c) for n, c in wanted.items() if actual[n] != c}
+    if mismatched:
+        details = ", ".join(
+            f"{n} has {a} partitions, wanted {w}" for n, (a, w) in mismatched.items()
+        )
+        raise TopicSetupError(f"existing topics differ: {details}")
+    return actual

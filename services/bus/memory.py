@@ -1,0 +1,139 @@
+"""An in-memory bus with Kafka's semantics, for unit tests of pure logic only.
+
+It keeps records as bytes and routes them through the same serde and dead-letter code as the
+Kafka adapter, partitions keys with Kafka's murmur2, and keeps per-group committed offsets, so a
+"crash" (closing without commit) redelivers exactly as a broker would. Integration tests use a
+real broker instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from events.envelope import Envelope
+from events.registry import EventRegistry, default_registry
+from events.serde import encode_binary
+from events.topics import TopicKind, Topics
+from services.bus.partitioning import partition_for_key
+from services.bus.port import Delivery, PublishError
+from services.bus.records import RawRecord, route
+
+
+class InMemoryBroker:
+    def __init__(self, partitions: int = 3) -> None:
+        self.default_partitions = partitions
+        self._logs: dict[str, list[list[RawRecord]]] = {}
+        self._committed: dict[tuple[str, str, int], int] = {}
+        self._round_robin = 0
+
+    def partitions(self, topic: str) -> list[list[RawRecord]]:
+        return self._logs.setdefault(topic, [[] for _ in range(self.default_partitions)])
+
+    def append(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]
+    ) -> RawRecord:
+        parts = self.partitions(topic)
+        if key is None:
+            self._round_robin += 1
+            index = self._round_robin % len(parts)
+        else:
+            index = partition_for_key(key, len(parts))
+        record = RawRecord(topic, index, len(parts[index]), key, value, list(headers))
+        parts[index].append(record)
+        return record
+
+    def records(self, topic: str) -> list[RawRecord]:
+        return [record for part in self.partitions(topic) for record in part]
+
+    def committed(self, group: str, topic: str, partition: int) -> int:
+        return self._committed.get((group, topic, partition), 0)
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self._committed[(group, topic, partition)] = offset
+
+
+class InMemoryPublisher:
+    def __init__(self, broker: InMemoryBroker, topics: Topics | None = None) -> None:
+        self._broker = broker
+        self._topics = topics or Topics()
+        #: Set to make every publish fail, to test what callers do when the log is unavailable.
+        self.unavailable = False
+
+    def publish(self, envelope: Envelope[Any]) -> None:
+        record = encode_binary(envelope)
+        self.publish_raw(
+            self._topics.name(type(envelope.data).topic), record.key, record.value, record.headers
+        )
+
+    def publish_raw(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        if self.unavailable:
+            raise PublishError(f"{topic}: broker unavailable")
+        self._broker.append(topic, key, value, headers or [])
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class InMemorySubscriber:
+    def __init__(
+        self,
+        broker: InMemoryBroker,
+        group_id: str,
+        kinds: Iterable[TopicKind],
+        topics: Topics | None = None,
+        *,
+        registry: EventRegistry | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._broker = broker
+        self._group = group_id
+        self._topics = topics or Topics()
+        self._names = [self._topics.name(kind) for kind in kinds]
+        self._registry = registry or default_registry()
+        self._clock = clock
+        self._dead_letters = InMemoryPublisher(broker, self._topics)
+        self._fetched: dict[tuple[str, int], int] = {}
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery]:
+        deliveries: list[Delivery] = []
+        budget = max_records
+        for topic in self._names:
+            for index, part in enumerate(self._broker.partitions(topic)):
+                start = self._fetched.get(
+                    (topic, index), self._broker.committed(self._group, topic, index)
+                )
+                for record in part[start : start + budget]:
+                    routed = route(
+                        record,
+                        topics=self._topics,
+                        registry=self._registry,
+                        consumer=self._group,
+                        now=self._clock(),
+                    )
+                    if isinstance(routed, Delivery):
+                        deliveries.append(routed)
+                    else:
+                        self._dead_letters.publish(routed)
+                    self._fetched[(topic, index)] = record.offset + 1
+                    budget -= 1
+                if budget <= 0:
+                    return deliveries
+        return deliveries
+
+    def commit(self) -> None:
+        for (topic, index), offset in self._fetched.items():
+            self._broker.commit(self._group, topic, index, offset)
+
+    def close(self) -> None:
+        self._fetched.clear()
