@@ -130,6 +130,9 @@ def _validate(
     try:
         return Envelope[model].model_validate_json(document)  # type: ignore[valid-type]
     except ValidationError as error:
+        if any(problem["type"] == "json_invalid" for problem in error.errors()):
+            # The attributes were serialised here, so invalid JSON can only be the payload.
+            raise EventDecodeError("data: not valid JSON") from None
         raise EventDecodeError(format_validation_error(error)) from None
 
 

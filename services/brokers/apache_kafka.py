@@ -21,12 +21,14 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from .handle import (
+    PORTS_FILE,
     BrokerHandle,
     BrokerStartError,
     free_port,
@@ -45,6 +47,7 @@ __all__ = [
     "render_log4j2_properties",
     "render_server_properties",
     "start_apache_kafka",
+    "summarize_java_output",
 ]
 
 #: The broker version the project is tested against.
@@ -54,6 +57,9 @@ _POM = Path(__file__).with_name("kafka-pom.xml")
 _COMPLETE_MARKER = ".complete"
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-][0-9A-Za-z]+)*$")
 _STOP_GRACE_S = 30.0
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Stack frames ("\tat kafka.X(...)", "... 6 more") bury the one line that says why.
+_STACK_FRAME = re.compile(r"^\s+(at\s|\.\.\.\s+\d+\s+more)")
 
 
 def default_cache_dir() -> Path:
@@ -141,14 +147,15 @@ def fetch_kafka_jars(version: str = KAFKA_VERSION, cache_dir: Path | None = None
             )
         except OSError as exc:
             raise BrokerStartError(f"could not run Maven ({mvn}): {exc}") from exc
+        output = _ANSI_ESCAPE.sub("", result.stdout)
         if result.returncode != 0:
             raise BrokerStartError(
                 f"Maven failed (exit {result.returncode}) to fetch the Apache Kafka "
-                f"{version} jars into {libs}:\n{tail_text(result.stdout)}"
+                f"{version} jars into {libs}:\n{tail_text(output)}"
             )
         if not any(libs.glob("kafka_2.13-*.jar")):
             raise BrokerStartError(
-                f"Maven succeeded but {libs} holds no kafka_2.13 jar:\n{tail_text(result.stdout)}"
+                f"Maven succeeded but {libs} holds no kafka_2.13 jar:\n{tail_text(output)}"
             )
         tmp = root / (_COMPLETE_MARKER + ".tmp")
         tmp.write_text(version + "\n", encoding="utf-8")
@@ -254,7 +261,6 @@ def _choose_ports(data_dir: Path, port: int | None) -> tuple[int, int]:
     controller_port = stored.get("controller_port")
     while controller_port is None or controller_port == broker_port:
         controller_port = free_port()
-    write_ports(data_dir, {"port": broker_port, "controller_port": controller_port})
     return broker_port, controller_port
 
 
@@ -266,6 +272,39 @@ def _read_from(path: Path, offset: int) -> str:
             return handle.read().decode("utf-8", errors="replace")
     except OSError as exc:
         return f"(could not read {path}: {exc})"
+
+
+def summarize_java_output(text: str, lines: int = 25) -> str:
+    """The last ``lines`` lines of a JVM's output, without stack frames.
+
+    What remains ("ERROR ...", "Caused by: ... Address already in use") is what
+    a person needs to see in an error message; the full log stays on disk.
+    """
+    kept = [line for line in text.splitlines() if not _STACK_FRAME.match(line)]
+    return tail_text("\n".join(kept), lines)
+
+
+def _ensure_ports_free(data_dir: Path, ports: dict[str, int]) -> None:
+    """Fail fast if a broker port is already taken.
+
+    Most likely by a broker still running on this same data dir: without this
+    check the new JVM would die on the log-dir lock while the readiness probe
+    happily talks to the old broker on the same port. SO_REUSEADDR makes the
+    check ignore TIME_WAIT leftovers of a broker that was just stopped, exactly
+    as Kafka's own bind does.
+    """
+    for name, number in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", number))
+            except OSError as exc:
+                raise BrokerStartError(
+                    f"cannot start Apache Kafka on {data_dir}: its {name} 127.0.0.1:{number} "
+                    f"is in use ({exc.strerror}); is a broker already running on this data "
+                    f"dir? Stop it, or pass another port (controller port: edit "
+                    f"{data_dir / PORTS_FILE})"
+                ) from exc
 
 
 def _format_storage(java: Path, libs: Path, config: Path, log_dir: Path) -> None:
@@ -302,7 +341,7 @@ def _format_storage(java: Path, libs: Path, config: Path, log_dir: Path) -> None
     if result.returncode != 0:
         raise BrokerStartError(
             f"formatting Kafka storage in {log_dir} failed (exit {result.returncode}):\n"
-            f"{tail_text(result.stdout)}"
+            f"{summarize_java_output(result.stdout)}"
         )
 
 
@@ -348,6 +387,8 @@ def start_apache_kafka(
     java = find_java()
     libs = fetch_kafka_jars(version)
     broker_port, controller_port = _choose_ports(data_dir, port)
+    _ensure_ports_free(data_dir, {"port": broker_port, "controller port": controller_port})
+    write_ports(data_dir, {"port": broker_port, "controller_port": controller_port})
 
     log_dir = data_dir / "kraft-logs"
     server_config = data_dir / "server.properties"
@@ -403,14 +444,14 @@ def start_apache_kafka(
             return None
         return (
             f"Apache Kafka {version} exited with code {code} before it was ready "
-            f"(log: {broker_log}):\n{tail_text(_read_from(broker_log, log_offset))}"
+            f"(log: {broker_log}):\n{summarize_java_output(_read_from(broker_log, log_offset))}"
         )
 
     try:
         wait_until_ready(bootstrap, startup_timeout_s, abort_check=exited_early)
     except BrokerStartError as exc:
         stop()
-        output = tail_text(_read_from(broker_log, log_offset))
+        output = summarize_java_output(_read_from(broker_log, log_offset))
         message = str(exc)
         if output and output not in message:
             message += f"\nbroker output ({broker_log}):\n{output}"

@@ -37,8 +37,8 @@ _log = logging.getLogger(__name__)
 # have; the loader prints a warning on every run although the binary works. Such
 # lines are noise in error messages, so they are dropped.
 _GLIBC_NOISE = re.compile(r"version\s+`GLIBC_[0-9.]+'\s+not found")
-# e.g. "  ✔ kafka          127.0.0.1:19092" in the output of `up` and `status`.
-_KAFKA_LINE = re.compile(r"^\W*kafka\s+(\S+):(\d+)\s*$", re.MULTILINE)
+# e.g. "  ✔ kafka          127.0.0.1:19092  (18 KB saved)" in the output of `up`.
+_KAFKA_LINE = re.compile(r"^\W*kafka\s+([^\s:]+):(\d+)\b", re.MULTILINE)
 _COMMAND_TIMEOUT_S = 60.0
 
 

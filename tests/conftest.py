@@ -1,0 +1,74 @@
+"""Test-session wiring: one real broker per session, chosen by ``--broker``.
+
+Real-broker tests never pass silently without a broker: when none can be started they are
+*skipped* with the reason (shown by ``-ra`` and in the summary below), and with
+``FAIRSHARE_REQUIRE_BROKER=1`` (set by ``.ci/run``) they *fail* instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.brokers import BROKER_KINDS, BrokerHandle, BrokerStartError, start_broker
+
+_STATE: dict[str, str] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--broker",
+        choices=BROKER_KINDS,
+        default=os.environ.get("FAIRSHARE_TEST_BROKER", "apache-kafka"),
+        help="broker the integration tests start and use (default: apache-kafka, "
+        "or $FAIRSHARE_TEST_BROKER); 'external' uses $FAIRSHARE_KAFKA_BOOTSTRAP",
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    required = os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1"
+    return f"fairshare broker: {config.getoption('--broker')} (required: {required})"
+
+
+def _required(name: str) -> bool:
+    return os.environ.get(name) == "1"
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
+    kind = str(request.config.getoption("--broker"))
+    data_dir = Path(tmp_path_factory.mktemp(f"broker-{kind}"))
+    try:
+        handle = start_broker(kind, data_dir)
+    except BrokerStartError as error:
+        _STATE["broker"] = f"NOT STARTED ({kind}): {error}"
+        if _required("FAIRSHARE_REQUIRE_BROKER"):
+            pytest.fail(f"real broker required but {kind} did not start: {error}")
+        pytest.skip(f"no real broker ({kind}): {error}")
+    _STATE["broker"] = f"{handle.description} (started by this test session)"
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    stats = terminalreporter.stats
+    broker_tests = [
+        report
+        for outcome in ("passed", "failed", "skipped", "error")
+        for report in stats.get(outcome, [])
+        if getattr(report, "when", "call") in ("call", "setup") and "broker" in report.keywords
+    ]
+    if not broker_tests and "broker" not in _STATE:
+        return
+    ran = sum(1 for r in broker_tests if r.when == "call" and r.outcome == "passed")
+    skipped = sum(1 for r in broker_tests if r.outcome == "skipped")
+    terminalreporter.section("fairshare real broker")
+    terminalreporter.write_line(f"broker: {_STATE.get('broker', 'not requested')}")
+    terminalreporter.write_line(f"real-broker tests passed: {ran}, skipped: {skipped}")
+    if skipped:
+        terminalreporter.write_line("WARNING: real-broker tests were SKIPPED (see reasons above)")
