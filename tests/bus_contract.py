@@ -154,8 +154,11 @@ def check_poison_records_go_to_dead_letters(bus: BusFactory) -> None:
     assert negative_gpus != valid.value
     poison: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = [
         (b"junk", b"\x00\x01 not an event", []),
-        (heartbeat_on_wrong_topic.key, heartbeat_on_wrong_topic.value,
-         heartbeat_on_wrong_topic.headers),
+        (
+            heartbeat_on_wrong_topic.key,
+            heartbeat_on_wrong_topic.value,
+            heartbeat_on_wrong_topic.headers,
+        ),
         (valid.key, negative_gpus, valid.headers),
     ]
     publisher.publish(good_before[0])

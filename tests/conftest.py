@@ -38,7 +38,9 @@ def _required(name: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerHandle]:
+def broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerHandle]:
     kind = str(request.config.getoption("--broker"))
     data_dir = Path(tmp_path_factory.mktemp(f"broker-{kind}"))
     try:
@@ -72,3 +74,44 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"real-broker tests passed: {ran}, skipped: {skipped}")
     if skipped:
         terminalreporter.write_line("WARNING: real-broker tests were SKIPPED (see reasons above)")
+
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://fairshare:fairshare@127.0.0.1:5432/fairshare"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each database-backed test runs once per backend: a SQLite file and a real PostgreSQL.
+
+    PostgreSQL comes from ``$FAIRSHARE_TEST_POSTGRES_URL`` or the default that
+    ``.ci/start-postgres`` creates; without it the PostgreSQL case is skipped visibly, or fails
+    under ``FAIRSHARE_REQUIRE_POSTGRES=1`` (CI).
+    """
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fairshare.db'}"
+    url = os.environ.get("FAIRSHARE_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("select 1"))
+    except OperationalError as error:
+        reason = f"PostgreSQL not reachable at {url} (run `bash .ci/start-postgres`): {error}"
+        if _required("FAIRSHARE_REQUIRE_POSTGRES"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    finally:
+        engine.dispose()
+    return url
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run in which nothing passed is not green, even if pytest would exit 0 (all skipped)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or exitstatus != 0:
+        return
+    if not reporter.stats.get("passed"):
+        reporter.write_line("ERROR: no test passed in this run", red=True)
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED

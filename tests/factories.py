@@ -51,9 +51,7 @@ DECISION = DecisionRecord(
     input_position=(InputPosition(topic="fairshare.workloads", partition=0, offset=41),),
     reason="fairshare",
     budgets=(
-        BudgetStanding(
-            budget="lab/vision", rank=1, share=0.5, usage_gpu_s=7200, usage_ratio=0.01
-        ),
+        BudgetStanding(budget="lab/vision", rank=1, share=0.5, usage_gpu_s=7200, usage_ratio=0.01),
     ),
 )
 
@@ -61,7 +59,9 @@ DECISION = DecisionRecord(
 def sample_payloads() -> list[EventData]:
     """A valid payload of every event type, in ALL_EVENT_MODELS order."""
     payloads: list[EventData] = [
-        BudgetCreated(budget="lab/vision", weight=2.0, pool_weights={"a100": 3.0}, created_by="ana"),
+        BudgetCreated(
+            budget="lab/vision", weight=2.0, pool_weights={"a100": 3.0}, created_by="ana"
+        ),
         BudgetClosed(budget="lab/old", closed_by="ana", reason="project over"),
         BudgetWeightChanged(budget="lab/vision", weight=4.0, pool="a100", changed_by="ana"),
         MembershipGranted(budget="lab/vision", user="bo", role="member", granted_by="ana"),

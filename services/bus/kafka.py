@@ -129,10 +129,10 @@ class KafkaEventSubscriber:
         self._group_id = group_id
         self._registry = registry or default_registry()
         self._clock = clock
+        self._bootstrap = bootstrap
+        # Created on first use: most consumers never meet a poison record.
+        self._dead_letters: KafkaEventPublisher | None = dead_letters
         self._owns_dead_letters = dead_letters is None
-        self._dead_letters = dead_letters or KafkaEventPublisher(
-            bootstrap, self._topics, client_id=f"{group_id}-deadletter"
-        )
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -176,7 +176,7 @@ class KafkaEventSubscriber:
             if isinstance(routed, Delivery):
                 deliveries.append(routed)
             else:
-                self._dead_letters.publish(routed)
+                self._dead_letter_publisher().publish(routed)
                 dead += 1
                 log.warning(
                     "dead-lettered record",
@@ -188,8 +188,15 @@ class KafkaEventSubscriber:
                 )
             self._pending[(record.topic, record.partition)] = record.offset + 1
         if dead:
-            self._dead_letters.flush()
+            self._dead_letter_publisher().flush()
         return deliveries
+
+    def _dead_letter_publisher(self) -> KafkaEventPublisher:
+        if self._dead_letters is None:
+            self._dead_letters = KafkaEventPublisher(
+                self._bootstrap, self._topics, client_id=f"{self._group_id}-deadletter"
+            )
+        return self._dead_letters
 
     def commit(self) -> None:
         if not self._pending:
@@ -207,7 +214,7 @@ class KafkaEventSubscriber:
     def close(self) -> None:
         """Leave the group without committing: uncommitted work is redelivered, never lost."""
         self._consumer.close()
-        if self._owns_dead_letters:
+        if self._owns_dead_letters and self._dead_letters is not None:
             self._dead_letters.close()
 
 

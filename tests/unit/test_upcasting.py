@@ -67,7 +67,7 @@ def test_without_an_upcaster_the_old_type_is_unknown() -> None:
 
 def test_upcast_output_is_still_validated(registry: EventRegistry) -> None:
     bad = {**V0_PAYLOAD, "min_runtime_min": 10_000}
-    with pytest.raises(EventDecodeError, match="data.min_runtime_s"):
+    with pytest.raises(EventDecodeError, match=r"data\.min_runtime_s"):
         decode_binary(orjson.dumps(bad), HEADERS, registry)
 
 
