@@ -1,0 +1,161 @@
+"""The ``fairshare`` command line.
+
+Typer gives typed options, ``--help`` and shell completion for free; Rich renders the tables.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from events import Topics
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+schemas_app = typer.Typer(no_args_is_help=True, help="JSON Schemas of every event.")
+broker_app = typer.Typer(no_args_is_help=True, help="Local Kafka-protocol brokers.")
+app.add_typer(schemas_app, name="schemas")
+app.add_typer(broker_app, name="broker")
+
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
+
+KafkaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka",
+        envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
+        help="bootstrap servers of an existing Kafka; default: start the embedded noida-db",
+    ),
+]
+PrefixOption = Annotated[
+    str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
+]
+
+
+@app.callback()
+def _root(
+    log_level: Annotated[str, typer.Option(envvar="FAIRSHARE_LOG_LEVEL")] = "WARNING",
+    log_json: Annotated[bool, typer.Option("--log-json", help="JSON log lines")] = False,
+) -> None:
+    from services.logs import configure_logging
+
+    configure_logging(log_level, json=log_json)
+
+
+@app.command()
+def up(
+    kafka: KafkaOption = None,
+    data_dir: Annotated[Path, typer.Option(help="where the embedded broker keeps data")] = (
+        DEFAULT_DATA_DIR
+    ),
+    duration: Annotated[
+        float | None, typer.Option(help="stop after this many seconds (default: until Ctrl-C)")
+    ] = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """Run Fairshare on embedded defaults (for now: the event round-trip demo)."""
+    from services.brokers import BrokerStartError, external_broker, start_noida
+    from services.demo import run_demo
+
+    try:
+        if kafka:
+            broker = external_broker(kafka)
+        else:
+            console.print(f"starting the embedded broker (noida-db, data in {data_dir}/broker)")
+            broker = start_noida(data_dir / "broker")
+    except BrokerStartError as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    try:
+        console.print(f"broker ready: {broker.description}")
+        if duration is None:
+            console.print("press Ctrl-C to stop")
+        result = run_demo(
+            broker.bootstrap,
+            topics=Topics(prefix=topic_prefix),
+            duration_s=duration,
+            console=console,
+        )
+    finally:
+        broker.stop()
+    raise typer.Exit(0 if result.intact else 1)
+
+
+@schemas_app.command("generate")
+def schemas_generate(
+    directory: Annotated[Path | None, typer.Option("--dir")] = None,
+) -> None:
+    """Write schemas/*.json from the event models."""
+    from events.schema_export import DEFAULT_SCHEMA_DIR, write_schemas
+
+    target = directory or DEFAULT_SCHEMA_DIR
+    names = write_schemas(target)
+    console.print(f"wrote {len(names)} schema files to {target}")
+
+
+@schemas_app.command("check")
+def schemas_check(
+    directory: Annotated[Path | None, typer.Option("--dir")] = None,
+) -> None:
+    """Fail if the checked-in schemas differ from the models."""
+    from events.schema_export import DEFAULT_SCHEMA_DIR, schema_drift
+
+    target = directory or DEFAULT_SCHEMA_DIR
+    problems = schema_drift(target)
+    for problem in problems:
+        err_console.print(f"[red]schema drift:[/] {problem}")
+    if problems:
+        err_console.print("regenerate with: fairshare schemas generate")
+        raise typer.Exit(1)
+    console.print(f"schemas up to date in {target}")
+
+
+@broker_app.command("fetch-kafka")
+def broker_fetch_kafka() -> None:
+    """Download the Apache Kafka broker jars from Maven Central into the cache."""
+    from services.brokers import KAFKA_VERSION, BrokerStartError, fetch_kafka_jars
+
+    try:
+        libs = fetch_kafka_jars()
+    except BrokerStartError as error:
+        err_console.print(f"[red]fetch failed:[/] {error}")
+        raise typer.Exit(2) from error
+    console.print(f"Apache Kafka {KAFKA_VERSION} jars in {libs}")
+
+
+@broker_app.command("run")
+def broker_run(
+    kind: Annotated[str, typer.Option(help="apache-kafka or noida")] = "apache-kafka",
+    data_dir: Annotated[Path, typer.Option()] = DEFAULT_DATA_DIR / "dev-broker",
+) -> None:
+    """Run a local broker in the foreground until Ctrl-C (for development)."""
+    from services.brokers import BrokerStartError, start_broker
+
+    try:
+        broker = start_broker(kind, data_dir)
+    except BrokerStartError as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    console.print(f"{broker.description}\nbootstrap: {broker.bootstrap}  (Ctrl-C stops it)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
