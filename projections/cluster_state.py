@@ -1,0 +1,461 @@
+"""Nodes and workloads as a fold over cluster, workload and command events.
+
+The scheduler decides from this state, the simulator drives it, and the read models (next issue)
+host it. It keeps two views of each GPU on purpose:
+
+* *assigned*: the scheduler's view. A GPU is released the moment a preempt command is issued for
+  its holder, so the same pass (or the next) can hand it to the preemptor: the agent starts the
+  new workload only once the victim has exited, so nothing is ever over-committed physically.
+* *holders*: what physically runs on a node, until the agent reports the end. A cordoned node is
+  drained only when this is empty.
+
+Fields are plain slotted dataclasses rather than pydantic models: the simulator folds millions
+of these transitions, and the events at the boundary are already validated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sortedcontainers import SortedList
+
+from events.models import (
+    EventData,
+    NodeCordoned,
+    NodeDown,
+    NodeDrained,
+    NodeRegistered,
+    NodeUncordoned,
+    NodeUp,
+    PlaceCommand,
+    PreemptCommand,
+    WorkloadCancelled,
+    WorkloadFinished,
+    WorkloadLost,
+    WorkloadPlaced,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
+    WorkloadSubmitted,
+)
+from events.models.heartbeats import GpuHeartbeat
+
+Status = Literal[
+    "pending", "placed", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
+]
+ACTIVE: frozenset[str] = frozenset({"placed", "running"})
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+#: A pending workload's place in its budget's queue: (-priority, submitted_at, workload_id).
+QueueKey = tuple[int, float, str]
+
+#: GPU indices per node: ((node, (gpu, ...)), ...)
+PlacementSpec = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+class ClusterStateError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class NodeState:
+    name: str
+    cluster: str
+    pool: str
+    gpus: int
+    gpu_type: str
+    assigned: dict[int, str] = field(default_factory=dict)
+    holders: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    cordoned: bool = False
+    down: bool = False
+    drained: bool = False
+    last_heartbeat: float | None = None
+
+    @property
+    def free(self) -> int:
+        return self.gpus - len(self.assigned)
+
+    @property
+    def schedulable(self) -> bool:
+        return not (self.cordoned or self.down)
+
+    def free_indices(self) -> list[int]:
+        return [i for i in range(self.gpus) if i not in self.assigned]
+
+
+@dataclass(slots=True)
+class WorkloadState:
+    workload_id: str
+    budget: str
+    pools: tuple[str, ...]
+    gpus: int
+    gang: str
+    min_runtime_s: int
+    resumable: bool
+    priority: int
+    submitter: str
+    spec: dict[str, object]
+    #: Original submit time (kept across requeues): orders the queue.
+    submitted_at: float
+    status: Status = "pending"
+    attempt: int = 1
+    pool: str | None = None
+    placement: PlacementSpec = ()
+    placed_at: float | None = None
+    started_at: float | None = None
+    #: A preempt command is out for the current attempt; its GPUs are released.
+    preempting: bool = False
+    cancel_requested: bool = False
+    last_heartbeat: float | None = None
+
+    @property
+    def allocated(self) -> bool:
+        return self.min_runtime_s > 0
+
+    def queue_key(self) -> QueueKey:
+        """Within one budget: higher priority first, then earlier submission, then id."""
+        return (-self.priority, self.submitted_at, self.workload_id)
+
+    def ran_s(self, now: float) -> float:
+        """How long the current attempt has run: the contract counts from the start, not from
+        the placement (a placed workload may still be waiting for its GPUs to be vacated)."""
+        return 0.0 if self.started_at is None else max(0.0, now - self.started_at)
+
+    def contract_over(self, now: float) -> bool:
+        return self.started_at is not None and self.ran_s(now) >= self.min_runtime_s
+
+
+class PoolIndex:
+    """Schedulable nodes of one pool bucketed by free GPU count, for O(1) fit checks and
+    deterministic best-fit choice (fewest free GPUs that suffice, then node name)."""
+
+    def __init__(self) -> None:
+        self.by_free: dict[int, SortedList[str]] = {}
+        self.capacity = 0  # GPUs on nodes that are up (cordoned ones still count)
+
+    def add(self, node: NodeState) -> None:
+        self.by_free.setdefault(node.free, SortedList()).add(node.name)
+
+    def remove(self, node: NodeState, free: int) -> None:
+        bucket = self.by_free.get(free)
+        if bucket is not None:
+            bucket.discard(node.name)
+
+    def max_free(self) -> int:
+        best = 0
+        for free, names in self.by_free.items():
+            if free > best and names:
+                best = free
+        return best
+
+    def best_fit(self, gpus: int) -> str | None:
+        for free in sorted(self.by_free):
+            if free >= gpus and self.by_free[free]:
+                return str(self.by_free[free][0])
+        return None
+
+    def nodes_with_free(self, free: int) -> SortedList[str]:
+        return self.by_free.get(free, SortedList())
+
+
+class ClusterState:
+    """Nodes, workloads and per-pool indexes; ``apply`` folds one event in."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.workloads: dict[str, WorkloadState] = {}
+        self.pools: dict[str, PoolIndex] = {}
+        #: Pending workloads per pool, per budget, per (allocated, gang size), in queue order:
+        #: the scheduler's candidates. Entries are ``WorkloadState.queue_key()`` tuples.
+        self.pending: dict[str, dict[str, dict[tuple[bool, int], SortedList[QueueKey]]]] = {}
+        #: Workloads holding GPUs (placed/running), by pool.
+        self.active: dict[str, set[str]] = {}
+        #: Preempted or lost resumable workloads that the scheduler must requeue.
+        self.awaiting_requeue: set[str] = set()
+        #: Active workloads whose submitter asked to cancel them.
+        self.cancelling: set[str] = set()
+        #: Nodes out of service (cordoned, or down): maintenance works through these.
+        self.cordoned_nodes: set[str] = set()
+        self.down_nodes: set[str] = set()
+        self.version = 0
+
+    # -- the fold --------------------------------------------------------------------------
+    def apply(self, data: EventData, at: datetime | float) -> None:
+        now = at if isinstance(at, float | int) else at.timestamp()
+        self.version += 1
+        handler = _HANDLERS.get(type(data))
+        if handler is not None:
+            handler(self, data, float(now))
+
+    # -- nodes -----------------------------------------------------------------------------
+    def _index(self, node: NodeState) -> PoolIndex:
+        return self.pools.setdefault(node.pool, PoolIndex())
+
+    def _set_assigned(self, node: NodeState, changes: Mapping[int, str | None]) -> None:
+        indexed = node.schedulable
+        if indexed:
+            self._index(node).remove(node, node.free)
+        for gpu, holder in changes.items():
+            if holder is None:
+                node.assigned.pop(gpu, None)
+            else:
+                if gpu in node.assigned and node.assigned[gpu] != holder:
+                    raise ClusterStateError(
+                        f"placement: GPU {gpu} of {node.name} is already assigned to "
+                        f"{node.assigned[gpu]}"
+                    )
+                node.assigned[gpu] = holder
+        if indexed:
+            self._index(node).add(node)
+
+    def _set_schedulable(self, node: NodeState, cordoned: bool, down: bool) -> None:
+        index = self._index(node)
+        if node.schedulable:
+            index.remove(node, node.free)
+        if not node.down:
+            index.capacity -= node.gpus
+        node.cordoned, node.down = cordoned, down
+        for flag, names in ((cordoned, self.cordoned_nodes), (down, self.down_nodes)):
+            if flag:
+                names.add(node.name)
+            else:
+                names.discard(node.name)
+        if node.schedulable:
+            index.add(node)
+        if not node.down:
+            index.capacity += node.gpus
+
+    def _on_node_registered(self, e: NodeRegistered, now: float) -> None:
+        existing = self.nodes.get(e.node)
+        if existing is not None:
+            if (existing.pool, existing.gpus) != (e.pool, e.gpus):
+                raise ClusterStateError(
+                    f"node: {e.node} re-registered with another pool or GPU count"
+                )
+            self._set_schedulable(existing, existing.cordoned, False)
+            return
+        node = NodeState(e.node, e.cluster, e.pool, e.gpus, e.gpu_type, last_heartbeat=now)
+        self.nodes[e.node] = node
+        index = self._index(node)
+        index.add(node)
+        index.capacity += node.gpus
+        self.active.setdefault(node.pool, set())
+        self.pending.setdefault(node.pool, {})
+
+    def _node(self, name: str) -> NodeState:
+        node = self.nodes.get(name)
+        if node is None:
+            raise ClusterStateError(f"node: unknown node {name!r}")
+        return node
+
+    def _on_cordoned(self, e: NodeCordoned, now: float) -> None:
+        node = self._node(e.node)
+        node.drained = False
+        self._set_schedulable(node, True, node.down)
+
+    def _on_uncordoned(self, e: NodeUncordoned, now: float) -> None:
+        node = self._node(e.node)
+        node.drained = False
+        self._set_schedulable(node, False, node.down)
+
+    def _on_drained(self, e: NodeDrained, now: float) -> None:
+        self._node(e.node).drained = True
+
+    def _on_down(self, e: NodeDown, now: float) -> None:
+        node = self._node(e.node)
+        if e.last_heartbeat is not None:
+            node.last_heartbeat = e.last_heartbeat.timestamp()
+        self._set_schedulable(node, node.cordoned, True)
+
+    def _on_up(self, e: NodeUp, now: float) -> None:
+        node = self._node(e.node)
+        node.last_heartbeat = now
+        self._set_schedulable(node, node.cordoned, False)
+
+    def _on_heartbeat(self, e: GpuHeartbeat, now: float) -> None:
+        node = self.nodes.get(e.node)
+        if node is not None:
+            node.last_heartbeat = max(node.last_heartbeat or now, now)
+            for holder in node.holders:
+                workload = self.workloads.get(holder)
+                if workload is not None:
+                    workload.last_heartbeat = now
+
+    # -- workloads -------------------------------------------------------------------------
+    def _queue(self, workload: WorkloadState, pool: str) -> SortedList[QueueKey]:
+        by_budget = self.pending.setdefault(pool, {})
+        by_kind = by_budget.setdefault(workload.budget, {})
+        kind = (workload.allocated, workload.gpus)
+        queue = by_kind.get(kind)
+        if queue is None:
+            queue = by_kind[kind] = SortedList()
+        return queue
+
+    def _enqueue(self, workload: WorkloadState) -> None:
+        for pool in workload.pools:
+            self._queue(workload, pool).add(workload.queue_key())
+
+    def _dequeue(self, workload: WorkloadState) -> None:
+        for pool in workload.pools:
+            self._queue(workload, pool).discard(workload.queue_key())
+
+    def _on_submitted(self, e: WorkloadSubmitted, now: float) -> None:
+        if e.workload_id in self.workloads:
+            return  # idempotent submit: the client's id was seen already
+        workload = WorkloadState(
+            workload_id=e.workload_id,
+            budget=e.budget,
+            pools=tuple(e.pools),
+            gpus=e.gpus,
+            gang=e.gang,
+            min_runtime_s=e.min_runtime_s,
+            resumable=e.resumable,
+            priority=e.priority,
+            submitter=e.submitter,
+            spec=dict(e.spec),
+            submitted_at=now,
+        )
+        self.workloads[e.workload_id] = workload
+        self._enqueue(workload)
+
+    def _workload(self, workload_id: str) -> WorkloadState:
+        workload = self.workloads.get(workload_id)
+        if workload is None:
+            raise ClusterStateError(f"workload_id: unknown workload {workload_id!r}")
+        return workload
+
+    def _on_cancelled(self, e: WorkloadCancelled, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.status == "pending":
+            self._dequeue(workload)
+            workload.status = "cancelled"
+        elif workload.status in ACTIVE:
+            workload.cancel_requested = True
+            self.cancelling.add(workload.workload_id)
+
+    def _hold(self, workload: WorkloadState, placement: PlacementSpec) -> None:
+        for node_name, gpus in placement:
+            node = self._node(node_name)
+            self._set_assigned(node, dict.fromkeys(gpus, workload.workload_id))
+            node.holders[workload.workload_id] = gpus
+            node.drained = False
+        self.active.setdefault(workload.pool or "", set()).add(workload.workload_id)
+
+    def _release_assignment(self, workload: WorkloadState) -> None:
+        for node_name, gpus in workload.placement:
+            node = self.nodes.get(node_name)
+            if node is None:
+                continue
+            mine = {g: None for g in gpus if node.assigned.get(g) == workload.workload_id}
+            if mine:
+                self._set_assigned(node, mine)
+
+    def _release_physical(self, workload: WorkloadState) -> None:
+        self._release_assignment(workload)
+        for node_name, _gpus in workload.placement:
+            node = self.nodes.get(node_name)
+            if node is not None:
+                node.holders.pop(workload.workload_id, None)
+        self.active.get(workload.pool or "", set()).discard(workload.workload_id)
+
+    def _on_placed(self, e: WorkloadPlaced, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.status != "pending" or e.attempt != workload.attempt:
+            return  # a duplicate, or a stale placement of an earlier attempt
+        placement = tuple((part.node, tuple(part.gpus)) for part in e.placement.nodes)
+        self._dequeue(workload)
+        workload.status = "placed"
+        workload.pool = e.pool
+        workload.placement = placement
+        workload.placed_at = now
+        workload.preempting = False
+        self._hold(workload, placement)
+
+    def _on_place_command(self, e: PlaceCommand, now: float) -> None:
+        return None  # the matching WorkloadPlaced carries the state change
+
+    def _on_preempt_command(self, e: PreemptCommand, now: float) -> None:
+        workload = self.workloads.get(e.workload_id)
+        if workload is None or workload.attempt != e.attempt or workload.status not in ACTIVE:
+            return
+        if not workload.preempting:
+            workload.preempting = True
+            self._release_assignment(workload)
+
+    def _on_started(self, e: WorkloadStarted, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.attempt != e.attempt or workload.status != "placed":
+            return
+        workload.status = "running"
+        workload.started_at = now
+        workload.last_heartbeat = now
+
+    def _end(self, workload: WorkloadState, status: Status) -> None:
+        self._release_physical(workload)
+        workload.status = status
+        workload.preempting = False
+        self.cancelling.discard(workload.workload_id)
+        if status in ("preempted", "lost") and workload.resumable:
+            self.awaiting_requeue.add(workload.workload_id)
+
+    def _on_finished(self, e: WorkloadFinished, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.attempt == e.attempt and workload.status in ACTIVE:
+            self._end(workload, e.outcome)
+
+    def _on_preempted(self, e: WorkloadPreempted, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.attempt == e.attempt and workload.status in ACTIVE:
+            self._end(workload, "cancelled" if workload.cancel_requested else "preempted")
+
+    def _on_lost(self, e: WorkloadLost, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.attempt == e.attempt and workload.status in ACTIVE:
+            self._end(workload, "lost")
+
+    def _on_requeued(self, e: WorkloadRequeued, now: float) -> None:
+        workload = self._workload(e.workload_id)
+        if workload.attempt != e.attempt or workload.status not in ("preempted", "lost"):
+            return
+        self.awaiting_requeue.discard(workload.workload_id)
+        workload.status = "pending"
+        workload.attempt += 1
+        workload.pool = None
+        workload.placement = ()
+        workload.placed_at = workload.started_at = None
+        workload.preempting = False
+        self._enqueue(workload)
+
+    # -- queries ---------------------------------------------------------------------------
+    def active_in(self, pool: str) -> Iterator[WorkloadState]:
+        for workload_id in sorted(self.active.get(pool, ())):
+            yield self.workloads[workload_id]
+
+    def capacity(self, pool: str) -> int:
+        index = self.pools.get(pool)
+        return 0 if index is None else index.capacity
+
+
+_Handler = Callable[[ClusterState, Any, float], None]
+_HANDLERS: dict[type[EventData], _Handler] = {
+    NodeRegistered: ClusterState._on_node_registered,
+    NodeCordoned: ClusterState._on_cordoned,
+    NodeUncordoned: ClusterState._on_uncordoned,
+    NodeDrained: ClusterState._on_drained,
+    NodeDown: ClusterState._on_down,
+    NodeUp: ClusterState._on_up,
+    GpuHeartbeat: ClusterState._on_heartbeat,
+    WorkloadSubmitted: ClusterState._on_submitted,
+    WorkloadCancelled: ClusterState._on_cancelled,
+    WorkloadPlaced: ClusterState._on_placed,
+    PlaceCommand: ClusterState._on_place_command,
+    PreemptCommand: ClusterState._on_preempt_command,
+    WorkloadStarted: ClusterState._on_started,
+    WorkloadFinished: ClusterState._on_finished,
+    WorkloadPreempted: ClusterState._on_preempted,
+    WorkloadLost: ClusterState._on_lost,
+    WorkloadRequeued: ClusterState._on_requeued,
+}

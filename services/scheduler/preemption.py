@@ -1,0 +1,165 @@
+"""Choosing victims for a pending allocated workload that does not fit (DESIGN.md, Preemption).
+
+Eligible victims, in tiers: (0) unallocated work, always; (1) allocated work past its
+``min_runtime`` whose budget ranks behind the preemptor's even after the preemptor's own request
+is counted. Work inside its contract is never eligible. Among placements that become valid, the
+one needing the fewest allocated victims, then fewest victims, wins; ties prefer the most
+over-served victim budgets, then the youngest runs, then the node name.
+
+A :class:`VictimIndex` is built once per pool and pass (and rebuilt after the pass changes that
+pool), so each search first checks in O(budgets) whether enough GPUs could be freed at all and
+then visits only nodes that hold preemptible work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
+from services.scheduler.fairshare_order import FairShareOrder
+from services.scheduler.placement import needs_whole_nodes
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    placement: PlacementSpec
+    victims: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Preemptible work on one node."""
+
+    workload_id: str
+    tier: int  # 0 unallocated, 1 allocated past its contract
+    gpus: tuple[int, ...]  # its GPUs on this node
+    budget: str
+    started: float
+
+
+Cost = tuple[int, int, float, float, str]
+
+
+class VictimIndex:
+    """Preemptible work of one pool at one instant, by node and by budget."""
+
+    def __init__(self, cluster: ClusterState, pool: str, now: float) -> None:
+        self.by_node: dict[str, list[Candidate]] = {}
+        self.gpus_by_budget: dict[str, int] = {}
+        self.tier0_gpus = 0
+        for workload_id in sorted(cluster.active.get(pool, ())):
+            workload = cluster.workloads[workload_id]
+            if workload.preempting:
+                continue
+            if workload.allocated and not workload.contract_over(now):
+                continue
+            tier = 1 if workload.allocated else 0
+            started = workload.started_at if workload.started_at is not None else 0.0
+            for node_name, gpus in workload.placement:
+                node = cluster.nodes.get(node_name)
+                if node is None or not node.schedulable:
+                    continue
+                self.by_node.setdefault(node_name, []).append(
+                    Candidate(workload_id, tier, gpus, workload.budget, started)
+                )
+            if tier == 0:
+                self.tier0_gpus += workload.gpus
+            else:
+                self.gpus_by_budget[workload.budget] = (
+                    self.gpus_by_budget.get(workload.budget, 0) + workload.gpus
+                )
+
+
+def _node_plan(
+    node: NodeState,
+    need: int,
+    candidates: list[Candidate],
+    behind: set[str],
+    order: FairShareOrder,
+) -> tuple[Cost, tuple[str, ...], list[int]] | None:
+    """Fewest eligible victims on ``node`` that leave ``need`` GPUs free, with their cost."""
+    free = node.free_indices()
+    if len(free) >= need:
+        return (0, 0, 0.0, 0.0, node.name), (), free[:need]
+    eligible = sorted(
+        (c.tier, -len(c.gpus), -order.ratio(c.budget), -c.started, c.workload_id, c.gpus)
+        for c in candidates
+        if c.tier == 0 or c.budget in behind
+    )
+    if len(free) + sum(len(e[5]) for e in eligible) < need:
+        return None
+    taken: list[str] = []
+    gained = list(free)
+    allocated = 0
+    overserved = 0.0
+    youngest = 0.0
+    for tier, _size, neg_ratio, neg_started, workload_id, gpus in eligible:
+        taken.append(workload_id)
+        gained.extend(gpus)
+        allocated += tier
+        overserved = min(overserved, neg_ratio)
+        youngest = min(youngest, neg_started)
+        if len(gained) >= need:
+            cost = (allocated, len(taken), overserved, youngest, node.name)
+            return cost, tuple(taken), sorted(gained)[:need]
+    return None
+
+
+def find_preemption(
+    cluster: ClusterState,
+    pool: str,
+    preemptor: WorkloadState,
+    order: FairShareOrder,
+    victims: VictimIndex,
+    node_size: int,
+) -> PreemptionPlan | None:
+    extra = float(preemptor.gpus * preemptor.min_runtime_s)
+    behind = {
+        budget
+        for budget in victims.gpus_by_budget
+        if order.ranks_behind(budget, preemptor.budget, extra)
+    }
+    index = cluster.pools[pool]
+    free_total = sum(free * len(names) for free, names in index.by_free.items())
+    could_free = victims.tier0_gpus + sum(victims.gpus_by_budget[b] for b in behind)
+    if could_free == 0 or free_total + could_free < preemptor.gpus:
+        return None
+    if not needs_whole_nodes(preemptor.gpus, preemptor.gang, node_size):
+        best: tuple[Cost, tuple[str, ...], list[int]] | None = None
+        for node_name, candidates in victims.by_node.items():
+            node = cluster.nodes[node_name]
+            if node.gpus < preemptor.gpus:
+                continue
+            plan = _node_plan(node, preemptor.gpus, candidates, behind, order)
+            if plan is not None and plan[1] and (best is None or plan[0] < best[0]):
+                best = plan
+        if best is None:
+            return None
+        return PreemptionPlan(((best[0][4], tuple(best[2])),), best[1])
+    # Whole nodes: every holder on a chosen node must be an eligible victim.
+    options: list[tuple[Cost, int, NodeState, tuple[str, ...]]] = []
+    for free in sorted(index.by_free):
+        for node_name in index.by_free[free]:
+            node = cluster.nodes[node_name]
+            plan = _node_plan(node, node.gpus, victims.by_node.get(node_name, []), behind, order)
+            if plan is not None:
+                options.append((plan[0], -node.gpus, node, plan[1]))
+    options.sort(key=lambda o: (o[0], o[1]))
+    chosen: list[NodeState] = []
+    taken: list[str] = []
+    total = 0
+    for _cost, _size, node, node_victims in options:
+        chosen.append(node)
+        taken.extend(v for v in node_victims if v not in taken)
+        total += node.gpus
+        if total >= preemptor.gpus:
+            if not taken:
+                return None  # it fits without preemption: placement handles that
+            parts: list[tuple[str, tuple[int, ...]]] = []
+            remaining = preemptor.gpus
+            for part in chosen:
+                take = min(part.gpus, remaining)
+                parts.append((part.name, tuple(range(take))))
+                remaining -= take
+            return PreemptionPlan(tuple(parts), tuple(taken))
+    return None

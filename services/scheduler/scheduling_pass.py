@@ -1,0 +1,385 @@
+"""One scheduling pass: from state and a time to decisions, each with its reasons.
+
+Pure and deterministic: no I/O, no clock (``now`` is an argument), iteration in sorted orders
+only. The pass folds each decision into the state it was given as soon as it makes it, exactly
+as replaying the decision from the log would (the fold ignores the replayed duplicate), so the
+next pick already sees the GPUs taken and the budget charged. It returns the decisions for the
+caller to publish (the service) or to act out (the simulator).
+
+Order of work in a pass:
+1. maintenance: work on down nodes is lost (and requeued if resumable); preempted/lost
+   resumable work is requeued keeping its submit time; cancellations of running work become
+   preempt commands; work on cordoned nodes is preempted once past its contract; a cordoned
+   node with nothing left on it is drained;
+2. per pool, allocated work in fair-share order (placing, or preempting when allowed), then
+   unallocated work in the same order into what is left (never preempting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sortedcontainers import SortedList
+
+from events.envelope import derived_event_id
+from events.models import (
+    BudgetStanding,
+    DecisionRecord,
+    EventData,
+    InputPosition,
+    NodeDrained,
+    NodeGpus,
+    PlaceCommand,
+    Placement,
+    PreemptCommand,
+    WorkloadLost,
+    WorkloadPlaced,
+    WorkloadRequeued,
+)
+from events.models.commands import ReasonCode
+from projections.budget_tree import BudgetTree
+from projections.cluster_state import ClusterState, PlacementSpec, QueueKey, WorkloadState
+from services.scheduler.fairshare_order import FairShareOrder
+from services.scheduler.placement import find_placement, largest_node
+from services.scheduler.preemption import VictimIndex, find_preemption
+
+#: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
+UsageSource = Callable[[str], Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class PassContext:
+    now: float
+    pass_id: int = 0
+    input_position: tuple[InputPosition, ...] = ()
+    window_s: int = 7 * 24 * 3600
+    grace_period_s: int = 30
+    #: Bound on preemption searches per pool and pass (each scans the pool's nodes).
+    max_preemption_searches: int = 16
+    preemption: bool = True
+
+
+@dataclass
+class PassResult:
+    #: Facts the scheduler states (placed, requeued, lost, drained), in decision order.
+    events: list[EventData] = field(default_factory=list)
+    #: Commands for cluster agents (place, preempt), in decision order.
+    commands: list[EventData] = field(default_factory=list)
+
+    def all(self) -> list[EventData]:
+        return [*self.events, *self.commands]
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+class PassRecorder:
+    def __init__(
+        self, cluster: ClusterState, tree: BudgetTree, usage: UsageSource, ctx: PassContext
+    ) -> None:
+        self.cluster = cluster
+        self.tree = tree
+        self.usage = usage
+        self.ctx = ctx
+        self.result = PassResult()
+        self.standing_cache: dict[str, dict[str, int]] = {}
+
+    # -- emitting ----------------------------------------------------------------------------
+    def emit(self, data: EventData, command: bool = False) -> None:
+        self.cluster.apply(data, self.ctx.now)
+        (self.result.commands if command else self.result.events).append(data)
+
+    def decision(
+        self,
+        reason: ReasonCode,
+        order: FairShareOrder | None,
+        budgets: tuple[str, ...],
+        preemptor: str | None = None,
+        detail: str = "",
+    ) -> DecisionRecord:
+        standings = []
+        if order is not None:
+            ranks = self._ranks(order)
+            for budget in budgets:
+                ratio = order.ratio(budget)
+                standings.append(
+                    BudgetStanding(
+                        budget=budget,
+                        rank=ranks.get(budget, len(ranks) + 1),
+                        share=min(1.0, max(0.0, order.shares.get(budget, 0.0))),
+                        usage_gpu_s=int(order.usage.get(budget, 0.0)),
+                        usage_ratio=ratio if ratio != float("inf") else 1e18,
+                    )
+                )
+        return DecisionRecord(
+            pass_id=self.ctx.pass_id,
+            input_position=self.ctx.input_position,
+            reason=reason,
+            budgets=tuple(standings),
+            preemptor=preemptor,
+            detail=detail,
+        )
+
+    def _ranks(self, order: FairShareOrder) -> dict[str, int]:
+        key = str(id(order))
+        ranks = self.standing_cache.get(key)
+        if ranks is None:
+            ranks = {leaf: i + 1 for i, leaf in enumerate(order.leaf_order())}
+            self.standing_cache = {key: ranks}
+        return ranks
+
+    def preempt(
+        self,
+        workload: WorkloadState,
+        reason: ReasonCode,
+        decision: DecisionRecord,
+        requeue: bool,
+    ) -> None:
+        cluster_name = self.cluster.nodes[workload.placement[0][0]].cluster
+        self.emit(
+            PreemptCommand(
+                command_id=derived_event_id("preempt", workload.workload_id, str(workload.attempt)),
+                cluster=cluster_name,
+                pool=workload.pool or workload.pools[0],
+                workload_id=workload.workload_id,
+                attempt=workload.attempt,
+                grace_period_s=self.ctx.grace_period_s,
+                requeue=requeue,
+                decision=decision,
+            ),
+            command=True,
+        )
+
+    def place(
+        self,
+        workload: WorkloadState,
+        pool: str,
+        placement: PlacementSpec,
+        decision: DecisionRecord,
+    ) -> None:
+        command_id = derived_event_id("place", workload.workload_id, str(workload.attempt))
+        shape = Placement(nodes=tuple(NodeGpus(node=n, gpus=g) for n, g in placement))
+        attempt = workload.attempt
+        self.emit(
+            PlaceCommand(
+                command_id=command_id,
+                cluster=self.cluster.nodes[placement[0][0]].cluster,
+                pool=pool,
+                workload_id=workload.workload_id,
+                attempt=attempt,
+                budget=workload.budget,
+                placement=shape,
+                allocated=workload.allocated,
+                min_runtime_s=workload.min_runtime_s,
+                spec=workload.spec,  # type: ignore[arg-type]
+                decision=decision,
+            ),
+            command=True,
+        )
+        self.emit(
+            WorkloadPlaced(
+                workload_id=workload.workload_id,
+                attempt=attempt,
+                pool=pool,
+                placement=shape,
+                allocated=workload.allocated,
+                command_id=command_id,
+            )
+        )
+
+    # -- 1. maintenance ----------------------------------------------------------------------
+    def maintenance(self) -> None:
+        cluster, now = self.cluster, self.ctx.now
+        for name in sorted(cluster.down_nodes):
+            node = cluster.nodes[name]
+            for workload_id in sorted(node.holders):
+                workload = cluster.workloads[workload_id]
+                last = max(
+                    filter(None, (workload.last_heartbeat, node.last_heartbeat)),
+                    default=workload.started_at or workload.placed_at or now,
+                )
+                last = min(last, now)
+                self.emit(
+                    WorkloadLost(
+                        workload_id=workload_id,
+                        attempt=workload.attempt,
+                        node=name,
+                        last_heartbeat=_utc(last),
+                    )
+                )
+        for workload_id in sorted(cluster.awaiting_requeue):
+            workload = cluster.workloads[workload_id]
+            self.emit(
+                WorkloadRequeued(
+                    workload_id=workload_id,
+                    attempt=workload.attempt,
+                    original_submit_time=_utc(workload.submitted_at),
+                    reason="lost" if workload.status == "lost" else "preempted",
+                )
+            )
+        for workload_id in sorted(cluster.cancelling):
+            workload = cluster.workloads[workload_id]
+            if not workload.preempting:
+                self.preempt(
+                    workload,
+                    "cancel",
+                    self.decision("cancel", None, (), detail="cancelled by its submitter"),
+                    requeue=False,
+                )
+        for name in sorted(cluster.cordoned_nodes):
+            node = cluster.nodes[name]
+            if node.down:
+                continue
+            for workload_id in sorted(node.holders):
+                workload = cluster.workloads[workload_id]
+                if not workload.preempting and workload.contract_over(now):
+                    detail = f"node {name} is cordoned and the contract of {workload_id} is over"
+                    self.preempt(
+                        workload,
+                        "drain",
+                        self.decision("drain", None, (), detail=detail),
+                        requeue=workload.resumable,
+                    )
+            if not node.holders and not node.drained:
+                self.emit(NodeDrained(node=name))
+
+    # -- 2. placement in fair-share order ------------------------------------------------------
+    def schedule_pool(self, pool: str) -> None:
+        cluster = self.cluster
+        queues = cluster.pending.get(pool, {})
+        capacity = cluster.capacity(pool)
+        if not queues or capacity <= 0:
+            return
+        node_size = largest_node(cluster, pool)
+        order = FairShareOrder(
+            self.tree, pool, self.ctx.now, self.usage(pool), capacity, self.ctx.window_s
+        )
+        searches = [self.ctx.max_preemption_searches if self.ctx.preemption else 0]
+        self.victims: VictimIndex | None = None
+        for allocated in (True, False):
+            self._phase(pool, order, queues, allocated, node_size, searches)
+
+    def _phase(
+        self,
+        pool: str,
+        order: FairShareOrder,
+        queues: Mapping[str, Mapping[tuple[bool, int], SortedList[QueueKey]]],
+        allocated: bool,
+        node_size: int,
+        searches: list[int],
+    ) -> None:
+        cluster, now = self.cluster, self.ctx.now
+        index = cluster.pools[pool]
+        # Per leaf, the gang sizes still worth trying in this phase.
+        sizes: dict[str, list[int]] = {}
+        for budget, kinds in queues.items():
+            live = sorted(g for (alloc, g), q in kinds.items() if alloc == allocated and q)
+            if live and budget in order.shares:
+                sizes[budget] = live
+        order.activate(sizes)
+        while True:
+            if not allocated and index.max_free() == 0:
+                return
+            leaf = order.best_leaf()
+            if leaf is None:
+                return
+            candidate: tuple[QueueKey, int] | None = None
+            for g in sizes[leaf]:
+                queue = queues[leaf].get((allocated, g))
+                if queue:
+                    head = queue[0]
+                    if candidate is None or head < candidate[0]:
+                        candidate = (head, g)
+            if candidate is None:
+                order.deactivate(leaf)
+                continue
+            (_prio, _submitted, workload_id), g = candidate
+            workload = cluster.workloads[workload_id]
+            placement = None
+            if g <= index.max_free() or g > node_size or workload.gang == "whole-nodes":
+                placement = find_placement(cluster, pool, g, workload.gang, node_size)
+            if placement is not None:
+                reason: ReasonCode = "fairshare" if allocated else "burst"
+                self.place(workload, pool, placement, self.decision(reason, order, (leaf,)))
+                if workload.status == "pending":
+                    raise AssertionError(f"{workload_id} was placed but is still pending")
+                self.victims = None
+                if allocated:
+                    order.charge(leaf, float(g * workload.min_runtime_s))
+                continue
+            if allocated and searches[0] > 0:
+                searches[0] -= 1
+                if self.victims is None:
+                    self.victims = VictimIndex(cluster, pool, now)
+                plan = find_preemption(cluster, pool, workload, order, self.victims, node_size)
+                if plan is not None:
+                    self.victims = None  # the pool changed: rebuild before the next search
+                    self._preempt_for(workload, pool, plan.placement, plan.victims, order)
+                    order.charge(leaf, float(g * workload.min_runtime_s))
+                    continue
+            # Nothing of this size fits or can be freed for this budget in this pass.
+            sizes[leaf].remove(g)
+
+    def _preempt_for(
+        self,
+        preemptor: WorkloadState,
+        pool: str,
+        placement: PlacementSpec,
+        victims: tuple[str, ...],
+        order: FairShareOrder,
+    ) -> None:
+        cluster = self.cluster
+        for victim_id in victims:
+            victim = cluster.workloads[victim_id]
+            tier = "unallocated" if not victim.allocated else "past its contract"
+            detail = (
+                f"{victim_id} ({victim.budget}, {tier}) makes room for {preemptor.workload_id} "
+                f"({preemptor.budget}, ranks ahead after counting its request)"
+            )
+            decision = self.decision(
+                "preempt-for",
+                order,
+                (preemptor.budget, victim.budget),
+                preemptor=preemptor.workload_id,
+                detail=detail,
+            )
+            self.preempt(victim, "preempt-for", decision, requeue=victim.resumable)
+        detail = f"placed on GPUs freed by preempting {', '.join(victims)}"
+        self.place(
+            preemptor,
+            pool,
+            placement,
+            self.decision("fairshare", order, (preemptor.budget,), detail=detail),
+        )
+
+
+def run_pass(
+    cluster: ClusterState, tree: BudgetTree, usage: UsageSource, ctx: PassContext
+) -> PassResult:
+    """Decide everything that can be decided at ``ctx.now``; fold it into ``cluster``."""
+    scheduling = PassRecorder(cluster, tree, usage, ctx)
+    scheduling.maintenance()
+    for pool in sorted(cluster.pools):
+        scheduling.schedule_pool(pool)
+    return scheduling.result
+
+
+def next_contract_expiry(cluster: ClusterState, now: float) -> float | None:
+    """When time alone next changes what a pass may do: the earliest contract to end among
+    running allocated work (victims become eligible; cordoned nodes can drain)."""
+    best: float | None = None
+    for pool in cluster.active:
+        for workload_id in cluster.active[pool]:
+            workload = cluster.workloads[workload_id]
+            if workload.preempting or not workload.allocated:
+                continue
+            since = workload.started_at if workload.started_at is not None else workload.placed_at
+            if since is None:
+                continue
+            expiry = since + workload.min_runtime_s
+            if expiry > now and (best is None or expiry < best):
+                best = expiry
+    return best

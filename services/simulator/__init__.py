@@ -1,0 +1,1 @@
+"""A discrete-event simulator that drives the scheduler core on a replayed trace."""

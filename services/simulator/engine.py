@@ -1,0 +1,393 @@
+"""The discrete-event engine: jumps from event to event, runs a scheduling pass after each
+batch, and acts out the decisions the way a cluster agent would.
+
+The scheduler's state is built by the same folds the live system uses (``ClusterState``,
+``BudgetTree``, ``UsageWindow``); the simulator only plays the agent's part: a placed workload
+starts when its GPUs are physically free, runs for its traced duration (work done before a
+preemption is kept: jobs checkpoint), and a preempted one stops after the grace period.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from events.models import (
+    EventData,
+    NodeRegistered,
+    PlaceCommand,
+    Placement,
+    PreemptCommand,
+    WorkloadFinished,
+    WorkloadPreempted,
+    WorkloadStarted,
+    WorkloadSubmitted,
+)
+from projections.budget_tree import BudgetTree
+from projections.cluster_state import ClusterState, WorkloadState
+from projections.usage_window import HOUR, UsageWindow, bucket_of, split_by_hour
+from services.scheduler.scheduling_pass import PassContext, PassResult, UsageSource
+from services.simulator.trace import ContractRule, TraceJob
+
+POOL = "sim"
+CLUSTER = "sim"
+
+# Event kinds, in the order they are handled when they fall on the same instant: ends first
+# (they free GPUs), then starts, then arrivals, then timers.
+FINISH, PREEMPT_DONE, START, ARRIVAL, WAKE, TICK = range(6)
+
+Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext], PassResult]
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    gpus: int
+    gpus_per_node: int = 8
+    contract: ContractRule = field(default_factory=ContractRule)
+    grace_period_s: int = 30
+    window_s: int = 7 * 24 * 3600
+    max_preemption_searches: int = 16
+    #: Stop at the last arrival (the evaluation period); work still running is cut there.
+    stop_at_last_arrival: bool = True
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1 or self.gpus < self.gpus_per_node:
+            raise ValueError("--gpus must be at least --gpus-per-node (and both positive)")
+        if self.gpus % self.gpus_per_node:
+            raise ValueError("--gpus must be a multiple of --gpus-per-node")
+
+
+@dataclass
+class Run:
+    """The agent's view of one workload."""
+
+    job: TraceJob
+    remaining: float
+    min_runtime_s: int
+    debug: bool
+    first_start: float | None = None
+    run_start: float | None = None
+    last_posted: float = 0.0
+
+
+@dataclass
+class PreemptionRecord:
+    time: float
+    workload_id: str
+    budget: str
+    reason: str
+    ran_s: float
+    min_runtime_s: int
+    allocated: bool
+
+    @property
+    def violates_contract(self) -> bool:
+        return self.allocated and self.ran_s + 1e-6 < self.min_runtime_s
+
+
+@dataclass
+class SimulationOutcome:
+    """Everything the metrics need, recorded while the simulation ran."""
+
+    start: float
+    end: float
+    capacity_gpus: int
+    shares: dict[str, float]
+    usage: UsageWindow
+    demand: dict[str, dict[int, float]]
+    runs: dict[str, Run]
+    preemptions: list[PreemptionRecord]
+    passes: int
+    wall_seconds: float
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+class Simulation:
+    def __init__(
+        self,
+        jobs: list[TraceJob],
+        weights: dict[str, float],
+        config: SimulationConfig,
+        policy: Policy,
+        progress: Callable[[float], None] | None = None,
+    ) -> None:
+        if not jobs:
+            raise ValueError("the trace has no jobs")
+        unknown = sorted({j.budget for j in jobs} - set(weights))
+        if unknown:
+            raise ValueError(f"budgets in the trace but not in the budgets file: {unknown}")
+        self.jobs = jobs
+        self.config = config
+        self.policy = policy
+        self.progress = progress
+        self.start = jobs[0].arrival
+        self.end = jobs[-1].arrival
+        self.tree = BudgetTree()
+        for budget in sorted(weights):
+            self.tree.create(budget, weights[budget], self.start - 1)
+        self.cluster = ClusterState()
+        for i in range(config.gpus // config.gpus_per_node):
+            self.cluster.apply(
+                NodeRegistered(
+                    node=f"node-{i:04d}",
+                    cluster=CLUSTER,
+                    pool=POOL,
+                    gpus=config.gpus_per_node,
+                    gpu_type="sim",
+                ),
+                self.start - 1,
+            )
+        self.usage = UsageWindow(config.window_s)
+        self.runs: dict[str, Run] = {}
+        self.placements: dict[str, Placement] = {}
+        self.preemptions: list[PreemptionRecord] = []
+        self.heap: list[tuple[float, int, int, str, int]] = []
+        self.seq = 0
+        self.now = self.start
+        self.passes = 0
+        # Open (not yet posted) occupancy per budget: GPUs, and sum of GPUs x last posting.
+        self.open_gpus: dict[str, float] = dict.fromkeys(weights, 0.0)
+        self.open_weighted: dict[str, float] = dict.fromkeys(weights, 0.0)
+        self.demand_now: dict[str, int] = dict.fromkeys(weights, 0)
+        self.demand_since: dict[str, float] = dict.fromkeys(weights, self.start)
+        self.demand: dict[str, dict[int, float]] = {b: {} for b in weights}
+
+    # -- plumbing ------------------------------------------------------------------------
+    def push(self, at: float, kind: int, workload_id: str = "", attempt: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (at, kind, self.seq, workload_id, attempt))
+
+    def apply(self, data: EventData) -> None:
+        self.cluster.apply(data, self.now)
+
+    def _change_demand(self, budget: str, delta: int) -> None:
+        since = self.demand_since[budget]
+        gpus = self.demand_now[budget]
+        if gpus and self.now > since:
+            buckets = self.demand[budget]
+            for bucket, seconds in split_by_hour(since, self.now):
+                buckets[bucket] = buckets.get(bucket, 0.0) + seconds * gpus
+        self.demand_since[budget] = self.now
+        self.demand_now[budget] = gpus + delta
+
+    def _post(self, workload: WorkloadState, run: Run, until: float) -> None:
+        """Post occupancy since the last posting into the usage window (as heartbeats would)."""
+        if until > run.last_posted:
+            self.usage.add_interval(
+                POOL, workload.budget, workload.gpus, run.last_posted, until, workload.allocated
+            )
+        if workload.allocated:
+            self.open_weighted[workload.budget] += workload.gpus * (until - run.last_posted)
+        run.last_posted = until
+
+    def _close(self, workload: WorkloadState, run: Run) -> None:
+        self._post(workload, run, self.now)
+        if workload.allocated:
+            self.open_gpus[workload.budget] -= workload.gpus
+            self.open_weighted[workload.budget] -= workload.gpus * self.now
+        run.run_start = None
+
+    def usage_source(self, pool: str) -> dict[str, float]:
+        window = self.usage.allocated_by_budget(pool, self.now)
+        return {
+            budget: window.get(budget, 0.0)
+            + self.open_gpus[budget] * self.now
+            - self.open_weighted[budget]
+            for budget in self.open_gpus
+        }
+
+    # -- event handlers ------------------------------------------------------------------
+    def on_arrival(self, job: TraceJob) -> None:
+        rule = self.config.contract
+        run = Run(job, job.duration, rule.min_runtime_s(job), rule.is_debug(job))
+        self.runs[job.job_id] = run
+        self.apply(
+            WorkloadSubmitted.model_construct(
+                workload_id=job.job_id,
+                budget=job.budget,
+                pools=(POOL,),
+                gpus=job.gpus,
+                gang="single-node" if job.gpus <= self.config.gpus_per_node else "whole-nodes",
+                min_runtime_s=run.min_runtime_s,
+                resumable=True,
+                priority=rule.priority(job),
+                submitter="trace",
+                spec={"duration_s": job.duration},
+            )
+        )
+        self._change_demand(job.budget, job.gpus)
+
+    def on_start(self, workload_id: str, attempt: int) -> None:
+        workload = self.cluster.workloads[workload_id]
+        if workload.attempt != attempt or workload.status != "placed":
+            return
+        run = self.runs[workload_id]
+        self.apply(
+            WorkloadStarted.model_construct(
+                workload_id=workload_id,
+                attempt=attempt,
+                pool=workload.pool or POOL,
+                placement=self.placements[workload_id],
+                allocated=workload.allocated,
+            )
+        )
+        if run.first_start is None:
+            run.first_start = self.now
+        run.run_start = run.last_posted = self.now
+        if workload.allocated:
+            self.open_gpus[workload.budget] += workload.gpus
+            self.open_weighted[workload.budget] += workload.gpus * self.now
+        self.push(self.now + run.remaining, FINISH, workload_id, attempt)
+        self.push(self.now + workload.min_runtime_s, WAKE)
+
+    def on_finish(self, workload_id: str, attempt: int) -> None:
+        workload = self.cluster.workloads[workload_id]
+        if workload.attempt != attempt or workload.status != "running":
+            return
+        run = self.runs[workload_id]
+        self._close(workload, run)
+        run.remaining = 0.0
+        self.apply(
+            WorkloadFinished.model_construct(
+                workload_id=workload_id,
+                attempt=attempt,
+                outcome="succeeded",
+                exit_code=0,
+                message="",
+            )
+        )
+        self._change_demand(workload.budget, -workload.gpus)
+
+    def on_preempt_done(self, workload_id: str, attempt: int) -> None:
+        workload = self.cluster.workloads[workload_id]
+        if workload.attempt != attempt or workload.status not in ("placed", "running"):
+            return
+        run = self.runs[workload_id]
+        ran = 0.0
+        if run.run_start is not None:
+            ran = self.now - run.run_start
+            run.remaining = max(0.0, run.remaining - ran)
+            self._close(workload, run)
+        self.apply(
+            WorkloadPreempted.model_construct(
+                workload_id=workload_id, attempt=attempt, command_id="sim", ran_s=int(ran)
+            )
+        )
+        if not workload.resumable:
+            self._change_demand(workload.budget, -workload.gpus)
+
+    def on_tick(self) -> None:
+        for pool in self.cluster.active:
+            for workload_id in self.cluster.active[pool]:
+                run = self.runs[workload_id]
+                if run.run_start is not None:
+                    self._post(self.cluster.workloads[workload_id], run, self.now)
+
+    # -- decisions -----------------------------------------------------------------------
+    def act(self, result: PassResult) -> None:
+        for command in result.commands:
+            if isinstance(command, PreemptCommand):
+                workload = self.cluster.workloads[command.workload_id]
+                run = self.runs[command.workload_id]
+                ran = self.now - run.run_start if run.run_start is not None else 0.0
+                self.preemptions.append(
+                    PreemptionRecord(
+                        self.now,
+                        command.workload_id,
+                        workload.budget,
+                        command.decision.reason,
+                        ran,
+                        workload.min_runtime_s,
+                        workload.allocated,
+                    )
+                )
+                self.push(
+                    self.now + command.grace_period_s,
+                    PREEMPT_DONE,
+                    command.workload_id,
+                    command.attempt,
+                )
+            elif isinstance(command, PlaceCommand):
+                self.placements[command.workload_id] = command.placement
+                delay = 0.0
+                for part in command.placement.nodes:
+                    node = self.cluster.nodes[part.node]
+                    mine = set(part.gpus)
+                    for holder, gpus in node.holders.items():
+                        if holder != command.workload_id and mine.intersection(gpus):
+                            delay = float(self.config.grace_period_s)
+                self.push(self.now + delay, START, command.workload_id, command.attempt)
+
+    def run(self) -> SimulationOutcome:
+        wall = time.perf_counter()
+        for job in self.jobs:
+            self.push(job.arrival, ARRIVAL, job.job_id)
+        by_id = {job.job_id: job for job in self.jobs}
+        next_tick = (bucket_of(self.start) + 1) * HOUR
+        self.push(next_tick, TICK)
+        span = max(1.0, self.end - self.start)
+        last_report = 0.0
+        while self.heap:
+            at = self.heap[0][0]
+            if self.config.stop_at_last_arrival and at > self.end:
+                break
+            self.now = at
+            dirty = False
+            while self.heap and self.heap[0][0] == at:
+                _, kind, _, workload_id, attempt = heapq.heappop(self.heap)
+                if kind == ARRIVAL:
+                    self.on_arrival(by_id[workload_id])
+                elif kind == START:
+                    self.on_start(workload_id, attempt)
+                    continue  # a start alone changes nothing a pass could use
+                elif kind == FINISH:
+                    self.on_finish(workload_id, attempt)
+                elif kind == PREEMPT_DONE:
+                    self.on_preempt_done(workload_id, attempt)
+                elif kind == TICK:
+                    self.on_tick()
+                    self.push(at + HOUR, TICK)
+                dirty = True
+            if dirty:
+                self.passes += 1
+                ctx = PassContext(
+                    now=at,
+                    pass_id=self.passes,
+                    window_s=self.config.window_s,
+                    grace_period_s=self.config.grace_period_s,
+                    max_preemption_searches=self.config.max_preemption_searches,
+                )
+                self.act(self.policy(self.cluster, self.tree, self.usage_source, ctx))
+            if self.progress is not None and at - last_report > span / 200:
+                last_report = at
+                self.progress(min(1.0, (at - self.start) / span))
+        self.now = self.end
+        for pool in self.cluster.active:
+            for workload_id in sorted(self.cluster.active[pool]):
+                run = self.runs[workload_id]
+                if run.run_start is not None:
+                    self._post(self.cluster.workloads[workload_id], run, self.end)
+        for budget in self.demand_now:
+            self._change_demand(budget, 0)
+        if self.progress is not None:
+            self.progress(1.0)
+        return SimulationOutcome(
+            start=self.start,
+            end=self.end,
+            capacity_gpus=self.config.gpus,
+            shares={
+                b: s for b, s in self.tree.shares(POOL, self.start).items() if b in self.demand
+            },
+            usage=self.usage,
+            demand=self.demand,
+            runs=self.runs,
+            preemptions=self.preemptions,
+            passes=self.passes,
+            wall_seconds=time.perf_counter() - wall,
+        )

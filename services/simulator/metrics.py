@@ -1,0 +1,120 @@
+"""The measures of DESIGN.md section 5, computed from a simulation's outcome.
+
+* owed GPU-hours delivered: each hour a budget is owed ``min(share x capacity, its demand that
+  hour)``; per budget ``min(1, delivered / owed)`` over the period; overall
+  ``sum(min(delivered_b, owed_b)) / sum(owed_b)``; and the strict hourly version
+  ``sum_h min(delivered, owed) / sum_h owed``;
+* occupancy: busy GPU-hours / capacity GPU-hours over the hours where demand exceeds capacity;
+* queue waits (submit to first start), all jobs and debug jobs; jobs never started by the end
+  count with their wait so far (a lower bound), so a starved queue cannot look fast;
+* preemptions per 1,000 delivered GPU-hours, and contract violations (must be 0).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from projections.usage_window import HOUR, bucket_of
+from services.simulator.engine import POOL, SimulationOutcome
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in [0, 100]); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def hours_of(outcome: SimulationOutcome) -> range:
+    return range(bucket_of(outcome.start), bucket_of(outcome.end) + 1)
+
+
+def _hour_length(outcome: SimulationOutcome, bucket: int) -> float:
+    """Seconds of ``bucket`` inside the evaluation period (first and last are partial)."""
+    lo = max(outcome.start, bucket * HOUR)
+    hi = min(outcome.end, (bucket + 1) * HOUR)
+    return max(0.0, hi - lo)
+
+
+def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
+    capacity = outcome.capacity_gpus
+    hours = hours_of(outcome)
+    budgets: dict[str, dict[str, float]] = {}
+    owed_total = delivered_capped = hourly_min = 0.0
+    busy_by_hour = dict.fromkeys(hours, 0.0)
+    demand_by_hour = dict.fromkeys(hours, 0.0)
+    for budget in sorted(outcome.demand):
+        allocated, unallocated = outcome.usage.hourly(POOL, budget)
+        share = outcome.shares.get(budget, 0.0)
+        owed = delivered = hourly = 0.0
+        for hour in hours:
+            length = _hour_length(outcome, hour)
+            demand_s = outcome.demand[budget].get(hour, 0.0)
+            got_s = allocated.get(hour, 0.0)
+            owed_s = min(share * capacity * length, demand_s)
+            owed += owed_s
+            delivered += got_s
+            hourly += min(got_s, owed_s)
+            busy_by_hour[hour] += got_s + unallocated.get(hour, 0.0)
+            demand_by_hour[hour] += demand_s
+        owed_total += owed
+        delivered_capped += min(delivered, owed)
+        hourly_min += hourly
+        budgets[budget] = {
+            "share": share,
+            "owed_gpu_hours": owed / HOUR,
+            "delivered_gpu_hours": delivered / HOUR,
+            "owed_delivered": min(1.0, delivered / owed) if owed > 0 else 1.0,
+            "owed_delivered_hourly": hourly / owed if owed > 0 else 1.0,
+            "demand_gpu_hours": sum(outcome.demand[budget].values()) / HOUR,
+        }
+    saturated = [h for h in hours if demand_by_hour[h] > capacity * _hour_length(outcome, h) > 0]
+    busy_saturated = sum(busy_by_hour[h] for h in saturated)
+    capacity_saturated = sum(capacity * _hour_length(outcome, h) for h in saturated)
+    waits: list[float] = []
+    debug_waits: list[float] = []
+    for run in outcome.runs.values():
+        started = run.first_start if run.first_start is not None else outcome.end
+        wait = max(0.0, started - run.job.arrival)
+        waits.append(wait)
+        if run.debug:
+            debug_waits.append(wait)
+    delivered_hours = sum(b["delivered_gpu_hours"] for b in budgets.values())
+    capacity_hours = capacity * (outcome.end - outcome.start) / HOUR
+    overall = {
+        "owed_delivered": delivered_capped / owed_total if owed_total else 1.0,
+        "owed_delivered_hourly": hourly_min / owed_total if owed_total else 1.0,
+        "occupancy_over_demand": busy_saturated / capacity_saturated if capacity_saturated else 0.0,
+        "saturated_hours": len(saturated),
+        "occupancy_overall": sum(busy_by_hour.values()) / (capacity_hours * HOUR)
+        if capacity_hours
+        else 0.0,
+        "debug_wait_p50_s": percentile(debug_waits, 50),
+        "debug_wait_p90_s": percentile(debug_waits, 90),
+        "wait_p50_s": percentile(waits, 50),
+        "wait_p90_s": percentile(waits, 90),
+        "preemptions": len(outcome.preemptions),
+        "preemptions_per_1000_gpu_hours": 1000 * len(outcome.preemptions) / delivered_hours
+        if delivered_hours
+        else 0.0,
+        "contract_violations": sum(1 for p in outcome.preemptions if p.violates_contract),
+        "jobs": len(outcome.runs),
+        "debug_jobs": len(debug_waits),
+        "never_started": sum(1 for r in outcome.runs.values() if r.first_start is None),
+        "owed_gpu_hours": owed_total / HOUR,
+        "delivered_gpu_hours": delivered_hours,
+        "budgets_at_95": sum(
+            1 for b in budgets.values() if b["owed_gpu_hours"] > 0 and b["owed_delivered"] >= 0.95
+        ),
+        "budgets_with_demand": sum(1 for b in budgets.values() if b["owed_gpu_hours"] > 0),
+        "worst_budget_owed_delivered": min(
+            (b["owed_delivered"] for b in budgets.values() if b["owed_gpu_hours"] > 0),
+            default=1.0,
+        ),
+        "passes": outcome.passes,
+        "wall_seconds": outcome.wall_seconds,
+    }
+    return {"overall": overall, "budgets": budgets}
