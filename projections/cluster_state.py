@@ -180,6 +180,10 @@ class ClusterState:
         #: Nodes out of service (cordoned, or down): maintenance works through these.
         self.cordoned_nodes: set[str] = set()
         self.down_nodes: set[str] = set()
+        #: Possible preemption victims, per pool: running allocated work by the time its
+        #: contract ends (victims once that time has passed), and active unallocated work.
+        self.contract_ends: dict[str, SortedList[tuple[float, str]]] = {}
+        self.unallocated_active: dict[str, set[str]] = {}
         self.version = 0
 
     # -- the fold --------------------------------------------------------------------------
@@ -192,7 +196,10 @@ class ClusterState:
 
     # -- nodes -----------------------------------------------------------------------------
     def _index(self, node: NodeState) -> PoolIndex:
-        return self.pools.setdefault(node.pool, PoolIndex())
+        index = self.pools.get(node.pool)
+        if index is None:
+            index = self.pools[node.pool] = PoolIndex()
+        return index
 
     def _set_assigned(self, node: NodeState, changes: Mapping[int, str | None]) -> None:
         indexed = node.schedulable
@@ -373,6 +380,8 @@ class ClusterState:
         workload.placed_at = now
         workload.preempting = False
         self._hold(workload, placement)
+        if not workload.allocated:
+            self.unallocated_active.setdefault(e.pool, set()).add(workload.workload_id)
 
     def _on_place_command(self, e: PlaceCommand, now: float) -> None:
         return None  # the matching WorkloadPlaced carries the state change
@@ -382,6 +391,7 @@ class ClusterState:
         if workload is None or workload.attempt != e.attempt or workload.status not in ACTIVE:
             return
         if not workload.preempting:
+            self._forget_victim(workload)
             workload.preempting = True
             self._release_assignment(workload)
 
@@ -392,8 +402,24 @@ class ClusterState:
         workload.status = "running"
         workload.started_at = now
         workload.last_heartbeat = now
+        if workload.allocated and not workload.preempting:
+            self.contract_ends.setdefault(workload.pool or "", SortedList()).add(
+                (now + workload.min_runtime_s, workload.workload_id)
+            )
+
+    def _forget_victim(self, workload: WorkloadState) -> None:
+        pool = workload.pool or ""
+        if workload.allocated:
+            if workload.started_at is not None and pool in self.contract_ends:
+                self.contract_ends[pool].discard(
+                    (workload.started_at + workload.min_runtime_s, workload.workload_id)
+                )
+        else:
+            self.unallocated_active.get(pool, set()).discard(workload.workload_id)
 
     def _end(self, workload: WorkloadState, status: Status) -> None:
+        if not workload.preempting:
+            self._forget_victim(workload)
         self._release_physical(workload)
         workload.status = status
         workload.preempting = False
@@ -433,6 +459,15 @@ class ClusterState:
     def active_in(self, pool: str) -> Iterator[WorkloadState]:
         for workload_id in sorted(self.active.get(pool, ())):
             yield self.workloads[workload_id]
+
+    def preemptible(self, pool: str, now: float) -> list[str]:
+        """Active work of ``pool`` that may be a victim by contract: unallocated work, and
+        allocated work whose contract is over (its budget's rank decides the rest)."""
+        found = set(self.unallocated_active.get(pool, ()))
+        ends = self.contract_ends.get(pool)
+        if ends:
+            found.update(wid for _end, wid in ends.irange(maximum=(now, "\U0010ffff")))
+        return sorted(found)
 
     def capacity(self, pool: str) -> int:
         index = self.pools.get(pool)

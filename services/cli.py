@@ -153,6 +153,83 @@ def broker_run(
         broker.stop()
 
 
+@app.command()
+def simulate(
+    trace: Annotated[Path, typer.Option(help="job trace CSV (timestamp,duration,num_gpus,...)")],
+    budgets: Annotated[Path, typer.Option(help="budget weights CSV (budget,weight)")],
+    gpus: Annotated[int, typer.Option(help="cluster size in GPUs")],
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node")] = 8,
+    policy: Annotated[
+        str, typer.Option(help="fairshare, fifo, priority, quota, slurm-classic, or all")
+    ] = "all",
+    out: Annotated[Path, typer.Option(help="directory for metrics.json and plots")] = Path(
+        "simulation"
+    ),
+    limit: Annotated[int | None, typer.Option(help="only the first N jobs of the trace")] = None,
+    grace_period: Annotated[int, typer.Option(help="seconds from SIGTERM to SIGKILL")] = 30,
+    plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
+) -> None:
+    """Replay a trace through the scheduler (and baselines) on a simulated cluster."""
+    from services.simulator.engine import SimulationConfig
+    from services.simulator.runner import POLICIES
+    from services.simulator.runner import simulate as run_simulation
+    from services.simulator.trace import TraceError, load_budgets, load_trace
+
+    chosen = list(POLICIES) if policy == "all" else [policy]
+    if any(name not in POLICIES for name in chosen):
+        err_console.print(f"[red]--policy:[/] expected one of {', '.join(POLICIES)} or all")
+        raise typer.Exit(2)
+    try:
+        config = SimulationConfig(
+            gpus=gpus, gpus_per_node=gpus_per_node, grace_period_s=grace_period
+        )
+        jobs = load_trace(trace, limit=limit)
+        weights = load_budgets(budgets)
+    except (TraceError, ValueError, OSError) as error:
+        err_console.print(f"[red]cannot simulate:[/] {error}")
+        raise typer.Exit(2) from error
+    console.print(
+        f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
+        f"contracts: {config.contract.describe()}"
+    )
+    try:
+        run_simulation(jobs, weights, config, chosen, out, console, plots=plots)
+    except ValueError as error:
+        err_console.print(f"[red]cannot simulate:[/] {error}")
+        raise typer.Exit(2) from error
+
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures, not pass/fail).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("scheduler")
+def bench_scheduler(
+    trace: Annotated[Path | None, typer.Option(help="trace to replay")] = None,
+    budgets: Annotated[Path | None, typer.Option(help="budget weights")] = None,
+    nodes: Annotated[int, typer.Option(help="nodes of 8 GPUs for the synthetic pass")] = 10_000,
+    pending: Annotated[
+        int, typer.Option(help="pending workloads for the synthetic pass")
+    ] = 100_000,
+    budget_count: Annotated[int, typer.Option("--budgets-count", help="leaf budgets")] = 500,
+    trials: Annotated[int, typer.Option(help="incremental passes to time")] = 50,
+) -> None:
+    """Replay wall time, one full pass and incremental passes; prints one JSON object."""
+    import orjson
+
+    from services.bench import scheduler_benchmark
+
+    result = scheduler_benchmark(
+        trace=trace,
+        budgets=budgets,
+        nodes=nodes,
+        pending=pending,
+        leaf_budgets=budget_count,
+        trials=trials,
+    )
+    typer.echo(orjson.dumps(result).decode())
+
+
 def main() -> None:
     app()
 

@@ -32,17 +32,26 @@ class FairShareOrder:
         for path in self.shares:
             if path != ROOT:
                 self.children.setdefault(parent_of(path), []).append(path)
+        self.scale = float(max(capacity, 1) * window_s)
         self.usage: dict[str, float] = dict.fromkeys(self.shares, 0.0)
         for leaf, used in leaf_usage.items():
-            if leaf in self.shares:
-                self._add(leaf, used)
-        self.scale = float(max(capacity, 1) * window_s)
+            if leaf in self.usage:
+                self.usage[leaf] += used
+        for path in sorted(self.shares, key=lambda p: (-p.count("/"), p)):  # deepest first
+            kids = self.children.get(path)
+            if path != ROOT and kids:
+                self.usage[path] = sum(self.usage[child] for child in kids)
+        self.usage[ROOT] = sum(self.usage[child] for child in self.children.get(ROOT, ()))
+        # Keys are cached and refreshed up the path on every charge: picking the next leaf
+        # then only compares tuples.
+        self._keys: dict[str, Key] = {path: self.key(path) for path in self.shares}
         self._active: dict[str, int] = dict.fromkeys(self.shares, 0)
 
     def _add(self, leaf: str, amount: float) -> None:
         path = leaf
         while True:
             self.usage[path] += amount
+            self._keys[path] = self.key(path)
             if path == ROOT:
                 return
             path = parent_of(path)
@@ -89,9 +98,10 @@ class FairShareOrder:
                 return path
             best: str | None = None
             best_key: Key | None = None
+            keys = self._keys
             for child in kids:
                 if self._active[child] > 0:
-                    child_key = self.key(child)
+                    child_key = keys[child]
                     if best_key is None or child_key < best_key:
                         best, best_key = child, child_key
             if best is None:

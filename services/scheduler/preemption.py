@@ -47,11 +47,9 @@ class VictimIndex:
         self.by_node: dict[str, list[Candidate]] = {}
         self.gpus_by_budget: dict[str, int] = {}
         self.tier0_gpus = 0
-        for workload_id in sorted(cluster.active.get(pool, ())):
+        for workload_id in cluster.preemptible(pool, now):
             workload = cluster.workloads[workload_id]
-            if workload.preempting:
-                continue
-            if workload.allocated and not workload.contract_over(now):
+            if workload.preempting or (workload.allocated and not workload.contract_over(now)):
                 continue
             tier = 1 if workload.allocated else 0
             started = workload.started_at if workload.started_at is not None else 0.0
@@ -70,6 +68,23 @@ class VictimIndex:
                 )
 
 
+    def remove(self, cluster: ClusterState, workload_ids: tuple[str, ...]) -> None:
+        """Forget victims already chosen in this pass (cheaper than rebuilding the index)."""
+        gone = set(workload_ids)
+        for workload_id in workload_ids:
+            workload = cluster.workloads[workload_id]
+            for node_name, _gpus in workload.placement:
+                kept = [c for c in self.by_node.get(node_name, ()) if c.workload_id not in gone]
+                if kept:
+                    self.by_node[node_name] = kept
+                else:
+                    self.by_node.pop(node_name, None)
+            if not workload.allocated:
+                self.tier0_gpus -= workload.gpus
+            elif workload.budget in self.gpus_by_budget:
+                self.gpus_by_budget[workload.budget] -= workload.gpus
+
+
 def _node_plan(
     node: NodeState,
     need: int,
@@ -78,16 +93,16 @@ def _node_plan(
     order: FairShareOrder,
 ) -> tuple[Cost, tuple[str, ...], list[int]] | None:
     """Fewest eligible victims on ``node`` that leave ``need`` GPUs free, with their cost."""
+    if node.free >= need:
+        return (0, 0, 0.0, 0.0, node.name), (), node.free_indices()[:need]
+    usable = [c for c in candidates if c.tier == 0 or c.budget in behind]
+    if node.free + sum(len(c.gpus) for c in usable) < need:
+        return None
     free = node.free_indices()
-    if len(free) >= need:
-        return (0, 0, 0.0, 0.0, node.name), (), free[:need]
     eligible = sorted(
         (c.tier, -len(c.gpus), -order.ratio(c.budget), -c.started, c.workload_id, c.gpus)
-        for c in candidates
-        if c.tier == 0 or c.budget in behind
+        for c in usable
     )
-    if len(free) + sum(len(e[5]) for e in eligible) < need:
-        return None
     taken: list[str] = []
     gained = list(free)
     allocated = 0

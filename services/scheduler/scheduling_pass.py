@@ -4,7 +4,9 @@ Pure and deterministic: no I/O, no clock (``now`` is an argument), iteration in 
 only. The pass folds each decision into the state it was given as soon as it makes it, exactly
 as replaying the decision from the log would (the fold ignores the replayed duplicate), so the
 next pick already sees the GPUs taken and the budget charged. It returns the decisions for the
-caller to publish (the service) or to act out (the simulator).
+caller to publish (the service) or to act out (the simulator). Decisions are built with
+``events.trusted`` (no re-validation of values the core computed from validated state); the
+tests decode every emitted decision through the strict serde.
 
 Order of work in a pass:
 1. maintenance: work on down nodes is lost (and requeued if resumable); preempted/lost
@@ -23,7 +25,6 @@ from datetime import UTC, datetime
 
 from sortedcontainers import SortedList
 
-from events.envelope import derived_event_id
 from events.models import (
     BudgetStanding,
     DecisionRecord,
@@ -39,6 +40,7 @@ from events.models import (
     WorkloadRequeued,
 )
 from events.models.commands import ReasonCode
+from events.trusted import trusted
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, PlacementSpec, QueueKey, WorkloadState
 from services.scheduler.fairshare_order import FairShareOrder
@@ -70,6 +72,11 @@ class PassResult:
 
     def all(self) -> list[EventData]:
         return [*self.events, *self.commands]
+
+
+def command_id(kind: str, workload: WorkloadState) -> str:
+    """Deterministic and readable: one place and at most one preempt per workload attempt."""
+    return f"{kind}:{workload.workload_id}:{workload.attempt}"
 
 
 def _utc(ts: float) -> datetime:
@@ -106,7 +113,8 @@ class PassRecorder:
             for budget in budgets:
                 ratio = order.ratio(budget)
                 standings.append(
-                    BudgetStanding(
+                    trusted(
+                        BudgetStanding,
                         budget=budget,
                         rank=ranks.get(budget, len(ranks) + 1),
                         share=min(1.0, max(0.0, order.shares.get(budget, 0.0))),
@@ -114,7 +122,8 @@ class PassRecorder:
                         usage_ratio=ratio if ratio != float("inf") else 1e18,
                     )
                 )
-        return DecisionRecord(
+        return trusted(
+            DecisionRecord,
             pass_id=self.ctx.pass_id,
             input_position=self.ctx.input_position,
             reason=reason,
@@ -140,8 +149,9 @@ class PassRecorder:
     ) -> None:
         cluster_name = self.cluster.nodes[workload.placement[0][0]].cluster
         self.emit(
-            PreemptCommand(
-                command_id=derived_event_id("preempt", workload.workload_id, str(workload.attempt)),
+            trusted(
+                PreemptCommand,
+                command_id=command_id("preempt", workload),
                 cluster=cluster_name,
                 pool=workload.pool or workload.pools[0],
                 workload_id=workload.workload_id,
@@ -160,12 +170,15 @@ class PassRecorder:
         placement: PlacementSpec,
         decision: DecisionRecord,
     ) -> None:
-        command_id = derived_event_id("place", workload.workload_id, str(workload.attempt))
-        shape = Placement(nodes=tuple(NodeGpus(node=n, gpus=g) for n, g in placement))
+        place_id = command_id("place", workload)
+        shape = trusted(
+            Placement, nodes=tuple(trusted(NodeGpus, node=n, gpus=g) for n, g in placement)
+        )
         attempt = workload.attempt
         self.emit(
-            PlaceCommand(
-                command_id=command_id,
+            trusted(
+                PlaceCommand,
+                command_id=place_id,
                 cluster=self.cluster.nodes[placement[0][0]].cluster,
                 pool=pool,
                 workload_id=workload.workload_id,
@@ -174,19 +187,20 @@ class PassRecorder:
                 placement=shape,
                 allocated=workload.allocated,
                 min_runtime_s=workload.min_runtime_s,
-                spec=workload.spec,  # type: ignore[arg-type]
+                spec=workload.spec,
                 decision=decision,
             ),
             command=True,
         )
         self.emit(
-            WorkloadPlaced(
+            trusted(
+                WorkloadPlaced,
                 workload_id=workload.workload_id,
                 attempt=attempt,
                 pool=pool,
                 placement=shape,
                 allocated=workload.allocated,
-                command_id=command_id,
+                command_id=place_id,
             )
         )
 
@@ -281,8 +295,8 @@ class PassRecorder:
                 sizes[budget] = live
         order.activate(sizes)
         while True:
-            if not allocated and index.max_free() == 0:
-                return
+            if index.max_free() == 0 and (not allocated or searches[0] <= 0):
+                return  # nothing fits, and nothing more may be preempted in this pass
             leaf = order.best_leaf()
             if leaf is None:
                 return
@@ -306,7 +320,6 @@ class PassRecorder:
                 self.place(workload, pool, placement, self.decision(reason, order, (leaf,)))
                 if workload.status == "pending":
                     raise AssertionError(f"{workload_id} was placed but is still pending")
-                self.victims = None
                 if allocated:
                     order.charge(leaf, float(g * workload.min_runtime_s))
                 continue
@@ -316,7 +329,7 @@ class PassRecorder:
                     self.victims = VictimIndex(cluster, pool, now)
                 plan = find_preemption(cluster, pool, workload, order, self.victims, node_size)
                 if plan is not None:
-                    self.victims = None  # the pool changed: rebuild before the next search
+                    self.victims.remove(cluster, plan.victims)
                     self._preempt_for(workload, pool, plan.placement, plan.victims, order)
                     order.charge(leaf, float(g * workload.min_runtime_s))
                     continue

@@ -9,6 +9,7 @@ preemption is kept: jobs checkpoint), and a preempted one stops after the grace 
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from events.models import (
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
 from projections.usage_window import HOUR, UsageWindow, bucket_of, split_by_hour
+from services.scheduler.gc_pause import gc_paused
 from services.scheduler.scheduling_pass import PassContext, PassResult, UsageSource
 from services.simulator.trace import ContractRule, TraceJob
 
@@ -326,6 +328,8 @@ class Simulation:
 
     def run(self) -> SimulationOutcome:
         wall = time.perf_counter()
+        gc.collect()
+        gc.freeze()  # the trace and the initial state live for the whole run
         for job in self.jobs:
             self.push(job.arrival, ARRIVAL, job.job_id)
         by_id = {job.job_id: job for job in self.jobs}
@@ -363,7 +367,9 @@ class Simulation:
                     grace_period_s=self.config.grace_period_s,
                     max_preemption_searches=self.config.max_preemption_searches,
                 )
-                self.act(self.policy(self.cluster, self.tree, self.usage_source, ctx))
+                with gc_paused():
+                    result = self.policy(self.cluster, self.tree, self.usage_source, ctx)
+                self.act(result)
             if self.progress is not None and at - last_report > span / 200:
                 last_report = at
                 self.progress(min(1.0, (at - self.start) / span))

@@ -28,6 +28,17 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def queue_waits(outcome: SimulationOutcome, debug_only: bool = False) -> list[float]:
+    """Submit to first start, sorted; never-started jobs count with their wait up to the end."""
+    return sorted(
+        max(
+            0.0, (run.first_start if run.first_start is not None else outcome.end) - run.job.arrival
+        )
+        for run in outcome.runs.values()
+        if run.debug or not debug_only
+    )
+
+
 def hours_of(outcome: SimulationOutcome) -> range:
     return range(bucket_of(outcome.start), bucket_of(outcome.end) + 1)
 
@@ -74,14 +85,8 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
     saturated = [h for h in hours if demand_by_hour[h] > capacity * _hour_length(outcome, h) > 0]
     busy_saturated = sum(busy_by_hour[h] for h in saturated)
     capacity_saturated = sum(capacity * _hour_length(outcome, h) for h in saturated)
-    waits: list[float] = []
-    debug_waits: list[float] = []
-    for run in outcome.runs.values():
-        started = run.first_start if run.first_start is not None else outcome.end
-        wait = max(0.0, started - run.job.arrival)
-        waits.append(wait)
-        if run.debug:
-            debug_waits.append(wait)
+    waits = queue_waits(outcome)
+    debug_waits = queue_waits(outcome, debug_only=True)
     delivered_hours = sum(b["delivered_gpu_hours"] for b in budgets.values())
     capacity_hours = capacity * (outcome.end - outcome.start) / HOUR
     overall = {
