@@ -135,21 +135,25 @@ class PoolIndex:
     def __init__(self) -> None:
         self.by_free: dict[int, SortedList[str]] = {}
         self.capacity = 0  # GPUs on nodes that are up (cordoned ones still count)
+        self.free_total = 0  # free GPUs on schedulable nodes
+        self._max_free: int | None = 0
 
     def add(self, node: NodeState) -> None:
         self.by_free.setdefault(node.free, SortedList()).add(node.name)
+        self.free_total += node.free
+        self._max_free = None
 
     def remove(self, node: NodeState, free: int) -> None:
         bucket = self.by_free.get(free)
-        if bucket is not None:
+        if bucket is not None and node.name in bucket:
             bucket.discard(node.name)
+            self.free_total -= free
+            self._max_free = None
 
     def max_free(self) -> int:
-        best = 0
-        for free, names in self.by_free.items():
-            if free > best and names:
-                best = free
-        return best
+        if self._max_free is None:
+            self._max_free = max((f for f, names in self.by_free.items() if names), default=0)
+        return self._max_free
 
     def best_fit(self, gpus: int) -> str | None:
         for free in sorted(self.by_free):
@@ -184,6 +188,11 @@ class ClusterState:
         #: contract ends (victims once that time has passed), and active unallocated work.
         self.contract_ends: dict[str, SortedList[tuple[float, str]]] = {}
         self.unallocated_active: dict[str, set[str]] = {}
+        #: Bumped on every change of GPU assignment or node availability in a pool.
+        self.layout_version: dict[str, int] = {}
+        #: Caches the scheduler may keep here, keyed by ``preemption_signature``: derived data,
+        #: safe to drop at any time (never part of what is replayed).
+        self.caches: dict[str, object] = {}
         self.version = 0
 
     # -- the fold --------------------------------------------------------------------------
@@ -201,7 +210,11 @@ class ClusterState:
             index = self.pools[node.pool] = PoolIndex()
         return index
 
+    def _bump(self, pool: str) -> None:
+        self.layout_version[pool] = self.layout_version.get(pool, 0) + 1
+
     def _set_assigned(self, node: NodeState, changes: Mapping[int, str | None]) -> None:
+        self._bump(node.pool)
         indexed = node.schedulable
         if indexed:
             self._index(node).remove(node, node.free)
@@ -219,6 +232,7 @@ class ClusterState:
             self._index(node).add(node)
 
     def _set_schedulable(self, node: NodeState, cordoned: bool, down: bool) -> None:
+        self._bump(node.pool)
         index = self._index(node)
         if node.schedulable:
             index.remove(node, node.free)
@@ -468,6 +482,17 @@ class ClusterState:
         if ends:
             found.update(wid for _end, wid in ends.irange(maximum=(now, "\U0010ffff")))
         return sorted(found)
+
+    def preemption_signature(self, pool: str, now: float) -> tuple[int, tuple[float, str] | None]:
+        """Changes whenever the set of possible victims or the free GPUs of ``pool`` may have
+        changed: any assignment change, or another contract ending by ``now``."""
+        last = None
+        ends = self.contract_ends.get(pool)
+        if ends:
+            position = ends.bisect_right((now, "\U0010ffff"))
+            if position:
+                last = ends[position - 1]
+        return (self.layout_version.get(pool, 0), last)
 
     def capacity(self, pool: str) -> int:
         index = self.pools.get(pool)

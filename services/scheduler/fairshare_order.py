@@ -11,6 +11,7 @@ before the next pick, so one budget cannot take every free GPU at once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 
@@ -122,19 +123,11 @@ class FairShareOrder:
             return True  # work of a budget that no longer has a share is behind everyone
         if preemptor_leaf not in self.shares:
             return False
-        victim_parts = victim_leaf.split("/")
-        preemptor_parts = preemptor_leaf.split("/")
-        depth = 0
-        while (
-            depth < min(len(victim_parts), len(preemptor_parts))
-            and victim_parts[depth] == preemptor_parts[depth]
-        ):
-            depth += 1
-        if depth >= len(victim_parts) or depth >= len(preemptor_parts):
+        sides = _sibling_sides(victim_leaf, preemptor_leaf)
+        if sides is None:
             return False  # one is an ancestor of the other: not siblings at any level
-        victim_side = "/".join(victim_parts[: depth + 1])
-        preemptor_side = "/".join(preemptor_parts[: depth + 1])
-        return self.key(victim_side) > self.key(preemptor_side, preemptor_extra)
+        victim_side, preemptor_side = sides
+        return self._keys[victim_side] > self.key(preemptor_side, preemptor_extra)
 
     def leaf_order(self) -> list[str]:
         """All leaves, depth first in fair-share order."""
@@ -149,3 +142,16 @@ class FairShareOrder:
                 continue
             stack.extend(sorted(kids, key=self.key, reverse=True))
         return ordered
+
+
+@lru_cache(maxsize=65536)
+def _sibling_sides(first: str, second: str) -> tuple[str, str] | None:
+    """The ancestors of ``first`` and ``second`` that are siblings (children of their lowest
+    common ancestor), or None when one path is an ancestor of the other."""
+    a, b = first.split("/"), second.split("/")
+    depth = 0
+    while depth < min(len(a), len(b)) and a[depth] == b[depth]:
+        depth += 1
+    if depth >= len(a) or depth >= len(b):
+        return None
+    return "/".join(a[: depth + 1]), "/".join(b[: depth + 1])

@@ -6,9 +6,13 @@ is counted. Work inside its contract is never eligible. Among placements that be
 one needing the fewest allocated victims, then fewest victims, wins; ties prefer the most
 over-served victim budgets, then the youngest runs, then the node name.
 
-A :class:`VictimIndex` is built once per pool and pass (and rebuilt after the pass changes that
-pool), so each search first checks in O(budgets) whether enough GPUs could be freed at all and
-then visits only nodes that hold preemptible work.
+A :class:`VictimIndex` of the preemptible work is kept per pool while the pool's
+``preemption_signature`` stays the same (no assignment changed, no further contract ended), so
+each search first checks in O(budgets) whether enough GPUs could be freed at all and then visits
+only nodes that hold preemptible work. A search that failed is remembered under the same
+signature and set of eligible budgets: an equal or bigger gang cannot succeed until one of them
+changes. Both caches are exact (they only skip work whose result is known), so decisions are
+the same with or without them.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class VictimIndex:
         self.by_node: dict[str, list[Candidate]] = {}
         self.gpus_by_budget: dict[str, int] = {}
         self.tier0_gpus = 0
+        self.tier1_gpus = 0
         for workload_id in cluster.preemptible(pool, now):
             workload = cluster.workloads[workload_id]
             if workload.preempting or (workload.allocated and not workload.contract_over(now)):
@@ -63,10 +68,10 @@ class VictimIndex:
             if tier == 0:
                 self.tier0_gpus += workload.gpus
             else:
+                self.tier1_gpus += workload.gpus
                 self.gpus_by_budget[workload.budget] = (
                     self.gpus_by_budget.get(workload.budget, 0) + workload.gpus
                 )
-
 
     def remove(self, cluster: ClusterState, workload_ids: tuple[str, ...]) -> None:
         """Forget victims already chosen in this pass (cheaper than rebuilding the index)."""
@@ -83,6 +88,33 @@ class VictimIndex:
                 self.tier0_gpus -= workload.gpus
             elif workload.budget in self.gpus_by_budget:
                 self.gpus_by_budget[workload.budget] -= workload.gpus
+                self.tier1_gpus -= workload.gpus
+
+
+def victim_index(cluster: ClusterState, pool: str, now: float) -> VictimIndex:
+    signature = cluster.preemption_signature(pool, now)
+    cached = cluster.caches.get(f"victims:{pool}")
+    if isinstance(cached, tuple) and cached[0] == signature:
+        index: VictimIndex = cached[1]
+        return index
+    index = VictimIndex(cluster, pool, now)
+    cluster.caches[f"victims:{pool}"] = (signature, index)
+    return index
+
+
+def _failures(
+    cluster: ClusterState, pool: str, now: float
+) -> dict[tuple[str, bool, frozenset[str]], int]:
+    """Smallest failed gang per (budget, whole nodes?, eligible budgets), under the current
+    signature of the pool."""
+    signature = cluster.preemption_signature(pool, now)
+    cached = cluster.caches.get(f"failures:{pool}")
+    if isinstance(cached, tuple) and cached[0] == signature:
+        failures: dict[tuple[str, bool, frozenset[str]], int] = cached[1]
+        return failures
+    failures = {}
+    cluster.caches[f"failures:{pool}"] = (signature, failures)
+    return failures
 
 
 def _node_plan(
@@ -127,19 +159,43 @@ def find_preemption(
     order: FairShareOrder,
     victims: VictimIndex,
     node_size: int,
+    now: float,
 ) -> PreemptionPlan | None:
+    index = cluster.pools[pool]
+    free_total = index.free_total
+    if free_total + victims.tier0_gpus + victims.tier1_gpus < preemptor.gpus:
+        return None  # not enough GPUs even if every preemptible run were a victim
     extra = float(preemptor.gpus * preemptor.min_runtime_s)
     behind = {
         budget
         for budget in victims.gpus_by_budget
         if order.ranks_behind(budget, preemptor.budget, extra)
     }
-    index = cluster.pools[pool]
-    free_total = sum(free * len(names) for free, names in index.by_free.items())
     could_free = victims.tier0_gpus + sum(victims.gpus_by_budget[b] for b in behind)
     if could_free == 0 or free_total + could_free < preemptor.gpus:
         return None
-    if not needs_whole_nodes(preemptor.gpus, preemptor.gang, node_size):
+    whole = needs_whole_nodes(preemptor.gpus, preemptor.gang, node_size)
+    failures = _failures(cluster, pool, now)
+    memo_key = (preemptor.budget, whole, frozenset(behind))
+    if preemptor.gpus >= failures.get(memo_key, preemptor.gpus + 1):
+        return None
+    plan = _search(cluster, pool, preemptor, order, victims, behind, whole)
+    if plan is None:
+        failures[memo_key] = min(preemptor.gpus, failures.get(memo_key, preemptor.gpus))
+    return plan
+
+
+def _search(
+    cluster: ClusterState,
+    pool: str,
+    preemptor: WorkloadState,
+    order: FairShareOrder,
+    victims: VictimIndex,
+    behind: set[str],
+    whole: bool,
+) -> PreemptionPlan | None:
+    index = cluster.pools[pool]
+    if not whole:
         best: tuple[Cost, tuple[str, ...], list[int]] | None = None
         for node_name, candidates in victims.by_node.items():
             node = cluster.nodes[node_name]

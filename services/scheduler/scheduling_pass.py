@@ -45,7 +45,7 @@ from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, PlacementSpec, QueueKey, WorkloadState
 from services.scheduler.fairshare_order import FairShareOrder
 from services.scheduler.placement import find_placement, largest_node
-from services.scheduler.preemption import VictimIndex, find_preemption
+from services.scheduler.preemption import VictimIndex, find_preemption, victim_index
 
 #: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
 UsageSource = Callable[[str], Mapping[str, float]]
@@ -294,6 +294,7 @@ class PassRecorder:
             if live and budget in order.shares:
                 sizes[budget] = live
         order.activate(sizes)
+        failed_searches: dict[tuple[str, str], tuple[int, float]] = {}
         while True:
             if index.max_free() == 0 and (not allocated or searches[0] <= 0):
                 return  # nothing fits, and nothing more may be preempted in this pass
@@ -323,16 +324,22 @@ class PassRecorder:
                 if allocated:
                     order.charge(leaf, float(g * workload.min_runtime_s))
                 continue
-            if allocated and searches[0] > 0:
+            extra = float(g * workload.min_runtime_s)
+            failed = failed_searches.get((leaf, workload.gang))
+            hopeless = failed is not None and g >= failed[0] and extra >= failed[1]
+            if allocated and searches[0] > 0 and not hopeless:
                 searches[0] -= 1
                 if self.victims is None:
-                    self.victims = VictimIndex(cluster, pool, now)
-                plan = find_preemption(cluster, pool, workload, order, self.victims, node_size)
+                    self.victims = victim_index(cluster, pool, now)
+                plan = find_preemption(cluster, pool, workload, order, self.victims, node_size, now)
                 if plan is not None:
                     self.victims.remove(cluster, plan.victims)
                     self._preempt_for(workload, pool, plan.placement, plan.victims, order)
-                    order.charge(leaf, float(g * workload.min_runtime_s))
+                    order.charge(leaf, extra)
+                    failed_searches.clear()  # the pool changed
                     continue
+                # A bigger gang with a bigger request cannot succeed where this one failed.
+                failed_searches[(leaf, workload.gang)] = (g, extra)
             # Nothing of this size fits or can be freed for this budget in this pass.
             sizes[leaf].remove(g)
 

@@ -172,7 +172,9 @@ class Scenario:
     def finished(self, workload_id: str, at: float) -> None:
         workload = self.cluster.workloads[workload_id]
         self.apply(
-            WorkloadFinished(workload_id=workload_id, attempt=workload.attempt, outcome="succeeded"),
+            WorkloadFinished(
+                workload_id=workload_id, attempt=workload.attempt, outcome="succeeded"
+            ),
             at,
         )
 
@@ -307,7 +309,11 @@ class Agent:
                 self._close(workload_id, now)
         for (workload_id, attempt), stop in sorted(self.stop_at.items()):
             workload = cluster.workloads[workload_id]
-            if stop <= now and workload.attempt == attempt and workload.status in ("placed", "running"):
+            if (
+                stop <= now
+                and workload.attempt == attempt
+                and workload.status in ("placed", "running")
+            ):
                 ran = now - self.run_start.get(workload_id, now)
                 self._close(workload_id, now)
                 apply(
@@ -365,6 +371,13 @@ class Agent:
         for workload_id, start in sorted(self.run_start.items()):
             workload = self.cluster.workloads[workload_id]
             found.append(
-                (workload.pool or "", workload.budget, workload.gpus, start, now, workload.allocated)
+                (
+                    workload.pool or "",
+                    workload.budget,
+                    workload.gpus,
+                    start,
+                    now,
+                    workload.allocated,
+                )
             )
         return found

@@ -168,7 +168,7 @@ _interval = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, database=None)
 @given(
     steps=st.lists(
         st.tuples(st.integers(0, 2 * HOUR), st.lists(_interval, max_size=4)),
