@@ -131,8 +131,10 @@ class BudgetTree:
                 f"budget: {path!r} is not a leaf (it has {', '.join(node.children)}); "
                 "submit to one of its children"
             )
-        if at is not None and not node.open_at(at):
-            raise BudgetTreeError(f"budget: {path!r} is closed")
+        if at is not None:
+            for ancestor in self.ancestors(path):
+                if not self.nodes[ancestor].open_at(at):
+                    raise BudgetTreeError(f"budget: {path!r} is closed ({ancestor!r} was closed)")
 
     def leaves(self) -> list[str]:
         return sorted(p for p, n in self.nodes.items() if p != ROOT and n.is_leaf)

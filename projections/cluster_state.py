@@ -52,6 +52,10 @@ TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 #: A pending workload's place in its budget's queue: (-priority, submitted_at, workload_id).
 QueueKey = tuple[int, float, str]
 
+#: Pending work is queued per kind: (allocated, GPUs, gang shape). Work of one kind is
+#: interchangeable for fitting, so the scheduler can give up on a whole kind at once.
+QueueKind = tuple[bool, int, str]
+
 #: GPU indices per node: ((node, (gpu, ...)), ...)
 PlacementSpec = tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -172,9 +176,9 @@ class ClusterState:
         self.nodes: dict[str, NodeState] = {}
         self.workloads: dict[str, WorkloadState] = {}
         self.pools: dict[str, PoolIndex] = {}
-        #: Pending workloads per pool, per budget, per (allocated, gang size), in queue order:
-        #: the scheduler's candidates. Entries are ``WorkloadState.queue_key()`` tuples.
-        self.pending: dict[str, dict[str, dict[tuple[bool, int], SortedList[QueueKey]]]] = {}
+        #: Pending workloads per pool, per budget, per kind (allocated, GPUs, gang shape), in
+        #: queue order: the scheduler's candidates. Entries are ``queue_key()`` tuples.
+        self.pending: dict[str, dict[str, dict[QueueKind, SortedList[QueueKey]]]] = {}
         #: Workloads holding GPUs (placed/running), by pool.
         self.active: dict[str, set[str]] = {}
         #: Preempted or lost resumable workloads that the scheduler must requeue.
@@ -309,7 +313,7 @@ class ClusterState:
     def _queue(self, workload: WorkloadState, pool: str) -> SortedList[QueueKey]:
         by_budget = self.pending.setdefault(pool, {})
         by_kind = by_budget.setdefault(workload.budget, {})
-        kind = (workload.allocated, workload.gpus)
+        kind = (workload.allocated, workload.gpus, workload.gang)
         queue = by_kind.get(kind)
         if queue is None:
             queue = by_kind[kind] = SortedList()
@@ -356,6 +360,27 @@ class ClusterState:
         elif workload.status in ACTIVE:
             workload.cancel_requested = True
             self.cancelling.add(workload.workload_id)
+        elif workload.status in ("preempted", "lost"):
+            # Stopped and waiting to be requeued: the cancel ends it here.
+            self.awaiting_requeue.discard(workload.workload_id)
+            workload.status = "cancelled"
+
+    def _check_free(self, workload: WorkloadState, placement: PlacementSpec) -> None:
+        for node_name, gpus in placement:
+            node = self._node(node_name)
+            if node.pool not in workload.pools:
+                raise ClusterStateError(
+                    f"placement: node {node_name} is in pool {node.pool}, not one of "
+                    f"{', '.join(workload.pools)}"
+                )
+            for gpu in gpus:
+                if not 0 <= gpu < node.gpus:
+                    raise ClusterStateError(f"placement: {node_name} has no GPU {gpu}")
+                holder = node.assigned.get(gpu)
+                if holder is not None and holder != workload.workload_id:
+                    raise ClusterStateError(
+                        f"placement: GPU {gpu} of {node_name} is already assigned to {holder}"
+                    )
 
     def _hold(self, workload: WorkloadState, placement: PlacementSpec) -> None:
         for node_name, gpus in placement:
@@ -387,6 +412,7 @@ class ClusterState:
         if workload.status != "pending" or e.attempt != workload.attempt:
             return  # a duplicate, or a stale placement of an earlier attempt
         placement = tuple((part.node, tuple(part.gpus)) for part in e.placement.nodes)
+        self._check_free(workload, placement)  # refuse before changing anything
         self._dequeue(workload)
         workload.status = "placed"
         workload.pool = e.pool
@@ -439,7 +465,10 @@ class ClusterState:
         workload.preempting = False
         self.cancelling.discard(workload.workload_id)
         if status in ("preempted", "lost") and workload.resumable:
-            self.awaiting_requeue.add(workload.workload_id)
+            if workload.cancel_requested:
+                workload.status = "cancelled"
+            else:
+                self.awaiting_requeue.add(workload.workload_id)
 
     def _on_finished(self, e: WorkloadFinished, now: float) -> None:
         workload = self._workload(e.workload_id)

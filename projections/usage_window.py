@@ -43,14 +43,25 @@ class _Series:
     unallocated: dict[int, float] = field(default_factory=dict)
     window_sum: float = 0.0
     window_first: int | None = None  # first bucket included in window_sum
+    last_bucket: int = -(2**62)  # latest bucket holding any allocated usage
 
     def add(self, bucket: int, seconds: float, allocated: bool) -> None:
         target = self.allocated if allocated else self.unallocated
         target[bucket] = target.get(bucket, 0.0) + seconds
-        if allocated and self.window_first is not None and bucket >= self.window_first:
-            self.window_sum += seconds
+        if allocated:
+            self.last_bucket = max(self.last_bucket, bucket)
+            if self.window_first is not None and bucket >= self.window_first:
+                self.window_sum += seconds
 
-    def allocated_in_window(self, first: int) -> float:
+    def allocated_in_window(self, first: int, last: int) -> float:
+        """Allocated GPU-seconds in buckets ``first..last`` (usage recorded for later hours,
+        as an audit querying the past will find, is not part of that window)."""
+        total = self._from(first)
+        for bucket in range(last + 1, self.last_bucket + 1):
+            total -= self.allocated.get(bucket, 0.0)
+        return max(0.0, total)
+
+    def _from(self, first: int) -> float:
         if self.window_first is None or first < self.window_first:
             # First query, or a query further back than before: sum afresh.
             self.window_sum = sum(s for b, s in self.allocated.items() if b >= first)
@@ -92,15 +103,15 @@ class UsageWindow:
         series = self._series.get((pool, budget))
         if series is None:
             return 0.0
-        return series.allocated_in_window(self.window_first_bucket(now))
+        return series.allocated_in_window(self.window_first_bucket(now), bucket_of(now))
 
     def budgets(self, pool: str) -> list[str]:
         return sorted(budget for p, budget in self._series if p == pool)
 
     def allocated_by_budget(self, pool: str, now: float) -> dict[str, float]:
-        first = self.window_first_bucket(now)
+        first, last = self.window_first_bucket(now), bucket_of(now)
         return {
-            budget: series.allocated_in_window(first)
+            budget: series.allocated_in_window(first, last)
             for (p, budget), series in self._series.items()
             if p == pool
         }

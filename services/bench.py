@@ -52,19 +52,22 @@ def _replay(trace: Path, budgets: Path) -> dict[str, Any]:
 def build_tree(leaves: int, levels: int = 4, seed: int = 7) -> tuple[BudgetTree, list[str]]:
     """A ``levels``-deep tree with ``leaves`` leaves and random weights."""
     rng = random.Random(seed)
-    fanout = max(2, math.ceil(leaves ** (1 / levels)))
+    fanout = max(2, math.floor(leaves ** (1 / levels)))
     tree = BudgetTree()
     frontier = [""]
     for level in range(levels):
-        children: list[str] = []
         last = level == levels - 1
-        for i in range(fanout):
-            for parent in frontier:  # round robin, so the last level spreads evenly
-                if last and len(children) >= leaves:
+        target = leaves if last else len(frontier) * fanout
+        children: list[str] = []
+        i = 0
+        while len(children) < target:  # round robin, so every parent gets children
+            for parent in frontier:
+                if len(children) >= target:
                     break
                 path = f"{parent}/b{level}{i}" if parent else f"b{level}{i}"
                 tree.create(path, float(rng.randint(1, 10)), 0.0)
                 children.append(path)
+            i += 1
         frontier = children
     return tree, frontier
 

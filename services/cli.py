@@ -22,7 +22,7 @@ app.add_typer(schemas_app, name="schemas")
 app.add_typer(broker_app, name="broker")
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
 

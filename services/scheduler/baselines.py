@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, WorkloadState
+from projections.cluster_state import ClusterState, QueueKind, WorkloadState
 from services.scheduler.placement import find_placement, largest_node
 from services.scheduler.scheduling_pass import (
     PassContext,
@@ -78,16 +78,17 @@ def _schedule_pool(name: str, recorder: PassRecorder, pool: str, usage: UsageSou
         return (workload.submitted_at,)
 
     live = {
-        (budget, allocated, g)
+        (budget, kind)
         for budget, kinds in queues.items()
-        for (allocated, g), queue in kinds.items()
+        for kind, queue in kinds.items()
         if queue and budget in shares
     }
     while live and index.max_free() > 0:
-        best: tuple[SortKey, str, tuple[str, bool, int]] | None = None
+        best: tuple[SortKey, str, tuple[str, QueueKind]] | None = None
         for slot in live:
-            budget, allocated, g = slot
-            queue = queues[budget].get((allocated, g))
+            budget, kind = slot
+            allocated = kind[0]
+            queue = queues[budget].get(kind)
             if not queue:
                 continue
             workload_id = queue[0][2]

@@ -47,6 +47,7 @@ class FairShareOrder:
         # then only compares tuples.
         self._keys: dict[str, Key] = {path: self.key(path) for path in self.shares}
         self._active: dict[str, int] = dict.fromkeys(self.shares, 0)
+        self._ranks: dict[str, int] | None = None
 
     def _add(self, leaf: str, amount: float) -> None:
         path = leaf
@@ -128,6 +129,12 @@ class FairShareOrder:
             return False  # one is an ancestor of the other: not siblings at any level
         victim_side, preemptor_side = sides
         return self._keys[victim_side] > self.key(preemptor_side, preemptor_extra)
+
+    def ranks(self) -> dict[str, int]:
+        """Rank (1 = first) of every leaf in this order, as it stood when first asked."""
+        if self._ranks is None:
+            self._ranks = {leaf: i + 1 for i, leaf in enumerate(self.leaf_order())}
+        return self._ranks
 
     def leaf_order(self) -> list[str]:
         """All leaves, depth first in fair-share order."""

@@ -135,21 +135,30 @@ def _node_plan(
         (c.tier, -len(c.gpus), -order.ratio(c.budget), -c.started, c.workload_id, c.gpus)
         for c in usable
     )
-    taken: list[str] = []
-    gained = list(free)
-    allocated = 0
-    overserved = 0.0
-    youngest = 0.0
+    taken: list[tuple[int, float, float, str, tuple[int, ...]]] = []
+    count = len(free)
     for tier, _size, neg_ratio, neg_started, workload_id, gpus in eligible:
-        taken.append(workload_id)
-        gained.extend(gpus)
-        allocated += tier
-        overserved = min(overserved, neg_ratio)
-        youngest = min(youngest, neg_started)
-        if len(gained) >= need:
-            cost = (allocated, len(taken), overserved, youngest, node.name)
-            return cost, tuple(taken), sorted(gained)[:need]
-    return None
+        taken.append((tier, neg_ratio, neg_started, workload_id, gpus))
+        count += len(gpus)
+        if count >= need:
+            break
+    else:
+        return None
+    # Drop victims a later pick made unnecessary (earliest picks first): never preempt work
+    # the placement does not need.
+    for victim in list(taken):
+        if count - len(victim[4]) >= need:
+            taken.remove(victim)
+            count -= len(victim[4])
+    gained = sorted([*free, *(gpu for victim in taken for gpu in victim[4])])
+    cost = (
+        sum(victim[0] for victim in taken),
+        len(taken),
+        min(victim[1] for victim in taken),
+        min(victim[2] for victim in taken),
+        node.name,
+    )
+    return cost, tuple(victim[3] for victim in taken), gained[:need]
 
 
 def find_preemption(

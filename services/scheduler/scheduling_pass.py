@@ -42,9 +42,15 @@ from events.models import (
 from events.models.commands import ReasonCode
 from events.trusted import trusted
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, PlacementSpec, QueueKey, WorkloadState
+from projections.cluster_state import (
+    ClusterState,
+    PlacementSpec,
+    QueueKey,
+    QueueKind,
+    WorkloadState,
+)
 from services.scheduler.fairshare_order import FairShareOrder
-from services.scheduler.placement import find_placement, largest_node
+from services.scheduler.placement import find_placement, largest_node, needs_whole_nodes
 from services.scheduler.preemption import VictimIndex, find_preemption, victim_index
 
 #: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
@@ -92,7 +98,6 @@ class PassRecorder:
         self.usage = usage
         self.ctx = ctx
         self.result = PassResult()
-        self.standing_cache: dict[str, dict[str, int]] = {}
 
     # -- emitting ----------------------------------------------------------------------------
     def emit(self, data: EventData, command: bool = False) -> None:
@@ -109,7 +114,7 @@ class PassRecorder:
     ) -> DecisionRecord:
         standings = []
         if order is not None:
-            ranks = self._ranks(order)
+            ranks = order.ranks()
             for budget in budgets:
                 ratio = order.ratio(budget)
                 standings.append(
@@ -131,14 +136,6 @@ class PassRecorder:
             preemptor=preemptor,
             detail=detail,
         )
-
-    def _ranks(self, order: FairShareOrder) -> dict[str, int]:
-        key = str(id(order))
-        ranks = self.standing_cache.get(key)
-        if ranks is None:
-            ranks = {leaf: i + 1 for i, leaf in enumerate(order.leaf_order())}
-            self.standing_cache = {key: ranks}
-        return ranks
 
     def preempt(
         self,
@@ -280,38 +277,39 @@ class PassRecorder:
         self,
         pool: str,
         order: FairShareOrder,
-        queues: Mapping[str, Mapping[tuple[bool, int], SortedList[QueueKey]]],
+        queues: Mapping[str, Mapping[QueueKind, SortedList[QueueKey]]],
         allocated: bool,
         node_size: int,
         searches: list[int],
     ) -> None:
         cluster, now = self.cluster, self.ctx.now
         index = cluster.pools[pool]
-        # Per leaf, the gang sizes still worth trying in this phase.
-        sizes: dict[str, list[int]] = {}
+        # Per leaf, the kinds of work (GPUs, gang shape) still worth trying in this phase.
+        sizes: dict[str, list[QueueKind]] = {}
         for budget, kinds in queues.items():
-            live = sorted(g for (alloc, g), q in kinds.items() if alloc == allocated and q)
+            live = sorted(kind for kind, q in kinds.items() if kind[0] == allocated and q)
             if live and budget in order.shares:
                 sizes[budget] = live
         order.activate(sizes)
-        failed_searches: dict[tuple[str, str], tuple[int, float]] = {}
+        failed_searches: dict[tuple[str, bool], tuple[int, float]] = {}
         while True:
             if index.max_free() == 0 and (not allocated or searches[0] <= 0):
                 return  # nothing fits, and nothing more may be preempted in this pass
             leaf = order.best_leaf()
             if leaf is None:
                 return
-            candidate: tuple[QueueKey, int] | None = None
-            for g in sizes[leaf]:
-                queue = queues[leaf].get((allocated, g))
+            candidate: tuple[QueueKey, QueueKind] | None = None
+            for kind in sizes[leaf]:
+                queue = queues[leaf].get(kind)
                 if queue:
                     head = queue[0]
                     if candidate is None or head < candidate[0]:
-                        candidate = (head, g)
+                        candidate = (head, kind)
             if candidate is None:
                 order.deactivate(leaf)
                 continue
-            (_prio, _submitted, workload_id), g = candidate
+            (_prio, _submitted, workload_id), kind = candidate
+            g = kind[1]
             workload = cluster.workloads[workload_id]
             placement = None
             if g <= index.max_free() or g > node_size or workload.gang == "whole-nodes":
@@ -325,7 +323,8 @@ class PassRecorder:
                     order.charge(leaf, float(g * workload.min_runtime_s))
                 continue
             extra = float(g * workload.min_runtime_s)
-            failed = failed_searches.get((leaf, workload.gang))
+            whole = needs_whole_nodes(g, workload.gang, node_size)
+            failed = failed_searches.get((leaf, whole))
             hopeless = failed is not None and g >= failed[0] and extra >= failed[1]
             if allocated and searches[0] > 0 and not hopeless:
                 searches[0] -= 1
@@ -339,9 +338,9 @@ class PassRecorder:
                     failed_searches.clear()  # the pool changed
                     continue
                 # A bigger gang with a bigger request cannot succeed where this one failed.
-                failed_searches[(leaf, workload.gang)] = (g, extra)
-            # Nothing of this size fits or can be freed for this budget in this pass.
-            sizes[leaf].remove(g)
+                failed_searches[(leaf, whole)] = (g, extra)
+            # Nothing of this kind fits or can be freed for this budget in this pass.
+            sizes[leaf].remove(kind)
 
     def _preempt_for(
         self,

@@ -227,6 +227,17 @@ def test_closed_budget_refuses_work_from_its_close_time() -> None:
         tree.require_leaf("a", T + 100)
 
 
+def test_leaf_under_a_closed_budget_refuses_work() -> None:
+    """Closing a budget closes its subtree: the leaves under it have no share any more (see
+    above), so work submitted to them could never run and must be refused."""
+    tree = tree_of(("lab", 1.0), ("lab/a", 1.0), ("ops", 1.0))
+    tree.apply(BudgetClosed(budget="lab", closed_by="ana"), when(T + 100))
+    assert "lab/a" not in tree.shares("p", T + 100)
+    tree.require_leaf("lab/a", T + 99)
+    with pytest.raises(BudgetTreeError, match="closed"):
+        tree.require_leaf("lab/a", T + 100)
+
+
 def test_budget_tree_error_is_a_value_error() -> None:
     assert issubclass(BudgetTreeError, ValueError)
 

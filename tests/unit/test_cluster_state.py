@@ -183,7 +183,7 @@ def test_submit_is_idempotent_by_client_id() -> None:
     assert snapshot(s.cluster) == before
     workload = s.cluster.workloads["w"]
     assert (workload.budget, workload.gpus, workload.submitted_at) == ("a", 2, T0)
-    assert list(s.cluster.pending["p"]["a"][(True, 2)]) == [(0, T0, "w")]
+    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == [(0, T0, "w")]
 
 
 def test_submit_after_the_workload_ended_does_not_revive_it() -> None:
@@ -213,7 +213,7 @@ def test_pending_queue_orders_by_priority_then_submit_time_then_id() -> None:
     s.submit("early", "a", at=T0 + 10)
     s.submit("b-same-time", "a", at=T0 + 20)
     s.submit("a-same-time", "a", at=T0 + 20)
-    queue = s.cluster.pending["p"]["a"][(True, 1)]
+    queue = s.cluster.pending["p"]["a"][(True, 1, "single-node")]
     assert [key[2] for key in queue] == ["late-high", "early", "a-same-time", "b-same-time"]
 
 
@@ -221,8 +221,8 @@ def test_multi_pool_workload_waits_in_every_pool_and_leaves_all_when_placed() ->
     s = scenario()
     s.add_node("q0", 4, pool="q")
     s.submit("w", "a", pools=("q", "p"))
-    assert len(s.cluster.pending["p"]["a"][(True, 1)]) == 1
-    assert len(s.cluster.pending["q"]["a"][(True, 1)]) == 1
+    assert len(s.cluster.pending["p"]["a"][(True, 1, "single-node")]) == 1
+    assert len(s.cluster.pending["q"]["a"][(True, 1, "single-node")]) == 1
     s.apply(
         WorkloadPlaced(
             workload_id="w",
@@ -234,8 +234,8 @@ def test_multi_pool_workload_waits_in_every_pool_and_leaves_all_when_placed() ->
         ),
         T0 + 1,
     )
-    assert len(s.cluster.pending["p"]["a"][(True, 1)]) == 0
-    assert len(s.cluster.pending["q"]["a"][(True, 1)]) == 0
+    assert len(s.cluster.pending["p"]["a"][(True, 1, "single-node")]) == 0
+    assert len(s.cluster.pending["q"]["a"][(True, 1, "single-node")]) == 0
     assert [w.workload_id for w in s.cluster.active_in("q")] == ["w"]
     assert list(s.cluster.active_in("p")) == []
 
@@ -254,7 +254,7 @@ def test_placement_assigns_gpus_and_holders() -> None:
     assert node.free == 2
     assert node.free_indices() == [0, 2]
     assert list(s.cluster.pools["p"].nodes_with_free(2)) == ["n0"]
-    assert list(s.cluster.pending["p"]["a"][(True, 2)]) == []
+    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == []
 
 
 def test_placing_on_an_assigned_gpu_raises() -> None:
@@ -286,6 +286,25 @@ def test_placement_on_an_unknown_node_is_refused_without_changing_the_state() ->
     before = snapshot(s.cluster)
     with pytest.raises(ClusterStateError, match="unknown node 'ghost'"):
         s.apply(placed_event("w", "ghost", (0,)), T0 + 1)
+    assert snapshot(s.cluster) == before
+
+
+def test_placement_on_a_gpu_the_node_does_not_have_is_refused() -> None:
+    s = scenario()
+    s.submit("w", "a", gpus=2)
+    before = snapshot(s.cluster)
+    with pytest.raises(ClusterStateError, match="n0 has no GPU 4"):
+        s.apply(placed_event("w", "n0", (3, 4)), T0 + 1)
+    assert snapshot(s.cluster) == before
+
+
+def test_placement_on_a_node_of_a_pool_the_workload_did_not_ask_for_is_refused() -> None:
+    s = scenario()
+    s.add_node("q0", 4, pool="q")
+    s.submit("w", "a", gpus=1)  # pools=("p",)
+    before = snapshot(s.cluster)
+    with pytest.raises(ClusterStateError, match="q0 is in pool q"):
+        s.apply(placed_event("w", "q0", (0,)), T0 + 1)
     assert snapshot(s.cluster) == before
 
 
@@ -382,7 +401,7 @@ def test_preempted_resumable_work_awaits_requeue_and_keeps_its_submit_time() -> 
     assert workload.placement == ()
     assert workload.started_at is None
     assert s.cluster.awaiting_requeue == set()
-    assert list(s.cluster.pending["p"]["a"][(True, 2)]) == [(-3, T0 - 500, "w")]
+    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == [(-3, T0 - 500, "w")]
 
 
 def test_non_resumable_preempted_work_is_not_requeued() -> None:
@@ -459,7 +478,7 @@ def test_cancel_of_pending_work_removes_it_from_the_queue() -> None:
     s.submit("w", "a")
     s.apply(WorkloadCancelled(workload_id="w", cancelled_by="tester"), T0 + 1)
     assert s.cluster.workloads["w"].status == "cancelled"
-    assert list(s.cluster.pending["p"]["a"][(True, 1)]) == []
+    assert list(s.cluster.pending["p"]["a"][(True, 1, "single-node")]) == []
     assert s.cluster.cancelling == set()
 
 

@@ -39,6 +39,7 @@ from tests.unit.scheduling_fixtures import (
     gpu_claims,
     make_tree,
     placed_ids,
+    roundtrip,
     snapshot,
 )
 
@@ -125,14 +126,33 @@ class Trace:
     passes: list[tuple[float, list[EventData], list[EventData]]] = field(default_factory=list)
 
 
+Interval = tuple[str, str, int, float, float, bool]
+
+
+def _usage_source(
+    window: UsageWindow, base: dict[str, float], open_now: list[Interval], now: float
+) -> Callable[[str], dict[str, float]]:
+    """Windowed usage plus the occupancy of runs still going, as the simulator reports it."""
+
+    def usage(pool: str) -> dict[str, float]:
+        totals = dict(base)
+        for budget, used in window.allocated_by_budget(pool, now).items():
+            totals[budget] = totals.get(budget, 0.0) + used
+        for p, budget, gpus, start, end, allocated in open_now:
+            if p == pool and allocated:
+                totals[budget] = totals.get(budget, 0.0) + gpus * (end - start)
+        return totals
+
+    return usage
+
+
 def simulate(world: World, checks: tuple[Check, ...] = ()) -> Trace:
     budgets = tuple((path, w) for (path, _), w in zip(BUDGETS, world.weights, strict=True))
     s = Scenario(
         budgets=budgets,
         nodes=tuple((f"n{i}", gpus) for i, gpus in enumerate(world.nodes)),
     )
-    durations: dict[str, float] = {}
-    agent = Agent(s.cluster, durations)
+    agent = Agent(s.cluster, {})
     window = UsageWindow()
     posted = 0
     base = dict(zip(LEAVES, world.initial_usage, strict=True))
@@ -145,7 +165,6 @@ def simulate(world: World, checks: tuple[Check, ...] = ()) -> Trace:
         agent.advance(now, s.apply)
         for k, job in enumerate(arrivals):
             workload_id = f"w{step}-{k}"
-            durations[workload_id] = job.duration
             agent.remaining[workload_id] = job.duration
             s.apply(
                 WorkloadSubmitted(
@@ -182,17 +201,7 @@ def simulate(world: World, checks: tuple[Check, ...] = ()) -> Trace:
         for pool, budget, gpus, start, end, allocated in agent.intervals[posted:]:
             window.add_interval(pool, budget, gpus, start, end, allocated)
         posted = len(agent.intervals)
-        open_now = agent.open_usage(now)
-
-        def usage(pool: str, now: float = now, open_now: list = open_now) -> dict[str, float]:  # type: ignore[type-arg]
-            totals = dict(base)
-            for budget, used in window.allocated_by_budget(pool, now).items():
-                totals[budget] = totals.get(budget, 0.0) + used
-            for p, budget, gpus, start, end, allocated in open_now:
-                if p == pool and allocated:
-                    totals[budget] = totals.get(budget, 0.0) + gpus * (end - start)
-            return totals
-
+        usage = _usage_source(window, base, agent.open_usage(now), now)
         ctx = PassContext(now=now, pass_id=step + 1, grace_period_s=GRACE)
         result = run_pass(s.cluster, s.tree, usage, ctx)
         trace.passes.append((now, list(result.events), list(result.commands)))
@@ -260,6 +269,18 @@ def only_allocated_work_preempts(seen: Observed) -> None:
                 assert preemptor.budget != victim.budget, command.workload_id
 
 
+def decisions_are_valid_events(seen: Observed) -> None:
+    for event in seen.result.all():
+        assert roundtrip(event, seen.now) == event
+    for command in seen.result.commands:
+        assert isinstance(command, PlaceCommand | PreemptCommand)
+        assert command.decision.pass_id >= 1
+        if isinstance(command, PreemptCommand):
+            assert (command.decision.reason == "preempt-for") == (
+                command.decision.preemptor is not None
+            )
+
+
 def replaying_the_decisions_changes_nothing(seen: Observed) -> None:
     before = snapshot(seen.cluster)
     for event in seen.result.all():
@@ -284,6 +305,12 @@ def test_allocated_work_is_never_preempted_inside_its_contract(world: World) -> 
 @given(worlds())
 def test_unallocated_work_never_preempts(world: World) -> None:
     simulate(world, (only_allocated_work_preempts,))
+
+
+@PROPERTY_SETTINGS
+@given(worlds())
+def test_every_decision_is_a_valid_event(world: World) -> None:
+    simulate(world, (decisions_are_valid_events,))
 
 
 @PROPERTY_SETTINGS

@@ -411,6 +411,46 @@ def test_whole_node_gang_preempts_whole_nodes() -> None:
     assert placements(result) == {"a-gang": (("n0", (0, 1)), ("n1", (0, 1)))}
 
 
+def test_a_whole_node_gang_that_cannot_fit_does_not_block_same_size_single_node_work() -> None:
+    """Smaller work of the budget backfills around the waiting gang (a-one); work of the gang's
+    size that fits on one node (a-two) must backfill as well: it is not "of a size that
+    cannot fit"."""
+    s = Scenario(nodes=(("n0", 4),))
+    s.running("b-run", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=3600)
+    s.submit("a-gang", "a", gpus=2, gang="whole-nodes", at=T0 + 1)
+    s.submit("a-two", "a", gpus=2, at=T0 + 2)
+    s.submit("a-one", "a", gpus=1, at=T0 + 3)
+    s.set_usage({"b": 1_000_000.0})
+    result = s.run(T0 + 10)
+    assert sorted(placed_ids(result)) == ["a-one", "a-two"]
+    assert s.cluster.workloads["a-gang"].status == "pending"
+
+
+def test_a_failed_search_for_a_smaller_gang_does_not_skip_a_bigger_whole_node_gang() -> None:
+    """Mixed node sizes: no node can free 3 GPUs (the 4-GPU node is inside a contract), but
+    three 2-GPU nodes can be emptied for a 5-GPU gang, which needs whole nodes. The 3-GPU
+    request's failed search must not stop the 5-GPU one; with the order of the two swapped
+    the gang is placed (control)."""
+
+    def run(gang_priority: int) -> tuple[dict[str, object], list[str]]:
+        s = Scenario(nodes=(("n4", 4), ("m0", 2), ("m1", 2), ("m2", 2)))
+        s.running("b-big", "b", (("n4", (0, 1, 2, 3)),), started_at=LATER - 100, min_runtime_s=3600)
+        for i in range(3):
+            s.running(f"b-{i}", "b", ((f"m{i}", (0, 1)),), started_at=T0, min_runtime_s=60)
+        s.submit("a-3", "a", gpus=3, at=T0 + 1)
+        s.submit("a-5", "a", gpus=5, at=T0 + 2, priority=gang_priority)
+        s.set_usage({"b": 1_000_000.0})
+        result = s.run(LATER)
+        return dict(placements(result)), sorted(preempted_ids(result))
+
+    gang_first = run(gang_priority=10)
+    assert gang_first == (
+        {"a-5": (("m0", (0, 1)), ("m1", (0, 1)), ("m2", (0,)))},
+        ["b-0", "b-1", "b-2"],
+    )
+    assert run(gang_priority=0) == gang_first
+
+
 def test_a_workload_goes_to_an_acceptable_pool_that_has_room() -> None:
     s = Scenario(nodes=(("n0", 1),))
     s.add_node("q0", 2, pool="q")
@@ -549,6 +589,34 @@ def test_work_cancelled_while_awaiting_requeue_is_not_run_again() -> None:
     assert s.cluster.workloads["w"].status == "cancelled"
 
 
+def test_cancelled_work_lost_with_its_node_is_not_run_again() -> None:
+    """The cancel's preempt command is out when the node dies: the run is over, and the
+    submitter's cancel still stands (no requeue, no new placement)."""
+    s = Scenario(nodes=(("n0", 1), ("n1", 1)))
+    s.running("w", "a", (("n0", (0,)),), started_at=T0, min_runtime_s=3600)
+    s.apply(WorkloadCancelled(workload_id="w", cancelled_by="tester"), T0 + 5)
+    assert preempted_ids(s.run(T0 + 6)) == ["w"]
+    s.apply(NodeDown(node="n0", last_heartbeat=utc(T0 + 10)), T0 + 20)
+    result = s.run(T0 + 21)
+    assert [e.workload_id for e in of_type(result, WorkloadLost)] == ["w"]
+    assert of_type(result, WorkloadRequeued) == []
+    assert placed_ids(result) == []
+
+
+def test_cancel_of_work_already_being_preempted_ends_it_as_cancelled() -> None:
+    s = Scenario(nodes=(("n0", 1),))
+    s.running("b-old", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=60)
+    s.submit("a-new", "a")
+    s.set_usage({"b": 1_000_000.0})
+    assert preempted_ids(s.run(LATER)) == ["b-old"]
+    s.apply(WorkloadCancelled(workload_id="b-old", cancelled_by="tester"), LATER + 1)
+    assert s.run(LATER + 2).commands == []  # no second preempt command for the cancel
+    s.preempted("b-old", LATER + 30)
+    result = s.run(LATER + 31)
+    assert s.cluster.workloads["b-old"].status == "cancelled"
+    assert of_type(result, WorkloadRequeued) == []
+
+
 def test_next_contract_expiry_is_the_earliest_running_contract_end() -> None:
     s = Scenario(nodes=(("n0", 4),))
     assert next_contract_expiry(s.cluster, T0) is None
@@ -613,7 +681,9 @@ def test_command_ids_are_deterministic_per_workload_attempt() -> None:
         s.running("b-old", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=60)
         s.submit("a-new", "a")
         s.set_usage({"b": 1_000_000.0})
-        return [c.command_id for c in s.run(LATER).commands]
+        result = s.run(LATER)
+        preempts = [c.command_id for c in preempt_commands(result)]
+        return preempts + [c.command_id for c in place_commands(result)]
 
     first, second = decide(), decide()
     assert first == second

@@ -1,0 +1,140 @@
+"""``fairshare simulate`` and ``fairshare bench scheduler`` as a user runs them, on a slice of
+the real Philly trace (the full replay is a benchmark, not a test)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+FAIRSHARE = [sys.executable, "-m", "services.cli"]
+
+pytestmark = pytest.mark.skipif(
+    not (TRACES / "philly-2017-09.csv").exists(), reason="../shared/traces is not beside the repo"
+)
+
+
+def _slice(tmp_path: Path, rows: int) -> Path:
+    lines = (TRACES / "philly-2017-09.csv").read_text().splitlines()[: rows + 1]
+    path = tmp_path / "slice.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [
+            *FAIRSHARE,
+            "simulate",
+            "--trace",
+            str(_slice(tmp_path, 1500)),
+            "--budgets",
+            str(TRACES / "philly-budgets.csv"),
+            "--gpus",
+            "64",
+            "--policy",
+            "all",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = orjson.loads((out / "metrics.json").read_bytes())
+    assert set(metrics["policies"]) == {"fairshare", "fifo", "priority", "quota", "slurm-classic"}
+    for name, policy in metrics["policies"].items():
+        overall = policy["overall"]
+        for key in (
+            "owed_delivered",
+            "owed_delivered_hourly",
+            "occupancy_over_demand",
+            "debug_wait_p50_s",
+            "debug_wait_p90_s",
+            "wait_p50_s",
+            "wait_p90_s",
+            "preemptions_per_1000_gpu_hours",
+            "contract_violations",
+            "jobs",
+            "wall_seconds",
+        ):
+            assert key in overall, (name, key)
+        assert overall["jobs"] == 1500
+        assert overall["contract_violations"] == 0, name
+        assert 0.0 <= overall["owed_delivered"] <= 1.0
+        for row in policy["budgets"].values():
+            assert {"owed_delivered", "owed_gpu_hours", "delivered_gpu_hours"} <= set(row)
+    baselines = [metrics["policies"][n]["overall"]["preemptions"] for n in ("fifo", "quota")]
+    assert baselines == [0, 0], "baselines never preempt"
+    for plot in ("owed_vs_delivered", "attainment_by_policy", "occupancy", "wait_cdf"):
+        assert (out / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "policies side by side" in result.stdout
+
+
+def test_simulate_refuses_bad_input_clearly(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-09-04 10:30:41,-5,1,1,x\n")
+    result = subprocess.run(
+        [
+            *FAIRSHARE,
+            "simulate",
+            "--trace",
+            str(bad),
+            "--budgets",
+            str(TRACES / "philly-budgets.csv"),
+            "--gpus",
+            "8",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "bad.csv:2: duration must be > 0" in result.stderr
+
+
+def test_bench_scheduler_prints_one_json_object_with_its_figures(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            *FAIRSHARE,
+            "bench",
+            "scheduler",
+            "--trace",
+            str(_slice(tmp_path, 300)),
+            "--nodes",
+            "50",
+            "--pending",
+            "500",
+            "--budgets-count",
+            "20",
+            "--trials",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = orjson.loads(result.stdout)
+    for key in (
+        "replay_wall_s",
+        "full_pass_s",
+        "incremental_pass_p50_ms",
+        "baseline_fifo_replay_wall_s",
+        "synthetic_nodes",
+        "synthetic_pending",
+    ):
+        assert key in figures
+    assert figures["synthetic_leaf_budgets"] == 20
+    assert figures["full_pass_placements"] > 0
