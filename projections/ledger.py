@@ -1,0 +1,218 @@
+"""The double-entry ledger as a fold: integer GPU-seconds per workload run per hour bucket.
+
+Charges follow confirmed occupancy. A run is opened by its start; heartbeats that name it as a
+GPU's occupant confirm it ran up to their time; its end (finished or preempted) confirms it up
+to the end; a lost run is confirmed only up to its last heartbeat. An hour bucket is posted
+once occupancy is confirmed past the bucket's end (or the run ended inside it), so a posted
+amount depends only on facts (start, end, GPUs), never on the order in which a projector or an
+auditor happened to read them. Every charge's id is derived from (workload, attempt, bucket,
+revision): a redelivered or duplicated event can only re-derive an id already posted, which the
+fold ignores. If a later fact changes a posted bucket (a lost run whose last heartbeat is
+earlier than what an end claimed), the difference is appended as a correction (next revision),
+never by editing the old entry.
+
+Times are whole seconds (event times are floored), so a run's charges add up exactly to
+``gpus x (end - start)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from events.envelope import derived_event_id
+from events.models import (
+    EventData,
+    GpuHeartbeat,
+    LedgerCharge,
+    WorkloadFinished,
+    WorkloadLost,
+    WorkloadPreempted,
+    WorkloadStarted,
+    WorkloadSubmitted,
+)
+from events.models.ledger import budget_account, capacity_account, free_account
+
+HOUR = 3600
+
+RunKey = tuple[str, int]  # (workload, attempt)
+
+
+def charge_id_for(workload_id: str, attempt: int, bucket: int, revision: int) -> str:
+    """Readable and deterministic: ``charge:<workload>:<attempt>:<hour start epoch>:<rev>``."""
+    return f"charge:{workload_id}:{attempt}:{bucket * HOUR}:{revision}"
+
+
+@dataclass(slots=True)
+class Run:
+    workload_id: str
+    attempt: int
+    budget: str
+    pool: str
+    gpus: int
+    allocated: bool
+    start: int
+    confirmed: int
+    end: int | None = None
+    #: bucket -> GPU-seconds posted so far (all revisions), and the last revision number.
+    posted: dict[int, int] = field(default_factory=dict)
+    revisions: dict[int, int] = field(default_factory=dict)
+
+    def amount_in(self, bucket: int, until: int) -> int:
+        lo = max(self.start, bucket * HOUR)
+        hi = min(until, (bucket + 1) * HOUR)
+        return max(0, hi - lo) * self.gpus
+
+
+class Ledger:
+    """Folds workload and heartbeat events into ``entries`` (append-only LedgerCharge list)."""
+
+    def __init__(self) -> None:
+        self.budgets: dict[str, str] = {}
+        self.runs: dict[RunKey, Run] = {}
+        #: Confirmations seen before the run's start (heartbeats and starts travel on
+        #: different topics, so a projector may read them in either order).
+        self.early: dict[RunKey, int] = {}
+        self.entries: list[LedgerCharge] = []
+        self.entry_ids: set[str] = set()
+
+    def apply(self, data: EventData, at: datetime | float) -> list[LedgerCharge]:
+        """Fold one event in; returns the charges it posted (usually none)."""
+        now = int(at if isinstance(at, float | int) else at.timestamp())
+        if isinstance(data, WorkloadSubmitted):
+            self.budgets.setdefault(data.workload_id, data.budget)
+            return []
+        if isinstance(data, WorkloadStarted):
+            return self._start(data, now)
+        if isinstance(data, GpuHeartbeat):
+            posted: list[LedgerCharge] = []
+            for gpu in data.gpus:
+                if gpu.occupant is not None and gpu.attempt is not None:
+                    posted += self._confirm((gpu.occupant, gpu.attempt), now)
+            return posted
+        if isinstance(data, WorkloadFinished | WorkloadPreempted):
+            return self._end((data.workload_id, data.attempt), now)
+        if isinstance(data, WorkloadLost):
+            return self._end((data.workload_id, data.attempt), int(data.last_heartbeat.timestamp()))
+        return []
+
+    def _start(self, e: WorkloadStarted, now: int) -> list[LedgerCharge]:
+        key = (e.workload_id, e.attempt)
+        if key in self.runs:
+            return []  # duplicate
+        budget = self.budgets.get(e.workload_id, "")
+        run = Run(
+            workload_id=e.workload_id,
+            attempt=e.attempt,
+            budget=budget,
+            pool=e.pool,
+            gpus=e.placement.gpu_count,
+            allocated=e.allocated,
+            start=now,
+            confirmed=now,
+        )
+        self.runs[key] = run
+        early = self.early.pop(key, None)
+        return self._confirm(key, early) if early is not None else []
+
+    def _confirm(self, key: RunKey, until: int) -> list[LedgerCharge]:
+        run = self.runs.get(key)
+        if run is None:
+            self.early[key] = max(self.early.get(key, until), until)
+            return []
+        if run.end is not None:
+            until = min(until, run.end)  # no charge after the end
+        if until <= run.confirmed:
+            return []
+        run.confirmed = until
+        # Post the buckets that are now closed: they end at or before the confirmation.
+        return self._post(run, closed_before=until // HOUR)
+
+    def _end(self, key: RunKey, end: int) -> list[LedgerCharge]:
+        run = self.runs.get(key)
+        if run is None:
+            return []
+        end = max(end, run.start)
+        if run.end is not None and end >= run.end:
+            return []  # a duplicate, or a later end of a run already ended
+        run.end = end
+        run.confirmed = end
+        return self._post(run, closed_before=end // HOUR + 1, final=True)
+
+    def _post(self, run: Run, closed_before: int, final: bool = False) -> list[LedgerCharge]:
+        posted: list[LedgerCharge] = []
+        first = run.start // HOUR
+        last_posted = max(run.posted, default=first - 1)
+        buckets = range(first, closed_before)
+        if final:
+            # Posted buckets after the end would be corrected down to zero.
+            buckets = range(first, max(closed_before, last_posted + 1))
+        for bucket in buckets:
+            until = run.end if run.end is not None else run.confirmed
+            amount = run.amount_in(bucket, until)
+            already = run.posted.get(bucket)
+            if already is None and amount == 0:
+                continue
+            if already == amount:
+                continue
+            posted.append(self._entry(run, bucket, amount - (already or 0)))
+        return posted
+
+    def _entry(self, run: Run, bucket: int, delta: int) -> LedgerCharge:
+        revision = run.revisions.get(bucket, -1) + 1
+        run.revisions[bucket] = revision
+        run.posted[bucket] = run.posted.get(bucket, 0) + delta
+        charged = run.allocated
+        debit = budget_account(run.budget) if charged else free_account(run.pool)
+        credit = capacity_account(run.pool)
+        if delta < 0:
+            debit, credit = credit, debit
+        seconds = abs(delta)
+        entry = LedgerCharge(
+            charge_id=charge_id_for(run.workload_id, run.attempt, bucket, revision),
+            workload_id=run.workload_id,
+            budget=run.budget,
+            pool=run.pool,
+            bucket_start=datetime.fromtimestamp(bucket * HOUR, UTC),
+            kind="allocated" if charged else "unallocated",
+            debit_account=debit,
+            credit_account=credit,
+            gpu_seconds=seconds,
+            amount=seconds if charged else 0,
+            corrects=charge_id_for(run.workload_id, run.attempt, bucket, 0) if revision else None,
+        )
+        self.entries.append(entry)
+        self.entry_ids.add(entry.charge_id)
+        return entry
+
+    def record(self, entry: LedgerCharge) -> bool:
+        """Take a charge read back from the log (a restart); False if it was already known."""
+        if entry.charge_id in self.entry_ids:
+            return False
+        self.entries.append(entry)
+        self.entry_ids.add(entry.charge_id)
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+    def totals(self) -> dict[tuple[str, str, int], int]:
+        """Signed GPU-seconds per (budget, pool, hour start), corrections included."""
+        totals: dict[tuple[str, str, int], int] = {}
+        for entry in self.entries:
+            sign = -1 if entry.debit_account.startswith("capacity:") else 1
+            key = (entry.budget, entry.pool, int(entry.bucket_start.timestamp()))
+            totals[key] = totals.get(key, 0) + sign * entry.gpu_seconds
+        return totals
+
+    def __iter__(self) -> Iterator[LedgerCharge]:
+        return iter(self.entries)
+
+
+def charge_event_id(entry: LedgerCharge) -> str:
+    """The envelope id of a charge event: derived, so a re-posted charge has the same id."""
+    return derived_event_id("ledger", entry.charge_id)
+
+
+def charge_time(entry: LedgerCharge) -> datetime:
+    """A charge's event time: the end of its bucket, whoever posts it and whenever."""
+    return datetime.fromtimestamp(entry.bucket_start.timestamp() + HOUR, UTC)
