@@ -211,8 +211,3 @@ class Ledger:
 def charge_event_id(entry: LedgerCharge) -> str:
     """The envelope id of a charge event: derived, so a re-posted charge has the same id."""
     return derived_event_id("ledger", entry.charge_id)
-
-
-def charge_time(entry: LedgerCharge) -> datetime:
-    """A charge's event time: the end of its bucket, whoever posts it and whenever."""
-    return datetime.fromtimestamp(entry.bucket_start.timestamp() + HOUR, UTC)

@@ -168,6 +168,10 @@ def simulate(
     limit: Annotated[int | None, typer.Option(help="only the first N jobs of the trace")] = None,
     grace_period: Annotated[int, typer.Option(help="seconds from SIGTERM to SIGKILL")] = 30,
     plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
+    events_out: Annotated[
+        Path | None,
+        typer.Option(help="write the (first) policy's full event log, charges included, here"),
+    ] = None,
 ) -> None:
     """Replay a trace through the scheduler (and baselines) on a simulated cluster."""
     from services.simulator.engine import SimulationConfig
@@ -193,7 +197,9 @@ def simulate(
         f"contracts: {config.contract.describe()}"
     )
     try:
-        run_simulation(jobs, weights, config, chosen, out, console, plots=plots)
+        run_simulation(
+            jobs, weights, config, chosen, out, console, plots=plots, events_out=events_out
+        )
     except ValueError as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
         raise typer.Exit(2) from error
@@ -228,6 +234,66 @@ def bench_scheduler(
         trials=trials,
     )
     typer.echo(orjson.dumps(result).decode())
+
+
+audit_app = typer.Typer(no_args_is_help=True, help="Replay, verify and explain the event log.")
+app.add_typer(audit_app, name="audit")
+EventsOption = Annotated[
+    Path, typer.Option("--events", help="an exported event log (one envelope per line)")
+]
+
+
+def _log(path: Path) -> list[object]:
+    from events.ndjson import read_events
+
+    if not path.is_file():
+        err_console.print(f"[red]--events:[/] {path} is not a file")
+        raise typer.Exit(2)
+    return list(read_events(path))
+
+
+@audit_app.command("replay")
+def audit_replay(events: EventsOption) -> None:
+    """Recompute every charge from the facts and compare with the recorded charges."""
+    from services.audit.replay import replay
+
+    result = replay(_log(events))  # type: ignore[arg-type]
+    for bad in result.bad_lines:
+        err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
+    for difference in result.differences:
+        console.print(difference, highlight=False)
+    console.print(
+        f"{result.events} events, {len(result.recorded)} charges in the log, "
+        f"{len(result.recomputed)} recomputed from the facts"
+    )
+    if result.identical:
+        console.print("identical")
+        return
+    raise typer.Exit(1)
+
+
+@audit_app.command("verify")
+def audit_verify(events: EventsOption) -> None:
+    """Check the ledger's invariants over the log."""
+    from services.audit.verify import verify
+
+    checked, problems = verify(_log(events))  # type: ignore[arg-type]
+    for problem in problems:
+        console.print(f"[red]violation:[/] {problem}", highlight=False)
+    console.print(f"{checked} charges checked, {len(problems)} violation(s)")
+    if problems:
+        raise typer.Exit(1)
+
+
+@audit_app.command("explain")
+def audit_explain(
+    workload: Annotated[str, typer.Argument(help="the workload id")], events: EventsOption
+) -> None:
+    """The causal chain of one workload: submission, decisions, runs, charges, end."""
+    from services.audit.explain import explain
+
+    for line in explain(_log(events), workload):  # type: ignore[arg-type]
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def main() -> None:

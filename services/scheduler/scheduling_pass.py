@@ -75,9 +75,11 @@ class PassResult:
     events: list[EventData] = field(default_factory=list)
     #: Commands for cluster agents (place, preempt), in decision order.
     commands: list[EventData] = field(default_factory=list)
+    #: Both, interleaved in the order they were decided (what is published, in that order).
+    ordered: list[EventData] = field(default_factory=list)
 
     def all(self) -> list[EventData]:
-        return [*self.events, *self.commands]
+        return list(self.ordered)
 
 
 def command_id(kind: str, workload: WorkloadState) -> str:
@@ -103,6 +105,7 @@ class PassRecorder:
     def emit(self, data: EventData, command: bool = False) -> None:
         self.cluster.apply(data, self.ctx.now)
         (self.result.commands if command else self.result.events).append(data)
+        self.result.ordered.append(data)
 
     def decision(
         self,

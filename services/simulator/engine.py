@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from events.models import (
+    BudgetCreated,
     EventData,
+    GpuHeartbeat,
+    GpuReading,
     NodeRegistered,
     PlaceCommand,
     Placement,
@@ -29,6 +32,7 @@ from events.models import (
 )
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
+from projections.ledger import Ledger
 from projections.usage_window import HOUR, UsageWindow, bucket_of, split_by_hour
 from services.scheduler.gc_pause import gc_paused
 from services.scheduler.scheduling_pass import PassContext, PassResult, UsageSource
@@ -118,6 +122,7 @@ class Simulation:
         config: SimulationConfig,
         policy: Policy,
         progress: Callable[[float], None] | None = None,
+        recorder: Callable[[EventData, float], None] | None = None,
     ) -> None:
         if not jobs:
             raise ValueError("the trace has no jobs")
@@ -130,20 +135,27 @@ class Simulation:
         self.progress = progress
         self.start = jobs[0].arrival
         self.end = jobs[-1].arrival
+        # With a recorder, every fact and decision is written out as the event log of the
+        # run, and the ledger fold posts the charges a live projector would (hourly heartbeats
+        # confirm occupancy), so a simulated run can be audited like a real one.
+        self.recorder = recorder
+        self.ledger = Ledger() if recorder is not None else None
+        self.now = self.start - 1
         self.tree = BudgetTree()
         for budget in sorted(weights):
-            self.tree.create(budget, weights[budget], self.start - 1)
+            created = BudgetCreated(budget=budget, weight=weights[budget], created_by="simulator")
+            self.tree.apply(created, _utc(self.now))
+            self.record(created)
         self.cluster = ClusterState()
         for i in range(config.gpus // config.gpus_per_node):
-            self.cluster.apply(
+            self.apply(
                 NodeRegistered(
                     node=f"node-{i:04d}",
                     cluster=CLUSTER,
                     pool=POOL,
                     gpus=config.gpus_per_node,
                     gpu_type="sim",
-                ),
-                self.start - 1,
+                )
             )
         self.usage = UsageWindow(config.window_s)
         self.runs: dict[str, Run] = {}
@@ -153,6 +165,7 @@ class Simulation:
         self.seq = 0
         self.now = self.start
         self.passes = 0
+        self.preempt_commands: dict[str, str] = {}
         # Open (not yet posted) occupancy per budget: GPUs, and sum of GPUs x last posting.
         self.open_gpus: dict[str, float] = dict.fromkeys(weights, 0.0)
         self.open_weighted: dict[str, float] = dict.fromkeys(weights, 0.0)
@@ -167,6 +180,42 @@ class Simulation:
 
     def apply(self, data: EventData) -> None:
         self.cluster.apply(data, self.now)
+        self.record(data)
+
+    def record(self, data: EventData) -> None:
+        if self.recorder is None or self.ledger is None:
+            return
+        self.recorder(data, self.now)
+        for charge in self.ledger.apply(data, self.now):
+            self.recorder(charge, self.now)
+
+    def heartbeats(self) -> None:
+        """One heartbeat per node naming each GPU's occupant (recorded runs only)."""
+        for name in sorted(self.cluster.nodes):
+            node = self.cluster.nodes[name]
+            occupant: dict[int, tuple[str, int]] = {}
+            for workload_id, gpus in node.holders.items():
+                workload = self.cluster.workloads[workload_id]
+                if workload.status == "running":
+                    for gpu in gpus:
+                        occupant[gpu] = (workload_id, workload.attempt)
+            self.record(
+                GpuHeartbeat(
+                    node=name,
+                    cluster=node.cluster,
+                    sequence=int(self.now),
+                    gpus=tuple(
+                        GpuReading(
+                            index=gpu,
+                            occupant=occupant[gpu][0] if gpu in occupant else None,
+                            attempt=occupant[gpu][1] if gpu in occupant else None,
+                            utilisation_pct=100.0 if gpu in occupant else 0.0,
+                            memory_used_bytes=0,
+                        )
+                        for gpu in range(node.gpus)
+                    ),
+                )
+            )
 
     def _change_demand(self, budget: str, delta: int) -> None:
         since = self.demand_since[budget]
@@ -278,13 +327,18 @@ class Simulation:
             self._close(workload, run)
         self.apply(
             WorkloadPreempted.model_construct(
-                workload_id=workload_id, attempt=attempt, command_id="sim", ran_s=int(ran)
+                workload_id=workload_id,
+                attempt=attempt,
+                command_id=self.preempt_commands.get(workload_id, "unknown"),
+                ran_s=int(ran),
             )
         )
         if not workload.resumable:
             self._change_demand(workload.budget, -workload.gpus)
 
     def on_tick(self) -> None:
+        if self.recorder is not None:
+            self.heartbeats()
         for pool in self.cluster.active:
             for workload_id in self.cluster.active[pool]:
                 run = self.runs[workload_id]
@@ -293,8 +347,12 @@ class Simulation:
 
     # -- decisions -----------------------------------------------------------------------
     def act(self, result: PassResult) -> None:
+        if self.recorder is not None:
+            for decided in result.ordered:
+                self.record(decided)
         for command in result.commands:
             if isinstance(command, PreemptCommand):
+                self.preempt_commands[command.workload_id] = command.command_id
                 workload = self.cluster.workloads[command.workload_id]
                 run = self.runs[command.workload_id]
                 ran = self.now - run.run_start if run.run_start is not None else 0.0

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from events.envelope import derived_event_id, new_event
+from events.models import EventData
+from events.ndjson import EventLogWriter
 from services.scheduler.baselines import BASELINES, baseline_policy
 from services.scheduler.scheduling_pass import run_pass
 from services.simulator.engine import Policy, Simulation, SimulationConfig, SimulationOutcome
@@ -23,6 +28,25 @@ def policy_named(name: str) -> Policy:
     return run_pass if name == "fairshare" else baseline_policy(name)
 
 
+def _recorder(writer: EventLogWriter, policy: str) -> Callable[[EventData, float], None]:
+    count = 0
+    source = f"fairshare/simulator/{policy}"
+
+    def record(data: EventData, at: float) -> None:
+        nonlocal count
+        count += 1
+        writer.write(
+            new_event(
+                data,
+                source=source,
+                time=datetime.fromtimestamp(at, UTC),
+                event_id=derived_event_id(source, str(count)),
+            )
+        )
+
+    return record
+
+
 def simulate(
     jobs: list[TraceJob],
     weights: dict[str, float],
@@ -31,7 +55,10 @@ def simulate(
     out: Path,
     console: Console,
     plots: bool = True,
+    events_out: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """Run ``policies`` in turn; with ``events_out``, the first one's full event log (facts,
+    decisions, heartbeats and the charges the ledger fold posted) is written there."""
     out.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, dict[str, Any]] = {}
     outcomes: dict[str, SimulationOutcome] = {}
@@ -49,7 +76,18 @@ def simulate(
             def advance(fraction: float, task: Any = task) -> None:
                 progress.update(task, completed=fraction)
 
-            outcome = Simulation(jobs, weights, config, policy_named(name), advance).run()
+            writer = EventLogWriter(events_out) if events_out and name == policies[0] else None
+            outcome = Simulation(
+                jobs,
+                weights,
+                config,
+                policy_named(name),
+                advance,
+                recorder=_recorder(writer, name) if writer else None,
+            ).run()
+            if writer is not None:
+                writer.close()
+                console.print(f"event log of the {name} run: {writer.count} events in {events_out}")
             outcomes[name] = outcome
             metrics[name] = compute_metrics(outcome)
     run_config = {

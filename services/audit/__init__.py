@@ -1,0 +1,1 @@
+"""The audit: replay the log into a fresh ledger and compare, check invariants, explain."""

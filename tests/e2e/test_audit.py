@@ -1,0 +1,141 @@
+"""An auditor's path, end to end: a simulated run writes its full event log, and
+``fairshare audit replay | verify | explain`` work from that file alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+FAIRSHARE = [sys.executable, "-m", "services.cli"]
+
+pytestmark = pytest.mark.skipif(
+    not (TRACES / "philly-2017-09.csv").exists(), reason="../shared/traces is not beside the repo"
+)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FAIRSHARE, *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("audit")
+    lines = (TRACES / "philly-2017-09.csv").read_text().splitlines()[:401]
+    trace = tmp / "slice.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    log = tmp / "events.ndjson"
+    result = _run(
+        "simulate",
+        "--trace",
+        str(trace),
+        "--budgets",
+        str(TRACES / "philly-budgets.csv"),
+        "--gpus",
+        "32",
+        "--policy",
+        "fairshare",
+        "--out",
+        str(tmp / "out"),
+        "--no-plots",
+        "--events-out",
+        str(log),
+    )
+    assert result.returncode == 0, result.stderr
+    return log
+
+
+def _lines(log: Path) -> list[dict[str, object]]:
+    return [orjson.loads(line) for line in log.read_bytes().splitlines()]
+
+
+def test_the_simulated_log_has_facts_decisions_heartbeats_and_charges(event_log: Path) -> None:
+    types = {str(e["type"]) for e in _lines(event_log)}
+    for wanted in (
+        "fairshare.budget.created.v1",
+        "fairshare.node.registered.v1",
+        "fairshare.workload.submitted.v1",
+        "fairshare.command.place.v1",
+        "fairshare.workload.placed.v1",
+        "fairshare.workload.started.v1",
+        "fairshare.node.heartbeat.v1",
+        "fairshare.workload.finished.v1",
+        "fairshare.command.preempt.v1",
+        "fairshare.workload.preempted.v1",
+        "fairshare.workload.requeued.v1",
+        "fairshare.ledger.charge.v1",
+    ):
+        assert wanted in types, wanted
+
+
+def test_replay_of_an_untouched_log_is_identical(event_log: Path) -> None:
+    result = _run("audit", "replay", "--events", str(event_log))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "identical"
+
+
+def test_replay_lists_every_altered_dropped_or_invented_charge(
+    event_log: Path, tmp_path: Path
+) -> None:
+    events = _lines(event_log)
+    charges = [i for i, e in enumerate(events) if e["type"] == "fairshare.ledger.charge.v1"]
+    altered, dropped, copied = charges[0], charges[1], charges[2]
+    data = events[altered]["data"]
+    assert isinstance(data, dict)
+    data["gpu_seconds"] += 60
+    data["amount"] += 60
+    invented = orjson.loads(orjson.dumps(events[copied]))
+    invented["data"]["charge_id"] = "charge:nobody:1:1504519200:0"
+    invented["data"]["workload_id"] = "nobody"
+    invented["subject"] = "nobody"
+    kept = [e for i, e in enumerate(events) if i != dropped] + [invented]
+    tampered = tmp_path / "tampered.ndjson"
+    tampered.write_bytes(b"\n".join(orjson.dumps(e) for e in kept) + b"\n")
+    result = _run("audit", "replay", "--events", str(tampered))
+    assert result.returncode == 1
+    out = " ".join(result.stdout.split())
+    assert f"differs: {data['charge_id']}: gpu_seconds:" in out
+    assert "missing in the log: " + str(events[dropped]["data"]["charge_id"]) in out  # type: ignore[index]
+    assert "not supported by the facts: charge:nobody:1:1504519200:0" in out
+    assert "identical" not in out
+
+
+def test_verify_passes_then_catches_a_duplicate_and_an_overfull_hour(
+    event_log: Path, tmp_path: Path
+) -> None:
+    ok = _run("audit", "verify", "--events", str(event_log))
+    assert ok.returncode == 0, ok.stdout
+    assert "0 violation(s)" in ok.stdout
+    events = _lines(event_log)
+    charge = next(e for e in events if e["type"] == "fairshare.ledger.charge.v1")
+    huge = orjson.loads(orjson.dumps(charge))
+    huge["data"]["charge_id"] = "charge:x:1:0:0"
+    huge["data"]["gpu_seconds"] = huge["data"]["amount"] = 32 * 3600 + 1
+    bad = tmp_path / "bad.ndjson"
+    bad.write_bytes(b"\n".join(orjson.dumps(e) for e in [*events, charge, huge]) + b"\n")
+    result = _run("audit", "verify", "--events", str(bad))
+    assert result.returncode == 1
+    out = " ".join(result.stdout.split())
+    assert f"duplicate charge id {charge['data']['charge_id']}" in out  # type: ignore[index]
+    assert "> capacity 115200" in out
+
+
+def test_explain_tells_the_story_of_a_preempted_workload(event_log: Path) -> None:
+    preempt = next(e for e in _lines(event_log) if e["type"] == "fairshare.command.preempt.v1")
+    workload = str(preempt["data"]["workload_id"])  # type: ignore[index]
+    result = _run("audit", "explain", workload, "--events", str(event_log))
+    assert result.returncode == 0
+    out = result.stdout
+    assert "submitted by trace" in out
+    assert "placed (attempt 1)" in out
+    assert "preempt command (attempt 1" in out
+    assert "reason preempt-for" in out
+    assert "requeued" in out
+    assert "charge charge:" in out
+    assert "total charged to its budget" in out
