@@ -296,6 +296,36 @@ def audit_explain(
         console.print(line, highlight=False, soft_wrap=True)
 
 
+events_app = typer.Typer(no_args_is_help=True, help="Export the event log.")
+app.add_typer(events_app, name="events")
+
+
+@events_app.command("export")
+def events_export(
+    out: Annotated[Path, typer.Option(help="file to write (one envelope per line)")],
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """Copy every event from Kafka (up to its current end) into a file an auditor can take."""
+    from services.brokers import BrokerStartError, external_broker
+    from services.bus.export import export_events
+
+    try:
+        broker = external_broker(kafka)
+    except BrokerStartError as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    result = export_events(broker.bootstrap, out, Topics(prefix=topic_prefix))
+    console.print(
+        f"{result.events} events from {result.partitions} partition(s) written to {out}"
+        + (
+            f"; {result.skipped} invalid record(s) skipped (see the dead-letter topic)"
+            if result.skipped
+            else ""
+        )
+    )
+
+
 def main() -> None:
     app()
 

@@ -165,7 +165,7 @@ class KafkaEventSubscriber:
                     raise KafkaException(error)
                 log.warning("consumer error", extra={"group": self._group_id, "error": str(error)})
                 continue
-            record = _raw_record(message)
+            record = raw_record(message)
             routed = route(
                 record,
                 topics=self._topics,
@@ -218,7 +218,7 @@ class KafkaEventSubscriber:
             self._dead_letters.close()
 
 
-def _raw_record(message: Message) -> RawRecord:
+def raw_record(message: Message) -> RawRecord:
     headers = message.headers() or []
     pairs = list(headers.items()) if isinstance(headers, dict) else headers
     return RawRecord(
