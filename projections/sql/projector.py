@@ -1,0 +1,328 @@
+"""Writes the read models from delivered events, exactly once per log position.
+
+Each batch is one transaction holding both the rows and the projector's new positions
+(topic, partition, next offset), so a crash anywhere either keeps the whole batch or none of
+it. On redelivery, events before the stored position are skipped, and every write is
+idempotent anyway (keys are event or charge ids), so neither a restart nor a duplicated event
+can double-count: hourly usage is only added to when a ledger entry is newly inserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from events.models import (
+    BudgetClosed,
+    BudgetCreated,
+    BudgetWeightChanged,
+    EventData,
+    LedgerCharge,
+    NodeCordoned,
+    NodeDown,
+    NodeDrained,
+    NodeRegistered,
+    NodeUncordoned,
+    NodeUp,
+    PlaceCommand,
+    PreemptCommand,
+    WorkloadCancelled,
+    WorkloadFinished,
+    WorkloadLost,
+    WorkloadPlaced,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
+    WorkloadSubmitted,
+)
+from projections.sql.tables import (
+    budgets,
+    decision_records,
+    hourly_usage,
+    ledger_entries,
+    nodes,
+    projector_positions,
+    workloads,
+)
+from services.bus.port import Delivery
+
+Effect = Callable[[Connection, Any, int, str], None]
+
+
+def _insert(connection: Connection, table: Any) -> Any:
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"read models support sqlite and postgresql, not {dialect}")
+
+
+class SqlProjector:
+    def __init__(self, engine: Engine, name: str = "read-models") -> None:
+        self.engine = engine
+        self.name = name
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(
+                    projector_positions.c.topic,
+                    projector_positions.c.partition,
+                    projector_positions.c.next_offset,
+                ).where(projector_positions.c.projector == self.name)
+            )
+            return {(topic, partition): offset for topic, partition, offset in rows}
+
+    def apply(self, deliveries: Sequence[Delivery]) -> int:
+        """Apply a batch in one transaction; returns how many events were new."""
+        applied = 0
+        with self.engine.begin() as connection:
+            stored = {
+                (t, p): o
+                for t, p, o in connection.execute(
+                    select(
+                        projector_positions.c.topic,
+                        projector_positions.c.partition,
+                        projector_positions.c.next_offset,
+                    ).where(projector_positions.c.projector == self.name)
+                )
+            }
+            advanced: dict[tuple[str, int], int] = {}
+            for delivery in deliveries:
+                key = (delivery.position.topic, delivery.position.partition)
+                next_offset = advanced.get(key, stored.get(key, 0))
+                if delivery.position.offset < next_offset:
+                    continue  # redelivered: already in the tables
+                envelope = delivery.envelope
+                effect = _EFFECTS.get(type(envelope.data))
+                if effect is not None:
+                    effect(connection, envelope.data, int(envelope.time.timestamp()), envelope.id)
+                advanced[key] = delivery.position.offset + 1
+                applied += 1
+            for (topic, partition), offset in advanced.items():
+                statement = _insert(connection, projector_positions).values(
+                    projector=self.name, topic=topic, partition=partition, next_offset=offset
+                )
+                connection.execute(
+                    statement.on_conflict_do_update(
+                        index_elements=["projector", "topic", "partition"],
+                        set_={"next_offset": offset},
+                    )
+                )
+        return applied
+
+
+# -- effects, one per event type ---------------------------------------------------------------
+
+
+def _charge(connection: Connection, e: LedgerCharge, at: int, event_id: str) -> None:
+    inserted = connection.execute(
+        _insert(connection, ledger_entries)
+        .values(
+            charge_id=e.charge_id,
+            workload_id=e.workload_id,
+            budget=e.budget,
+            pool=e.pool,
+            bucket_start=int(e.bucket_start.timestamp()),
+            kind=e.kind,
+            debit_account=e.debit_account,
+            credit_account=e.credit_account,
+            gpu_seconds=e.gpu_seconds,
+            amount=e.amount,
+            corrects=e.corrects,
+            event_id=event_id,
+            event_time=at,
+        )
+        .on_conflict_do_nothing(index_elements=["charge_id"])
+        .returning(ledger_entries.c.charge_id)
+    ).first()
+    if inserted is None:
+        return  # a duplicate charge: already counted
+    sign = -1 if e.debit_account.startswith("capacity:") else 1
+    allocated = sign * e.gpu_seconds if e.kind == "allocated" else 0
+    unallocated = sign * e.gpu_seconds if e.kind == "unallocated" else 0
+    statement = _insert(connection, hourly_usage).values(
+        pool=e.pool,
+        budget=e.budget,
+        bucket_start=int(e.bucket_start.timestamp()),
+        allocated_gpu_s=allocated,
+        unallocated_gpu_s=unallocated,
+    )
+    connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=["pool", "budget", "bucket_start"],
+            set_={
+                "allocated_gpu_s": hourly_usage.c.allocated_gpu_s + allocated,
+                "unallocated_gpu_s": hourly_usage.c.unallocated_gpu_s + unallocated,
+            },
+        )
+    )
+
+
+def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) -> None:
+    connection.execute(
+        _insert(connection, workloads)
+        .values(
+            workload_id=e.workload_id,
+            budget=e.budget,
+            pools=list(e.pools),
+            gpus=e.gpus,
+            gang=e.gang,
+            min_runtime_s=e.min_runtime_s,
+            resumable=e.resumable,
+            priority=e.priority,
+            submitter=e.submitter,
+            status="pending",
+            attempt=1,
+            submitted_at=at,
+            preemptions=0,
+        )
+        .on_conflict_do_nothing(index_elements=["workload_id"])
+    )
+
+
+def _workload_update(
+    new_status: str | None, **columns: Callable[[Any, int], Any]
+) -> Callable[[Connection, Any, int, str], None]:
+    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
+        values = {name: make(e, at) for name, make in columns.items()}
+        if new_status is not None:
+            values["status"] = new_status
+        condition = workloads.c.workload_id == e.workload_id
+        if hasattr(e, "attempt"):
+            condition = and_(condition, workloads.c.attempt == e.attempt)
+        connection.execute(update(workloads).where(condition).values(**values))
+
+    return effect
+
+
+def _node_registered(connection: Connection, e: NodeRegistered, at: int, _id: str) -> None:
+    connection.execute(
+        _insert(connection, nodes)
+        .values(
+            node=e.node,
+            cluster=e.cluster,
+            pool=e.pool,
+            gpus=e.gpus,
+            gpu_type=e.gpu_type,
+            state="up",
+            changed_at=at,
+        )
+        .on_conflict_do_update(index_elements=["node"], set_={"state": "up", "changed_at": at})
+    )
+
+
+def _node_state(state: str) -> Callable[[Connection, Any, int, str], None]:
+    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
+        connection.execute(
+            update(nodes).where(nodes.c.node == e.node).values(state=state, changed_at=at)
+        )
+
+    return effect
+
+
+def _budget_created(connection: Connection, e: BudgetCreated, at: int, _id: str) -> None:
+    connection.execute(
+        _insert(connection, budgets)
+        .values(budget=e.budget, weight=e.weight, pool_weights=dict(e.pool_weights), created_at=at)
+        .on_conflict_do_nothing(index_elements=["budget"])
+    )
+
+
+def _weight_changed(connection: Connection, e: BudgetWeightChanged, at: int, _id: str) -> None:
+    if e.pool is None:
+        connection.execute(
+            update(budgets).where(budgets.c.budget == e.budget).values(weight=e.weight)
+        )
+        return
+    row = connection.execute(
+        select(budgets.c.pool_weights).where(budgets.c.budget == e.budget)
+    ).first()
+    if row is not None:
+        connection.execute(
+            update(budgets)
+            .where(budgets.c.budget == e.budget)
+            .values(pool_weights={**row[0], e.pool: e.weight})
+        )
+
+
+def _budget_closed(connection: Connection, e: BudgetClosed, at: int, _id: str) -> None:
+    connection.execute(update(budgets).where(budgets.c.budget == e.budget).values(closed_at=at))
+
+
+def _decision(kind: str) -> Callable[[Connection, Any, int, str], None]:
+    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
+        connection.execute(
+            _insert(connection, decision_records)
+            .values(
+                command_id=e.command_id,
+                kind=kind,
+                workload_id=e.workload_id,
+                attempt=e.attempt,
+                pass_id=e.decision.pass_id,
+                reason=e.decision.reason,
+                preemptor=e.decision.preemptor,
+                record=e.decision.model_dump(mode="json"),
+                event_time=at,
+            )
+            .on_conflict_do_nothing(index_elements=["command_id"])
+        )
+
+    return effect
+
+
+def _requeued(connection: Connection, e: WorkloadRequeued, at: int, _id: str) -> None:
+    connection.execute(
+        update(workloads)
+        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.attempt == e.attempt))
+        .values(status="pending", attempt=e.attempt + 1, started_at=None, ended_at=None)
+    )
+
+
+def _preempted(connection: Connection, e: WorkloadPreempted, at: int, _id: str) -> None:
+    connection.execute(
+        update(workloads)
+        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.attempt == e.attempt))
+        .values(status="preempted", ended_at=at, preemptions=workloads.c.preemptions + 1)
+    )
+
+
+def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) -> None:
+    # Pending work ends here; running work ends when its preemption is reported.
+    connection.execute(
+        update(workloads)
+        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.status == "pending"))
+        .values(status="cancelled", ended_at=at)
+    )
+
+
+_EFFECTS: dict[type[EventData], Effect] = {
+    LedgerCharge: _charge,
+    WorkloadSubmitted: _submitted,
+    WorkloadPlaced: _workload_update("placed"),
+    WorkloadStarted: _workload_update("running", started_at=lambda e, at: at),
+    WorkloadFinished: _workload_update(
+        None, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
+    ),
+    WorkloadPreempted: _preempted,
+    WorkloadLost: _workload_update(
+        "lost", ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
+    ),
+    WorkloadRequeued: _requeued,
+    WorkloadCancelled: _cancelled,
+    NodeRegistered: _node_registered,
+    NodeCordoned: _node_state("cordoned"),
+    NodeUncordoned: _node_state("up"),
+    NodeDrained: _node_state("drained"),
+    NodeDown: _node_state("down"),
+    NodeUp: _node_state("up"),
+    BudgetCreated: _budget_created,
+    BudgetWeightChanged: _weight_changed,
+    BudgetClosed: _budget_closed,
+    PlaceCommand: _decision("place"),
+    PreemptCommand: _decision("preempt"),
+}

@@ -1,0 +1,199 @@
+"""Contract tests of the SQL read models: the same cases on SQLite and on PostgreSQL.
+
+Events come from a simulated run (real trace rows), through the in-memory bus so that each has
+a real (topic, partition, offset) position.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy.engine import make_url
+
+from events import TopicKind, Topics, new_event
+from events.envelope import derived_event_id
+from events.models import EventData, LedgerCharge
+from projections.sql import projector as projector_module
+from projections.sql.migrate import migrate
+from projections.sql.projector import SqlProjector
+from projections.sql.tables import hourly_usage, ledger_entries, metadata, workloads
+from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
+from services.bus.port import Delivery
+from services.scheduler.scheduling_pass import run_pass
+from services.simulator.engine import Simulation, SimulationConfig
+from services.simulator.trace import load_budgets, load_trace
+
+pytestmark = [pytest.mark.database]
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """A migrated, empty database of each backend (PostgreSQL: a fresh database per test)."""
+    if database_url.startswith("sqlite"):
+        engine = create_engine(database_url)
+        migrate(engine)
+        yield engine
+        engine.dispose()
+        return
+    name = f"fs_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine = create_engine(make_url(database_url).set(database=name))
+    try:
+        migrate(engine)
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE "{name}"'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def deliveries() -> list[Delivery]:
+    if not (TRACES / "philly-2017-09.csv").exists():
+        pytest.skip("../shared/traces is not beside the repo")
+    jobs = load_trace(TRACES / "philly-2017-09.csv", limit=150)
+    log: list[Any] = []
+
+    def record(data: EventData, at: float) -> None:
+        log.append(
+            new_event(
+                data,
+                source="sim",
+                time=datetime.fromtimestamp(at, UTC),
+                event_id=derived_event_id("t", str(len(log))),
+            )
+        )
+
+    Simulation(
+        jobs,
+        load_budgets(TRACES / "philly-budgets.csv"),
+        SimulationConfig(gpus=16),
+        run_pass,
+        recorder=record,
+    ).run()
+    broker = InMemoryBroker(partitions=3)
+    topics = Topics(prefix="rm.")
+    publisher = InMemoryPublisher(broker, topics)
+    for envelope in log:
+        publisher.publish(envelope)
+    subscriber = InMemorySubscriber(broker, "rm", list(TopicKind), topics)
+    got = subscriber.poll(max_records=10**9)
+    assert len(got) == len(log)
+    return got
+
+
+def _snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    with engine.connect() as connection:
+        return {
+            table.name: sorted(tuple(row) for row in connection.execute(select(table)))
+            for table in metadata.sorted_tables
+            if table.name != "projector_positions"
+        }
+
+
+def test_migrations_build_exactly_the_declared_schema(engine: Engine) -> None:
+    migrate(engine)  # idempotent
+    with engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), metadata)
+    assert diff == []
+
+
+def test_projection_of_a_run(engine: Engine, deliveries: list[Delivery]) -> None:
+    projector = SqlProjector(engine)
+    assert projector.apply(deliveries) == len(deliveries)
+    charges = [d.envelope.data for d in deliveries if isinstance(d.envelope.data, LedgerCharge)]
+    assert charges, "the run posted charges"
+    with engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(ledger_entries)).scalar() == len(
+            charges
+        )
+        allocated = connection.execute(select(func.sum(hourly_usage.c.allocated_gpu_s))).scalar()
+        statuses = dict(
+            connection.execute(
+                select(workloads.c.status, func.count()).group_by(workloads.c.status)
+            ).all()
+        )
+    expected = sum(
+        (-1 if c.debit_account.startswith("capacity:") else 1) * c.gpu_seconds
+        for c in charges
+        if c.kind == "allocated"
+    )
+    assert allocated == expected
+    assert statuses.get("succeeded", 0) > 0
+    assert sum(statuses.values()) == 150
+    positions = projector.positions()
+    assert positions, "positions are stored"
+    for (topic, partition), offset in positions.items():
+        last = max(
+            d.position.offset
+            for d in deliveries
+            if (d.position.topic, d.position.partition) == (topic, partition)
+        )
+        assert offset == last + 1
+
+
+def test_a_crash_and_redelivery_leave_the_same_tables(
+    engine: Engine,
+    deliveries: list[Delivery],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reference = create_engine(f"sqlite:///{tmp_path / 'reference.db'}")
+    migrate(reference)
+    SqlProjector(reference).apply(deliveries)
+
+    half = len(deliveries) // 2
+    SqlProjector(engine).apply(deliveries[:half])
+    before_crash = SqlProjector(engine).positions()
+
+    class KilledError(RuntimeError):
+        pass
+
+    calls = 0
+    charge_effect = projector_module._EFFECTS[LedgerCharge]
+
+    def dies_on_the_third_charge(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise KilledError("the projector dies mid-batch")
+        charge_effect(*args)
+
+    monkeypatch.setitem(projector_module._EFFECTS, LedgerCharge, dies_on_the_third_charge)
+    with pytest.raises(KilledError):
+        SqlProjector(engine).apply(deliveries[half:])
+    monkeypatch.undo()
+    assert calls == 3, "it died after writing two charges of the batch"
+    assert SqlProjector(engine).positions() == before_crash, "nothing of the batch was kept"
+    # The restarted projector is handed everything again, from the start (at-least-once).
+    SqlProjector(engine).apply(deliveries)
+    SqlProjector(engine).apply(deliveries[half:])  # and some of it twice more
+    assert _snapshot(engine) == _snapshot(reference)
+    reference.dispose()
+
+
+def test_duplicated_charges_at_new_offsets_are_not_counted_twice(
+    engine: Engine, deliveries: list[Delivery]
+) -> None:
+    projector = SqlProjector(engine)
+    projector.apply(deliveries)
+    before = _snapshot(engine)
+    charge = next(d for d in deliveries if isinstance(d.envelope.data, LedgerCharge))
+    again = Delivery(
+        charge.envelope,
+        charge.position.__class__(charge.position.topic, charge.position.partition, 10**6),
+    )
+    assert projector.apply([again]) == 1
+    assert _snapshot(engine) == before
