@@ -156,10 +156,14 @@ class Ledger:
                 continue
             if already == amount:
                 continue
-            posted.append(self._entry(run, bucket, amount - (already or 0)))
+            entry = self._entry(run, bucket, amount - (already or 0))
+            if entry is not None:
+                posted.append(entry)
         return posted
 
-    def _entry(self, run: Run, bucket: int, delta: int) -> LedgerCharge:
+    def _entry(self, run: Run, bucket: int, delta: int) -> LedgerCharge | None:
+        """The next revision of ``bucket``; None if that charge was already recorded (read back
+        from the log after a restart): the state advances, nothing is posted twice."""
         revision = run.revisions.get(bucket, -1) + 1
         run.revisions[bucket] = revision
         run.posted[bucket] = run.posted.get(bucket, 0) + delta
@@ -182,6 +186,8 @@ class Ledger:
             amount=seconds if charged else 0,
             corrects=charge_id_for(run.workload_id, run.attempt, bucket, 0) if revision else None,
         )
+        if entry.charge_id in self.entry_ids:
+            return None
         self.entries.append(entry)
         self.entry_ids.add(entry.charge_id)
         return entry

@@ -95,6 +95,27 @@ class UsageWindow:
         for bucket, seconds in split_by_hour(start, end):
             series.add(bucket, seconds * gpus, allocated)
 
+    def add_seconds(
+        self, pool: str, budget: str, bucket: int, gpu_seconds: float, allocated: bool
+    ) -> None:
+        """Add (or, for a correction, subtract) GPU-seconds already attributed to a bucket."""
+        if gpu_seconds == 0:
+            return
+        series = self._series.get((pool, budget))
+        if series is None:
+            series = self._series[(pool, budget)] = _Series()
+        series.add(bucket, gpu_seconds, allocated)
+
+    def unallocated(self, pool: str, budget: str, now: float) -> float:
+        series = self._series.get((pool, budget))
+        if series is None:
+            return 0.0
+        first, last = self.window_first_bucket(now), bucket_of(now)
+        return sum(s for b, s in series.unallocated.items() if first <= b <= last)
+
+    def pools(self) -> list[str]:
+        return sorted({pool for pool, _budget in self._series})
+
     def window_first_bucket(self, now: float) -> int:
         return bucket_of(now) - self.window_s // HOUR + 1
 

@@ -9,7 +9,7 @@ topic, which is exported too (as dead-letter events carrying the original bytes)
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from events.ndjson import EventLogWriter
 from events.serde import EventDecodeError, decode_binary
 from events.topics import Topics
 from services.bus.kafka import raw_record
+from services.bus.records import RawRecord
 
 
 @dataclass(frozen=True)
@@ -28,19 +29,15 @@ class ExportResult:
     partitions: int
 
 
-def export_events(
-    bootstrap: str,
-    out: Path,
-    topics: Topics | None = None,
-    *,
-    timeout_s: float = 10.0,
-    progress: Callable[[int], None] | None = None,
-) -> ExportResult:
-    topics = topics or Topics()
+def read_to_end(
+    bootstrap: str, topic_names: list[str], *, timeout_s: float = 10.0
+) -> Iterator[RawRecord]:
+    """Every record of ``topic_names`` from the first offset up to the end offsets seen when
+    called, partition by partition in offset order; commits nothing."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": f"fairshare-export-{uuid.uuid4().hex}",
+            "group.id": f"fairshare-reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
         }
@@ -49,7 +46,7 @@ def export_events(
         metadata = consumer.list_topics(timeout=timeout_s).topics
         assignments: list[TopicPartition] = []
         remaining: dict[tuple[str, int], int] = {}
-        for name in topics.all_names():
+        for name in topic_names:
             if name not in metadata:
                 continue
             for partition in sorted(metadata[name].partitions):
@@ -59,31 +56,43 @@ def export_events(
                 if high > low:
                     remaining[(name, partition)] = high
                     assignments.append(TopicPartition(name, partition, OFFSET_BEGINNING))
+        if not assignments:
+            return
         consumer.assign(assignments)
-        events = skipped = 0
-        with EventLogWriter(out) as writer:
-            while remaining:
-                messages = consumer.consume(num_messages=1000, timeout=timeout_s)
-                if not messages:
-                    raise TimeoutError(f"export stalled with {len(remaining)} partition(s) left")
-                for message in messages:
-                    if message.error() is not None:
-                        continue
-                    key = (message.topic() or "", message.partition() or 0)
-                    offset = message.offset() or 0
-                    end = remaining.get(key)
-                    if end is None or offset >= end:
-                        continue
-                    try:
-                        record = raw_record(message)
-                        writer.write(decode_binary(record.value, record.headers))
-                        events += 1
-                    except EventDecodeError:
-                        skipped += 1
-                    if offset + 1 >= end:
-                        del remaining[key]
-                if progress is not None:
-                    progress(events)
-        return ExportResult(events=events, skipped=skipped, partitions=len(assignments))
+        while remaining:
+            messages = consumer.consume(num_messages=1000, timeout=timeout_s)
+            if not messages:
+                raise TimeoutError(f"reading stalled with {len(remaining)} partition(s) left")
+            for message in messages:
+                if message.error() is not None:
+                    continue
+                record = raw_record(message)
+                end = remaining.get((record.topic, record.partition))
+                if end is None or record.offset >= end:
+                    continue
+                yield record
+                if record.offset + 1 >= end:
+                    del remaining[(record.topic, record.partition)]
     finally:
         consumer.close()
+
+
+def export_events(
+    bootstrap: str,
+    out: Path,
+    topics: Topics | None = None,
+    *,
+    timeout_s: float = 10.0,
+) -> ExportResult:
+    topics = topics or Topics()
+    events = skipped = 0
+    partitions: set[tuple[str, int]] = set()
+    with EventLogWriter(out) as writer:
+        for record in read_to_end(bootstrap, topics.all_names(), timeout_s=timeout_s):
+            partitions.add((record.topic, record.partition))
+            try:
+                writer.write(decode_binary(record.value, record.headers))
+                events += 1
+            except EventDecodeError:
+                skipped += 1
+    return ExportResult(events=events, skipped=skipped, partitions=len(partitions))

@@ -1,0 +1,158 @@
+"""Hosts the ledger fold over the bus: facts in (workloads, heartbeats), charges and usage
+snapshots out.
+
+State is the fold itself, rebuilt on every start by reading the input topics from the first
+offset: the fold is deterministic, so the rebuilt state is the state a never-stopped host would
+have. Charges already on the ledger topic are read first and never published again; a charge
+published just before a crash is re-derived with the same id after the restart and recognised.
+Consumers dedupe by charge id in any case (at-least-once everywhere).
+
+Usage snapshots carry, per pool, each leaf budget's allocated and unallocated GPU-seconds in the
+window as the ledger has confirmed them, with the input positions they were computed at.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from events import EventDecodeError, TopicKind, Topics, decode_binary, new_event
+from events.envelope import Envelope, derived_event_id
+from events.models import BudgetUsage, InputPosition, LedgerCharge, UsageSnapshot
+from projections.ledger import Ledger, charge_event_id
+from projections.usage_window import HOUR, UsageWindow, bucket_of
+from services.bus.export import read_to_end
+from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
+from services.bus.port import Delivery
+
+log = logging.getLogger(__name__)
+SOURCE = "fairshare/charging"
+
+
+class ChargingHost:
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics | None = None,
+        *,
+        window_s: int = 7 * 24 * 3600,
+        snapshot_every_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics or Topics()
+        self.ledger = Ledger()
+        self.usage = UsageWindow(window_s)
+        self.published = 0
+        self.positions: dict[tuple[str, int], int] = {}
+        self.snapshot_every_s = snapshot_every_s
+        self.clock = clock
+        self._last_snapshot = -1e18
+        self._latest_time = 0.0
+        self.publisher = KafkaEventPublisher(bootstrap, self.topics, client_id="charging")
+
+    def _read_published_charges(self) -> None:
+        """Learn every charge already on the ledger topic, so none is published twice."""
+        for record in read_to_end(self.bootstrap, [self.topics.name(TopicKind.LEDGER)]):
+            try:
+                charge = decode_binary(record.value, record.headers).data
+            except EventDecodeError:
+                continue  # not a charge: the ledger topic's consumers dead-letter it
+            if isinstance(charge, LedgerCharge) and self.ledger.record(charge):
+                self._count_usage(charge)
+
+    def _count_usage(self, charge: LedgerCharge) -> None:
+        sign = -1 if charge.debit_account.startswith("capacity:") else 1
+        self.usage.add_seconds(
+            charge.pool,
+            charge.budget,
+            bucket_of(charge.bucket_start.timestamp()),
+            sign * charge.gpu_seconds,
+            charge.kind == "allocated",
+        )
+
+    def handle(self, delivery: Delivery) -> list[LedgerCharge]:
+        envelope: Envelope[Any] = delivery.envelope
+        self.positions[(delivery.position.topic, delivery.position.partition)] = (
+            delivery.position.offset + 1
+        )
+        self._latest_time = max(self._latest_time, envelope.time.timestamp())
+        fresh = []
+        for charge in self.ledger.apply(envelope.data, envelope.time):
+            fresh.append(charge)
+            self._count_usage(charge)
+            self.publisher.publish(
+                new_event(
+                    charge,
+                    source=SOURCE,
+                    time=envelope.time,
+                    event_id=charge_event_id(charge),
+                    causationid=envelope.id,
+                )
+            )
+            self.published += 1
+        return fresh
+
+    def snapshots(self) -> list[UsageSnapshot]:
+        now = self._latest_time
+        window_start = self.usage.window_first_bucket(now) * HOUR
+        as_of = tuple(
+            InputPosition(topic=t, partition=p, offset=o)
+            for (t, p), o in sorted(self.positions.items())
+        )
+        return [
+            UsageSnapshot(
+                pool=pool,
+                window_start=datetime.fromtimestamp(window_start, UTC),
+                window_end=datetime.fromtimestamp(max(now, window_start + 1), UTC),
+                as_of=as_of,
+                budgets=tuple(
+                    BudgetUsage(
+                        budget=budget,
+                        allocated_gpu_s=int(self.usage.allocated(pool, budget, now)),
+                        unallocated_gpu_s=int(self.usage.unallocated(pool, budget, now)),
+                    )
+                    for budget in self.usage.budgets(pool)
+                ),
+            )
+            for pool in self.usage.pools()
+        ]
+
+    def publish_snapshots(self) -> None:
+        for snapshot in self.snapshots():
+            key = "|".join(f"{p.topic}/{p.partition}/{p.offset}" for p in snapshot.as_of)
+            self.publisher.publish(
+                new_event(
+                    snapshot,
+                    source=SOURCE,
+                    time=snapshot.window_end,
+                    event_id=derived_event_id("usage", snapshot.pool, key),
+                )
+            )
+        self.publisher.flush()
+
+    def run(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> None:
+        self._read_published_charges()
+        subscriber = KafkaEventSubscriber(
+            self.bootstrap,
+            f"charging-{time.time_ns()}",  # always from the first offset: the fold is rebuilt
+            [TopicKind.WORKLOADS, TopicKind.HEARTBEATS],
+            self.topics,
+        )
+        try:
+            while not should_stop():
+                batch = subscriber.poll(timeout_s=poll_s)
+                for delivery in batch:
+                    self.handle(delivery)
+                if batch:
+                    self.publisher.flush()
+                if self.clock() - self._last_snapshot >= self.snapshot_every_s:
+                    self._last_snapshot = self.clock()
+                    if self.positions:
+                        self.publish_snapshots()
+        finally:
+            subscriber.close()
+            self.publisher.close()

@@ -1,0 +1,41 @@
+"""Runs the SQL projector over the bus: poll a batch, apply it in one transaction (rows and
+positions together), then commit the consumer offsets. A crash between the two commits only
+causes a redelivery, which the stored positions skip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from events import TopicKind, Topics
+from projections.sql.projector import SqlProjector
+from services.bus.kafka import KafkaEventSubscriber
+
+
+def run_projector(
+    bootstrap: str,
+    engine: Engine,
+    should_stop: Callable[[], bool],
+    topics: Topics | None = None,
+    *,
+    group: str = "fairshare-read-models",
+    max_batches: int | None = None,
+    commit_offsets: bool = True,
+) -> int:
+    """Project until ``should_stop()``; returns the number of events applied."""
+    projector = SqlProjector(engine, name=group)
+    subscriber = KafkaEventSubscriber(bootstrap, group, list(TopicKind), topics)
+    applied = batches = 0
+    try:
+        while not should_stop() and (max_batches is None or batches < max_batches):
+            batch = subscriber.poll(timeout_s=0.5)
+            if not batch:
+                continue
+            applied += projector.apply(batch)
+            batches += 1
+            if commit_offsets:
+                subscriber.commit()
+    finally:
+        subscriber.close()
+    return applied
