@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -239,31 +239,61 @@ def bench_scheduler(
 audit_app = typer.Typer(no_args_is_help=True, help="Replay, verify and explain the event log.")
 app.add_typer(audit_app, name="audit")
 EventsOption = Annotated[
-    Path, typer.Option("--events", help="an exported event log (one envelope per line)")
+    Path | None, typer.Option("--events", help="an exported event log (one envelope per line)")
 ]
 
 
-def _log(path: Path) -> list[object]:
-    from events.ndjson import read_events
+def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> list[Any]:
+    """The whole log, from a file or (with --kafka) from the live topics."""
+    from services.audit.sources import log_from_file, log_from_kafka
 
-    if not path.is_file():
-        err_console.print(f"[red]--events:[/] {path} is not a file")
-        raise typer.Exit(2)
-    return list(read_events(path))
+    if events is not None:
+        if not events.is_file():
+            err_console.print(f"[red]--events:[/] {events} is not a file")
+            raise typer.Exit(2)
+        return list(log_from_file(events))
+    if kafka:
+        from events.ndjson import BadLine
+
+        log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix)))
+        invalid = [item for item in log if isinstance(item, BadLine)]
+        if invalid:
+            # Records that never were events: consumers dead-lettered them; they are no facts.
+            err_console.print(
+                f"{len(invalid)} invalid record(s) on the topics skipped (they are in the "
+                f"dead-letter topic), first: {invalid[0].reason}"
+            )
+        return [item for item in log if not isinstance(item, BadLine)]
+    err_console.print("[red]give --events FILE or --kafka BOOTSTRAP[/]")
+    raise typer.Exit(2)
 
 
 @audit_app.command("replay")
-def audit_replay(events: EventsOption) -> None:
-    """Recompute every charge from the facts and compare with the recorded charges."""
-    from services.audit.replay import replay
+def audit_replay(
+    events: EventsOption = None,
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="compare with the ledger stored in these read models instead"),
+    ] = None,
+) -> None:
+    """Recompute every charge from the facts and compare, entry by entry, with the charges
+    recorded in the log (or stored in the read models, with --database-url)."""
+    from services.audit.replay import compare, replay
+    from services.audit.sources import stored_charges
 
-    result = replay(_log(events))  # type: ignore[arg-type]
+    result = replay(_log(events, kafka, topic_prefix))
+    if database_url:
+        result.recorded = stored_charges(database_url)
+        result.differences = compare(result.recorded, result.recomputed, check_order=False)
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for difference in result.differences:
         console.print(difference, highlight=False)
+    where = "in the read models" if database_url else "in the log"
     console.print(
-        f"{result.events} events, {len(result.recorded)} charges in the log, "
+        f"{result.events} events, {len(result.recorded)} charges {where}, "
         f"{len(result.recomputed)} recomputed from the facts"
     )
     if result.identical:
@@ -273,11 +303,15 @@ def audit_replay(events: EventsOption) -> None:
 
 
 @audit_app.command("verify")
-def audit_verify(events: EventsOption) -> None:
+def audit_verify(
+    events: EventsOption = None,
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
     """Check the ledger's invariants over the log."""
     from services.audit.verify import verify
 
-    checked, problems = verify(_log(events))  # type: ignore[arg-type]
+    checked, problems = verify(_log(events, kafka, topic_prefix))
     for problem in problems:
         console.print(f"[red]violation:[/] {problem}", highlight=False)
     console.print(f"{checked} charges checked, {len(problems)} violation(s)")
@@ -287,12 +321,15 @@ def audit_verify(events: EventsOption) -> None:
 
 @audit_app.command("explain")
 def audit_explain(
-    workload: Annotated[str, typer.Argument(help="the workload id")], events: EventsOption
+    workload: Annotated[str, typer.Argument(help="the workload id")],
+    events: EventsOption = None,
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """The causal chain of one workload: submission, decisions, runs, charges, end."""
     from services.audit.explain import explain
 
-    for line in explain(_log(events), workload):  # type: ignore[arg-type]
+    for line in explain(_log(events, kafka, topic_prefix), workload):
         console.print(line, highlight=False, soft_wrap=True)
 
 

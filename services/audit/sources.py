@@ -1,0 +1,62 @@
+"""Where an audit reads from: an exported file, or the live log on Kafka; and the charges
+stored in the SQL read models, to compare with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, select
+
+from events import EventDecodeError, Topics, decode_binary
+from events.envelope import Envelope
+from events.models import LedgerCharge
+from events.ndjson import BadLine, read_events
+from projections.sql.tables import ledger_entries
+
+
+def log_from_file(path: Path) -> Iterator[Envelope[Any] | BadLine]:
+    return read_events(path)
+
+
+def log_from_kafka(
+    bootstrap: str, topics: Topics | None = None
+) -> Iterator[Envelope[Any] | BadLine]:
+    """The whole log up to its current end. Invalid records (already dead-lettered) are
+    reported as bad lines numbered by their position in the read."""
+    from services.bus.export import read_to_end
+
+    names = (topics or Topics()).all_names()
+    for number, record in enumerate(read_to_end(bootstrap, names), start=1):
+        try:
+            yield decode_binary(record.value, record.headers)
+        except EventDecodeError as error:
+            yield BadLine(number, f"{record.topic}/{record.partition}/{record.offset}: {error}")
+
+
+def stored_charges(database_url: str) -> list[LedgerCharge]:
+    """The ledger as the read models hold it, as charge models (for entry-by-entry compare)."""
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(select(ledger_entries).order_by(ledger_entries.c.charge_id))
+            return [
+                LedgerCharge(
+                    charge_id=row.charge_id,
+                    workload_id=row.workload_id,
+                    budget=row.budget,
+                    pool=row.pool,
+                    bucket_start=datetime.fromtimestamp(row.bucket_start, UTC),
+                    kind=row.kind,
+                    debit_account=row.debit_account,
+                    credit_account=row.credit_account,
+                    gpu_seconds=row.gpu_seconds,
+                    amount=row.amount,
+                    corrects=row.corrects,
+                )
+                for row in rows
+            ]
+    finally:
+        engine.dispose()
