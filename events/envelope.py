@@ -67,6 +67,18 @@ class Envelope(BaseModel, Generic[DataT]):
         return self.subject.encode()
 
 
+_PARAMETRISED: dict[type[EventData], Any] = {}
+
+
+def envelope_class(model: type[EventData]) -> Any:
+    """``Envelope[model]``, cached: parametrising a generic model costs far more than
+    validating one event, and every decode needs it."""
+    cls = _PARAMETRISED.get(model)
+    if cls is None:
+        cls = _PARAMETRISED[model] = Envelope[model]  # type: ignore[valid-type]
+    return cls
+
+
 def new_event(
     data: DataT,
     *,
@@ -77,8 +89,7 @@ def new_event(
     causationid: str | None = None,
 ) -> Envelope[DataT]:
     """Wrap ``data`` in an envelope; pass ``event_id`` for ids derived deterministically."""
-    model: Any = Envelope[type(data)]  # type: ignore[misc]
-    envelope: Envelope[DataT] = model(
+    envelope: Envelope[DataT] = envelope_class(type(data))(
         id=event_id or str(uuid.uuid4()),
         source=source,
         type=type(data).event_type,

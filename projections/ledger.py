@@ -33,6 +33,7 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.models.ledger import budget_account, capacity_account, free_account
+from events.trusted import trusted
 
 HOUR = 3600
 
@@ -55,6 +56,8 @@ class Run:
     start: int
     confirmed: int
     end: int | None = None
+    #: First bucket not yet considered for posting (buckets before it are settled).
+    next_bucket: int = 0
     #: bucket -> GPU-seconds posted so far (all revisions), and the last revision number.
     posted: dict[int, int] = field(default_factory=dict)
     revisions: dict[int, int] = field(default_factory=dict)
@@ -141,20 +144,20 @@ class Ledger:
         return self._post(run, closed_before=end // HOUR + 1, final=True)
 
     def _post(self, run: Run, closed_before: int, final: bool = False) -> list[LedgerCharge]:
-        posted: list[LedgerCharge] = []
-        first = run.start // HOUR
-        last_posted = max(run.posted, default=first - 1)
-        buckets = range(first, closed_before)
+        """Post the buckets that changed: the newly closed ones and, at the end, the last one
+        and any posted later than the end (they are corrected)."""
+        first = max(run.start // HOUR, run.next_bucket)
+        buckets = set(range(first, closed_before))
         if final:
-            # Posted buckets after the end would be corrected down to zero.
-            buckets = range(first, max(closed_before, last_posted + 1))
-        for bucket in buckets:
-            until = run.end if run.end is not None else run.confirmed
+            end_bucket = closed_before - 1
+            buckets.update(b for b in run.posted if b >= end_bucket)
+        run.next_bucket = max(run.next_bucket, closed_before)
+        until = run.end if run.end is not None else run.confirmed
+        posted: list[LedgerCharge] = []
+        for bucket in sorted(buckets):
             amount = run.amount_in(bucket, until)
             already = run.posted.get(bucket)
-            if already is None and amount == 0:
-                continue
-            if already == amount:
+            if (already is None and amount == 0) or already == amount:
                 continue
             entry = self._entry(run, bucket, amount - (already or 0))
             if entry is not None:
@@ -173,7 +176,10 @@ class Ledger:
         if delta < 0:
             debit, credit = credit, debit
         seconds = abs(delta)
-        entry = LedgerCharge(
+        # Built without re-validation from validated facts (events.trusted); the tests decode
+        # every posted charge through the strict serde.
+        entry = trusted(
+            LedgerCharge,
             charge_id=charge_id_for(run.workload_id, run.attempt, bucket, revision),
             workload_id=run.workload_id,
             budget=run.budget,

@@ -171,3 +171,120 @@ def scheduler_benchmark(
         }
     )
     return result
+
+
+def synthetic_log(path: Path, events: int, seed: int = 5) -> int:
+    """Write a log of about ``events`` events: workloads that start, send hourly heartbeats and
+    finish, with the charges the ledger fold posts for them, in log order."""
+    from datetime import UTC, datetime
+
+    from events.envelope import derived_event_id, new_event
+    from events.models import EventData, GpuHeartbeat, GpuReading, NodeGpus, Placement
+    from events.ndjson import EventLogWriter
+    from projections.ledger import Ledger
+
+    rng = random.Random(seed)
+    ledger = Ledger()
+    written = 0
+    t0 = 1_700_000_000 - 1_700_000_000 % 3600
+    with EventLogWriter(path) as writer:
+
+        def emit(data: EventData, at: int) -> None:
+            nonlocal written
+            for item in (data, *ledger.apply(data, float(at))):
+                writer.write(
+                    new_event(
+                        item,
+                        source="bench",
+                        time=datetime.fromtimestamp(at, UTC),
+                        event_id=derived_event_id("bench", str(written)),
+                    )
+                )
+                written += 1
+
+        workload = 0
+        while written < events:
+            workload += 1
+            wid, node = f"w{workload:07d}", f"n{workload % 5000:04d}"
+            gpus = rng.choice((1, 1, 2, 4, 8))
+            start = t0 + rng.randint(0, 3600 * 24)
+            hours = rng.randint(1, 12)
+            emit(
+                WorkloadSubmitted.model_construct(
+                    workload_id=wid,
+                    budget=f"lab/t{workload % 20}",
+                    pools=("bench",),
+                    gpus=gpus,
+                    gang="single-node",
+                    min_runtime_s=600,
+                    resumable=True,
+                    priority=0,
+                    submitter="bench",
+                    spec={},
+                ),
+                start - 5,
+            )
+            placement = Placement(nodes=(NodeGpus(node=node, gpus=tuple(range(gpus))),))
+            emit(
+                WorkloadStarted.model_construct(
+                    workload_id=wid, attempt=1, pool="bench", placement=placement, allocated=True
+                ),
+                start,
+            )
+            for hour in range(1, hours + 1):
+                emit(
+                    GpuHeartbeat(
+                        node=node,
+                        cluster="bench",
+                        sequence=hour,
+                        gpus=tuple(
+                            GpuReading(
+                                index=i,
+                                occupant=wid,
+                                attempt=1,
+                                utilisation_pct=95.0,
+                                memory_used_bytes=1 << 30,
+                            )
+                            for i in range(gpus)
+                        ),
+                    ),
+                    start + hour * 3600 - 1,
+                )
+            emit(
+                WorkloadFinished.model_construct(
+                    workload_id=wid, attempt=1, outcome="succeeded", exit_code=0, message=""
+                ),
+                start + hours * 3600,
+            )
+    return written
+
+
+def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
+    """Audit replay of an exported log against a loop that only decodes it with orjson."""
+    import tempfile
+
+    import orjson
+
+    from events.ndjson import read_events
+    from services.audit.replay import replay
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = path or Path(tmp) / "events.ndjson"
+        count = synthetic_log(log, events) if path is None else sum(1 for _ in log.open("rb"))
+        started = time.perf_counter()
+        with log.open("rb") as handle:
+            decoded = sum(1 for line in handle if orjson.loads(line))
+        baseline_s = time.perf_counter() - started
+        started = time.perf_counter()
+        result = replay(read_events(log))
+        replay_s = time.perf_counter() - started
+    return {
+        "events": count,
+        "decoded_by_baseline": decoded,
+        "charges": len(result.recorded),
+        "identical": result.identical,
+        "replay_s": round(replay_s, 3),
+        "events_per_s": round(count / replay_s),
+        "baseline_events_per_s": round(count / baseline_s),
+        "ratio": round((count / replay_s) / (count / baseline_s), 4),
+    }

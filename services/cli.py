@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -243,7 +244,7 @@ EventsOption = Annotated[
 ]
 
 
-def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> list[Any]:
+def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> Iterable[Any]:
     """The whole log, from a file or (with --kafka) from the live topics."""
     from services.audit.sources import log_from_file, log_from_kafka
 
@@ -251,7 +252,7 @@ def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> list[Any]
         if not events.is_file():
             err_console.print(f"[red]--events:[/] {events} is not a file")
             raise typer.Exit(2)
-        return list(log_from_file(events))
+        return log_from_file(events)
     if kafka:
         from events.ndjson import BadLine
 
@@ -361,6 +362,21 @@ def events_export(
             else ""
         )
     )
+
+
+@bench_app.command("audit")
+def bench_audit(
+    events: Annotated[int, typer.Option(help="size of the synthetic log")] = 1_000_000,
+    log: Annotated[
+        Path | None, typer.Option("--events-file", help="replay this log instead")
+    ] = None,
+) -> None:
+    """Audit replay throughput vs a bare orjson decode of the same file; one JSON object."""
+    import orjson
+
+    from services.bench import audit_benchmark
+
+    typer.echo(orjson.dumps(audit_benchmark(events, log)).decode())
 
 
 def main() -> None:

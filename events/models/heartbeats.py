@@ -23,13 +23,14 @@ class GpuReading(BaseModel):
     memory_used_bytes: int = Field(ge=0)
     memory_total_bytes: int | None = Field(default=None, ge=0)
 
-    @model_validator(mode="after")
-    def _consistent(self) -> GpuReading:
+    def problem(self) -> str | None:
+        """Checked by the heartbeat for all its readings in one pass (one Python call per
+        heartbeat rather than one per GPU: heartbeats dominate the log)."""
         if self.attempt is not None and self.occupant is None:
-            raise ValueError("attempt: given without an occupant")
+            return f"gpus.{self.index}.attempt: given without an occupant"
         if self.memory_total_bytes is not None and self.memory_used_bytes > self.memory_total_bytes:
-            raise ValueError("memory_used_bytes: exceeds memory_total_bytes")
-        return self
+            return f"gpus.{self.index}.memory_used_bytes: exceeds memory_total_bytes"
+        return None
 
 
 class GpuHeartbeat(EventData):
@@ -46,8 +47,12 @@ class GpuHeartbeat(EventData):
     gpus: tuple[GpuReading, ...]
 
     @model_validator(mode="after")
-    def _distinct_indices(self) -> GpuHeartbeat:
-        indices = [gpu.index for gpu in self.gpus]
-        if len(set(indices)) != len(indices):
+    def _consistent(self) -> GpuHeartbeat:
+        indices = {gpu.index for gpu in self.gpus}
+        if len(indices) != len(self.gpus):
             raise ValueError("gpus: GPU indices must be distinct")
+        for gpu in self.gpus:
+            problem = gpu.problem()
+            if problem is not None:
+                raise ValueError(problem)
         return self
