@@ -54,7 +54,7 @@ class ChargingHost:
         self._latest_time = 0.0
         self.publisher = KafkaEventPublisher(bootstrap, self.topics, client_id="charging")
 
-    def _read_published_charges(self) -> None:
+    def restore(self) -> None:
         """Learn every charge already on the ledger topic, so none is published twice."""
         for record in read_to_end(self.bootstrap, [self.topics.name(TopicKind.LEDGER)]):
             try:
@@ -135,7 +135,7 @@ class ChargingHost:
         self.publisher.flush()
 
     def run(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> None:
-        self._read_published_charges()
+        self.restore()
         subscriber = KafkaEventSubscriber(
             self.bootstrap,
             f"charging-{time.time_ns()}",  # always from the first offset: the fold is rebuilt

@@ -1,0 +1,89 @@
+"""The charging fold hosted by faust-streaming (pinned 0.15.3; ``concurrency=1``; web server
+off; at-least-once).
+
+faust only transports here: each record is decoded by our serde and handed to
+:class:`projections.charging.ChargingHost`, the same fold the plain-consumer host runs, so the
+charges are identical whichever host runs. Billable numbers never come from faust's windowed
+tables (they expire by wall clock): the fold's hour buckets are event time. The fold is rebuilt
+on every start by reading its input from the first offset (a fresh consumer group per start),
+and charges already on the ledger topic are never published again.
+
+Run it with ``fairshare charging --host faust`` (or ``python -m projections.faust_host``), with
+``FAIRSHARE_KAFKA_BOOTSTRAP`` and ``FAIRSHARE_TOPIC_PREFIX`` set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import faust
+
+from events import EventDecodeError, TopicKind, Topics, decode_binary
+from projections.charging import ChargingHost
+from services.bus.port import Delivery, Position
+
+log = logging.getLogger(__name__)
+
+
+def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
+    host = ChargingHost(bootstrap, topics, snapshot_every_s=30)
+    app = faust.App(
+        f"fairshare-charging-{time.time_ns()}",  # a fresh group: the fold replays from 0
+        broker=f"kafka://{bootstrap}",
+        web_enabled=False,
+        consumer_auto_offset_reset="earliest",
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        store="memory://",
+    )
+    source = app.topic(
+        topics.name(TopicKind.WORKLOADS),
+        topics.name(TopicKind.HEARTBEATS),
+        value_serializer="raw",
+        key_serializer="raw",
+    )
+
+    @app.agent(source, concurrency=1)
+    async def charge(stream: Any) -> Any:
+        async for event in stream.events():
+            message = event.message
+            headers = [
+                (k, v)
+                for k, v in (
+                    message.headers.items()
+                    if isinstance(message.headers, dict)
+                    else message.headers
+                )
+            ]
+            try:
+                envelope = decode_binary(event.value, headers)
+            except EventDecodeError as error:
+                # The plain consumers dead-letter it; here it is only skipped, never charged.
+                log.warning("skipped invalid record", extra={"reason": str(error)})
+                continue
+            host.handle(
+                Delivery(envelope, Position(message.topic, message.partition, message.offset))
+            )
+            host.publisher.flush()
+            if time.monotonic() - host._last_snapshot >= host.snapshot_every_s:
+                host._last_snapshot = time.monotonic()
+                host.publish_snapshots()
+            yield envelope.id
+
+    return app, host
+
+
+def main() -> None:
+    bootstrap = os.environ["FAIRSHARE_KAFKA_BOOTSTRAP"]
+    topics = Topics(prefix=os.environ.get("FAIRSHARE_TOPIC_PREFIX", "fairshare."))
+    app, host = build_app(bootstrap, topics)
+    host.restore()  # before the agent runs: charges already published are never sent again
+    worker = faust.Worker(app, loglevel="WARNING")
+    worker.execute_from_commandline()
+
+
+if __name__ == "__main__":
+    main()

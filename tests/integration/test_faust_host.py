@@ -1,0 +1,81 @@
+"""The charging fold hosted by a faust-streaming worker (a real worker process, real broker):
+the same charges as the fold computes, and nothing published twice after a restart."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from events import TopicKind, new_event
+from events.models import LedgerCharge
+from projections.ledger import Ledger
+from services.brokers import BrokerHandle
+from tests.bus_contract import drain
+from tests.integration.kafka_bus import KafkaBus
+from tests.unit.test_ledger import T0, _at, run_events
+
+pytestmark = [pytest.mark.broker]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def bus(broker: BrokerHandle) -> Iterator[KafkaBus]:
+    bus = KafkaBus(broker)
+    yield bus
+    bus.close()
+
+
+def _worker(bus: KafkaBus, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "FAIRSHARE_KAFKA_BOOTSTRAP": bus.broker.bootstrap,
+        "FAIRSHARE_TOPIC_PREFIX": bus.topics.prefix,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "projections.faust_host"],
+        env=env,
+        cwd=REPO,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_faust_worker_posts_the_folds_charges_once(bus: KafkaBus, tmp_path: Path) -> None:
+    facts = run_events("w1", "lab/a", 2, T0 + 60, T0 + 3 * 3600, True, 600)
+    facts += run_events("w2", "lab/b", 1, T0 + 900, T0 + 5000, False, 600)
+    expected = Ledger()
+    publisher = bus.publisher()
+    for data, t in sorted(facts, key=lambda pair: pair[1]):
+        expected.apply(data, float(t))
+        publisher.publish(new_event(data, source="tests", time=_at(t)))
+    publisher.flush()
+
+    first = _worker(bus, tmp_path / "worker-1.log")
+    try:
+        reader = bus.subscriber("check", [TopicKind.LEDGER])
+        got = drain(reader, len(expected.entries), settle_s=2.0, timeout_s=90)
+        reader.close()
+    finally:
+        first.terminate()
+        first.wait(30)
+    charges = {
+        d.envelope.data.charge_id: d.envelope.data
+        for d in got
+        if isinstance(d.envelope.data, LedgerCharge)
+    }
+    assert charges == {c.charge_id: c for c in expected}, (tmp_path / "worker-1.log").read_text()
+
+    second = _worker(bus, tmp_path / "worker-2.log")
+    try:
+        reader = bus.subscriber("recheck", [TopicKind.LEDGER])
+        again = drain(reader, len(expected.entries) + 1, settle_s=5.0, timeout_s=20)
+        reader.close()
+    finally:
+        second.terminate()
+        second.wait(30)
+    assert len(again) == len(expected.entries), "a restarted worker publishes nothing twice"
