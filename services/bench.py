@@ -288,3 +288,100 @@ def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
         "baseline_events_per_s": round(count / baseline_s),
         "ratio": round((count / replay_s) / (count / baseline_s), 4),
     }
+
+
+def pipeline_benchmark(events: int, kafka: str | None = None) -> dict[str, Any]:
+    """End to end through a broker: facts (mostly heartbeats) produced to the topics, the
+    charging host folding them into charges, the projector writing those into SQL; timed until
+    SQL holds every charge. Baseline: a bare confluent-kafka consume of the same input topics."""
+    import tempfile
+    import threading
+    import uuid
+
+    from confluent_kafka import Consumer
+    from sqlalchemy import create_engine, func, select
+
+    from events import TopicKind, Topics
+    from events.models import LedgerCharge
+    from events.ndjson import BadLine, read_events
+    from projections.charging import ChargingHost
+    from projections.sql.host import run_projector
+    from projections.sql.migrate import migrate
+    from projections.sql.tables import ledger_entries
+    from services.brokers import external_broker, start_noida
+    from services.bus.admin import ensure_topics
+    from services.bus.kafka import KafkaEventPublisher
+
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = external_broker(kafka) if kafka else start_noida(Path(tmp) / "broker")
+        try:
+            topics = Topics(prefix=f"bench{uuid.uuid4().hex[:6]}.")
+            ensure_topics(broker.bootstrap, topics)
+            log = Path(tmp) / "facts.ndjson"
+            synthetic_log(log, events)
+            log_items = [e for e in read_events(log) if not isinstance(e, BadLine)]
+            facts = [e for e in log_items if not isinstance(e.data, LedgerCharge)]
+            expected = len(log_items) - len(facts)
+            publisher = KafkaEventPublisher(broker.bootstrap, topics)
+            engine = create_engine(f"sqlite:///{Path(tmp) / 'read.db'}")
+            migrate(engine)
+            done = threading.Event()
+            host = ChargingHost(broker.bootstrap, topics, snapshot_every_s=3600)
+            threads = [
+                threading.Thread(target=host.run, args=(done.is_set,), daemon=True),
+                threading.Thread(
+                    target=run_projector,
+                    args=(broker.bootstrap, engine, done.is_set, topics),
+                    daemon=True,
+                ),
+            ]
+            started = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for envelope in facts:
+                publisher.publish(envelope)
+            publisher.flush()
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                with engine.connect() as connection:
+                    stored = connection.execute(
+                        select(func.count()).select_from(ledger_entries)
+                    ).scalar_one()
+                if stored >= expected:
+                    break
+                time.sleep(0.2)
+            elapsed = time.perf_counter() - started
+            done.set()
+            for thread in threads:
+                thread.join(30)
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": broker.bootstrap,
+                    "group.id": f"bench-bare-{uuid.uuid4().hex}",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                }
+            )
+            consumer.subscribe(
+                [topics.name(TopicKind.WORKLOADS), topics.name(TopicKind.HEARTBEATS)]
+            )
+            seen = 0
+            bare_started = time.perf_counter()
+            while seen < len(facts) and time.perf_counter() - bare_started < 300:
+                seen += sum(1 for m in consumer.consume(1000, 1.0) if m.error() is None)
+            bare = time.perf_counter() - bare_started
+            consumer.close()
+            publisher.close()
+            engine.dispose()
+            return {
+                "events": len(facts),
+                "charges_in_sql": stored,
+                "charges_expected": expected,
+                "seconds": round(elapsed, 3),
+                "events_per_s": round(len(facts) / elapsed),
+                "baseline_events_per_s": round(seen / bare),
+                "ratio": round((len(facts) / elapsed) / (seen / bare), 4),
+                "broker": broker.description,
+            }
+        finally:
+            broker.stop()

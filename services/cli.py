@@ -16,7 +16,11 @@ from rich.console import Console
 
 from events import Topics
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Fairshare: GPU time by budgets, hierarchical fair share, every fact an event on Kafka.",
+)
 schemas_app = typer.Typer(no_args_is_help=True, help="JSON Schemas of every event.")
 broker_app = typer.Typer(no_args_is_help=True, help="Local Kafka-protocol brokers.")
 app.add_typer(schemas_app, name="schemas")
@@ -237,6 +241,81 @@ def bench_scheduler(
     typer.echo(orjson.dumps(result).decode())
 
 
+DatabaseOption = Annotated[
+    str,
+    typer.Option(
+        "--database-url",
+        envvar="FAIRSHARE_DATABASE_URL",
+        help="SQLAlchemy URL of the read models (default: a SQLite file in .fairshare)",
+    ),
+]
+
+
+def _bootstrap_or_exit(kafka: str | None, topics: Topics) -> str:
+    """The broker's address, with Fairshare's topics created (a consumer subscribed to a topic
+    that does not exist yet would not see it for minutes)."""
+    from services.brokers import BrokerStartError, external_broker
+    from services.bus.admin import TopicSetupError, ensure_topics
+
+    try:
+        bootstrap = external_broker(kafka).bootstrap
+        ensure_topics(bootstrap, topics)
+    except (BrokerStartError, TopicSetupError) as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    return bootstrap
+
+
+@app.command()
+def charging(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    host: Annotated[str, typer.Option(help="plain (confluent consumer) or faust")] = "plain",
+) -> None:
+    """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = _bootstrap_or_exit(kafka, topics)
+    if host == "faust":
+        os.environ["FAIRSHARE_KAFKA_BOOTSTRAP"] = bootstrap
+        os.environ["FAIRSHARE_TOPIC_PREFIX"] = topic_prefix
+        from projections.faust_host import main as faust_main
+
+        faust_main()
+        return
+    if host != "plain":
+        err_console.print("[red]--host:[/] plain or faust")
+        raise typer.Exit(2)
+    from projections.charging import ChargingHost
+    from services.demo import stop_requested_on_signals
+
+    charging_host = ChargingHost(bootstrap, topics)
+    console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    with stop_requested_on_signals() as stop:
+        charging_host.run(stop)
+    console.print(f"published {charging_host.published} charge(s)")
+
+
+@app.command()
+def projector(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    database_url: DatabaseOption = "sqlite:///.fairshare/fairshare.db",
+) -> None:
+    """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
+    from projections.sql.host import run_projector
+    from projections.sql.migrate import engine_for, migrate
+    from services.demo import stop_requested_on_signals
+
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = _bootstrap_or_exit(kafka, topics)
+    engine = engine_for(database_url)
+    migrate(engine)
+    console.print(f"projecting {bootstrap} into {database_url}; Ctrl-C stops")
+    with stop_requested_on_signals() as stop:
+        applied = run_projector(bootstrap, engine, stop, topics)
+    console.print(f"applied {applied} event(s)")
+
+
 audit_app = typer.Typer(no_args_is_help=True, help="Replay, verify and explain the event log.")
 app.add_typer(audit_app, name="audit")
 EventsOption = Annotated[
@@ -377,6 +456,19 @@ def bench_audit(
     from services.bench import audit_benchmark
 
     typer.echo(orjson.dumps(audit_benchmark(events, log)).decode())
+
+
+@bench_app.command("pipeline")
+def bench_pipeline(
+    events: Annotated[int, typer.Option(help="facts to push through")] = 100_000,
+    kafka: KafkaOption = None,
+) -> None:
+    """Live projection through a broker (facts in, charges in SQL) vs a bare consume."""
+    import orjson
+
+    from services.bench import pipeline_benchmark
+
+    typer.echo(orjson.dumps(pipeline_benchmark(events, kafka)).decode())
 
 
 def main() -> None:
