@@ -290,12 +290,28 @@ def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
     }
 
 
+def _charging_process(bootstrap: str, prefix: str, done: Any) -> None:
+    from events import Topics
+    from projections.charging import ChargingHost
+
+    ChargingHost(bootstrap, Topics(prefix=prefix), snapshot_every_s=3600).run(done.is_set)
+
+
+def _projector_process(bootstrap: str, prefix: str, database_url: str, done: Any) -> None:
+    from sqlalchemy import create_engine
+
+    from events import Topics
+    from projections.sql.host import run_projector
+
+    run_projector(bootstrap, create_engine(database_url), done.is_set, Topics(prefix=prefix))
+
+
 def pipeline_benchmark(events: int, kafka: str | None = None) -> dict[str, Any]:
     """End to end through a broker: facts (mostly heartbeats) produced to the topics, the
     charging host folding them into charges, the projector writing those into SQL; timed until
     SQL holds every charge. Baseline: a bare confluent-kafka consume of the same input topics."""
+    import multiprocessing
     import tempfile
-    import threading
     import uuid
 
     from confluent_kafka import Consumer
@@ -304,8 +320,6 @@ def pipeline_benchmark(events: int, kafka: str | None = None) -> dict[str, Any]:
     from events import TopicKind, Topics
     from events.models import LedgerCharge
     from events.ndjson import BadLine, read_events
-    from projections.charging import ChargingHost
-    from projections.sql.host import run_projector
     from projections.sql.migrate import migrate
     from projections.sql.tables import ledger_entries
     from services.brokers import external_broker, start_noida
@@ -325,14 +339,18 @@ def pipeline_benchmark(events: int, kafka: str | None = None) -> dict[str, Any]:
             publisher = KafkaEventPublisher(broker.bootstrap, topics)
             engine = create_engine(f"sqlite:///{Path(tmp) / 'read.db'}")
             migrate(engine)
-            done = threading.Event()
-            host = ChargingHost(broker.bootstrap, topics, snapshot_every_s=3600)
+            # Separate processes, as deployed: the charging host and the projector do not share
+            # one interpreter (and its GIL) in production either.
+            context = multiprocessing.get_context("spawn")
+            done = context.Event()
+            database_url = f"sqlite:///{Path(tmp) / 'read.db'}"
             threads = [
-                threading.Thread(target=host.run, args=(done.is_set,), daemon=True),
-                threading.Thread(
-                    target=run_projector,
-                    args=(broker.bootstrap, engine, done.is_set, topics),
-                    daemon=True,
+                context.Process(
+                    target=_charging_process, args=(broker.bootstrap, topics.prefix, done)
+                ),
+                context.Process(
+                    target=_projector_process,
+                    args=(broker.bootstrap, topics.prefix, database_url, done),
                 ),
             ]
             started = time.perf_counter()
@@ -354,6 +372,8 @@ def pipeline_benchmark(events: int, kafka: str | None = None) -> dict[str, Any]:
             done.set()
             for thread in threads:
                 thread.join(30)
+                if thread.is_alive():
+                    thread.terminate()
             consumer = Consumer(
                 {
                     "bootstrap.servers": broker.bootstrap,

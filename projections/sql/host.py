@@ -29,13 +29,14 @@ def run_projector(
     applied = batches = 0
     try:
         while not should_stop() and (max_batches is None or batches < max_batches):
-            batch = subscriber.poll(timeout_s=0.5)
+            batch = subscriber.poll(timeout_s=0.5, max_records=5000)
             if not batch:
                 continue
             applied += projector.apply(batch)
             batches += 1
             if commit_offsets:
-                subscriber.commit()
+                # The positions in SQL are the truth; the group's offsets only save re-reading.
+                subscriber.commit(asynchronous=True)
     finally:
         subscriber.close()
     return applied

@@ -92,17 +92,25 @@ class SqlProjector:
                 )
             }
             advanced: dict[tuple[str, int], int] = {}
+            charges: list[tuple[LedgerCharge, int, str]] = []
             for delivery in deliveries:
                 key = (delivery.position.topic, delivery.position.partition)
                 next_offset = advanced.get(key, stored.get(key, 0))
                 if delivery.position.offset < next_offset:
                     continue  # redelivered: already in the tables
                 envelope = delivery.envelope
-                effect = _EFFECTS.get(type(envelope.data))
-                if effect is not None:
-                    effect(connection, envelope.data, int(envelope.time.timestamp()), envelope.id)
+                at = int(envelope.time.timestamp())
+                if isinstance(envelope.data, LedgerCharge):
+                    # Charges touch only the ledger tables: written together, in bulk.
+                    charges.append((envelope.data, at, envelope.id))
+                else:
+                    effect = _EFFECTS.get(type(envelope.data))
+                    if effect is not None:
+                        effect(connection, envelope.data, at, envelope.id)
                 advanced[key] = delivery.position.offset + 1
                 applied += 1
+            if charges:
+                _charges(connection, charges)
             for (topic, partition), offset in advanced.items():
                 statement = _insert(connection, projector_positions).values(
                     projector=self.name, topic=topic, partition=partition, next_offset=offset
@@ -119,47 +127,64 @@ class SqlProjector:
 # -- effects, one per event type ---------------------------------------------------------------
 
 
-def _charge(connection: Connection, e: LedgerCharge, at: int, event_id: str) -> None:
-    inserted = connection.execute(
-        _insert(connection, ledger_entries)
-        .values(
-            charge_id=e.charge_id,
-            workload_id=e.workload_id,
-            budget=e.budget,
-            pool=e.pool,
-            bucket_start=int(e.bucket_start.timestamp()),
-            kind=e.kind,
-            debit_account=e.debit_account,
-            credit_account=e.credit_account,
-            gpu_seconds=e.gpu_seconds,
-            amount=e.amount,
-            corrects=e.corrects,
-            event_id=event_id,
-            event_time=at,
-        )
-        .on_conflict_do_nothing(index_elements=["charge_id"])
-        .returning(ledger_entries.c.charge_id)
-    ).first()
-    if inserted is None:
-        return  # a duplicate charge: already counted
-    sign = -1 if e.debit_account.startswith("capacity:") else 1
-    allocated = sign * e.gpu_seconds if e.kind == "allocated" else 0
-    unallocated = sign * e.gpu_seconds if e.kind == "unallocated" else 0
-    statement = _insert(connection, hourly_usage).values(
-        pool=e.pool,
-        budget=e.budget,
-        bucket_start=int(e.bucket_start.timestamp()),
-        allocated_gpu_s=allocated,
-        unallocated_gpu_s=unallocated,
-    )
-    connection.execute(
-        statement.on_conflict_do_update(
-            index_elements=["pool", "budget", "bucket_start"],
-            set_={
-                "allocated_gpu_s": hourly_usage.c.allocated_gpu_s + allocated,
-                "unallocated_gpu_s": hourly_usage.c.unallocated_gpu_s + unallocated,
+def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]]) -> None:
+    """Insert a batch of charges; add to hourly usage only those newly inserted (a duplicated
+    charge id is already counted)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for e, at, event_id in batch:
+        rows.setdefault(
+            e.charge_id,
+            {
+                "charge_id": e.charge_id,
+                "workload_id": e.workload_id,
+                "budget": e.budget,
+                "pool": e.pool,
+                "bucket_start": int(e.bucket_start.timestamp()),
+                "kind": e.kind,
+                "debit_account": e.debit_account,
+                "credit_account": e.credit_account,
+                "gpu_seconds": e.gpu_seconds,
+                "amount": e.amount,
+                "corrects": e.corrects,
+                "event_id": event_id,
+                "event_time": at,
             },
         )
+    statement = (
+        _insert(connection, ledger_entries)
+        .on_conflict_do_nothing(index_elements=["charge_id"])
+        .returning(ledger_entries.c.charge_id)
+    )
+    inserted = set(connection.execute(statement, list(rows.values())).scalars())
+    usage: dict[tuple[str, str, int], list[int]] = {}
+    for charge_id in inserted:
+        row = rows[charge_id]
+        sign = -1 if row["debit_account"].startswith("capacity:") else 1
+        totals = usage.setdefault((row["pool"], row["budget"], row["bucket_start"]), [0, 0])
+        totals[0 if row["kind"] == "allocated" else 1] += sign * row["gpu_seconds"]
+    if not usage:
+        return
+    upsert = _insert(connection, hourly_usage)
+    upsert = upsert.on_conflict_do_update(
+        index_elements=["pool", "budget", "bucket_start"],
+        set_={
+            "allocated_gpu_s": hourly_usage.c.allocated_gpu_s + upsert.excluded.allocated_gpu_s,
+            "unallocated_gpu_s": hourly_usage.c.unallocated_gpu_s
+            + upsert.excluded.unallocated_gpu_s,
+        },
+    )
+    connection.execute(
+        upsert,
+        [
+            {
+                "pool": pool,
+                "budget": budget,
+                "bucket_start": bucket,
+                "allocated_gpu_s": allocated,
+                "unallocated_gpu_s": unallocated,
+            }
+            for (pool, budget, bucket), (allocated, unallocated) in sorted(usage.items())
+        ],
     )
 
 
@@ -301,7 +326,6 @@ def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) 
 
 
 _EFFECTS: dict[type[EventData], Effect] = {
-    LedgerCharge: _charge,
     WorkloadSubmitted: _submitted,
     WorkloadPlaced: _workload_update("placed"),
     WorkloadStarted: _workload_update("running", started_at=lambda e, at: at),

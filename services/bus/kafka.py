@@ -198,11 +198,16 @@ class KafkaEventSubscriber:
             )
         return self._dead_letters
 
-    def commit(self) -> None:
+    def commit(self, asynchronous: bool = False) -> None:
+        """Commit what was handed out. ``asynchronous`` suits consumers that store their
+        positions with their effects (the offsets are then only a hint)."""
         if not self._pending:
             return
         offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self._pending.items())]
-        self._consumer.commit(offsets=offsets, asynchronous=False)
+        if asynchronous:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+        else:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
         self._pending.clear()
 
     def committed(self, positions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
