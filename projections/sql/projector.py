@@ -51,6 +51,9 @@ from services.bus.port import Delivery
 
 Effect = Callable[[Connection, Any, int, str], None]
 
+#: Statuses of a workload holding GPUs (placed, or running).
+ACTIVE = ("placed", "running")
+
 
 def _insert(connection: Connection, table: Any) -> Any:
     dialect = connection.dialect.name
@@ -211,15 +214,20 @@ def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) 
 
 
 def _workload_update(
-    new_status: str | None, **columns: Callable[[Any, int], Any]
+    new_status: str | None, allowed_from: tuple[str, ...], **columns: Callable[[Any, int], Any]
 ) -> Callable[[Connection, Any, int, str], None]:
+    """A status transition of the attempt the event names, taken only from ``allowed_from``: a
+    duplicated or late fact (a start read again after the end) cannot move a workload back."""
+
     def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
         values = {name: make(e, at) for name, make in columns.items()}
         if new_status is not None:
             values["status"] = new_status
-        condition = workloads.c.workload_id == e.workload_id
-        if hasattr(e, "attempt"):
-            condition = and_(condition, workloads.c.attempt == e.attempt)
+        condition = and_(
+            workloads.c.workload_id == e.workload_id,
+            workloads.c.attempt == e.attempt,
+            workloads.c.status.in_(allowed_from),
+        )
         connection.execute(update(workloads).where(condition).values(**values))
 
     return effect
@@ -303,7 +311,13 @@ def _decision(kind: str) -> Callable[[Connection, Any, int, str], None]:
 def _requeued(connection: Connection, e: WorkloadRequeued, at: int, _id: str) -> None:
     connection.execute(
         update(workloads)
-        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.attempt == e.attempt))
+        .where(
+            and_(
+                workloads.c.workload_id == e.workload_id,
+                workloads.c.attempt == e.attempt,
+                workloads.c.status.in_(("preempted", "lost")),
+            )
+        )
         .values(status="pending", attempt=e.attempt + 1, started_at=None, ended_at=None)
     )
 
@@ -311,7 +325,13 @@ def _requeued(connection: Connection, e: WorkloadRequeued, at: int, _id: str) ->
 def _preempted(connection: Connection, e: WorkloadPreempted, at: int, _id: str) -> None:
     connection.execute(
         update(workloads)
-        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.attempt == e.attempt))
+        .where(
+            and_(
+                workloads.c.workload_id == e.workload_id,
+                workloads.c.attempt == e.attempt,
+                workloads.c.status.in_(ACTIVE),
+            )
+        )
         .values(status="preempted", ended_at=at, preemptions=workloads.c.preemptions + 1)
     )
 
@@ -327,14 +347,16 @@ def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) 
 
 _EFFECTS: dict[type[EventData], Effect] = {
     WorkloadSubmitted: _submitted,
-    WorkloadPlaced: _workload_update("placed"),
-    WorkloadStarted: _workload_update("running", started_at=lambda e, at: at),
+    WorkloadPlaced: _workload_update("placed", ("pending",)),
+    WorkloadStarted: _workload_update(
+        "running", ("pending", "placed"), started_at=lambda e, at: at
+    ),
     WorkloadFinished: _workload_update(
-        None, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
+        None, ACTIVE, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
     ),
     WorkloadPreempted: _preempted,
     WorkloadLost: _workload_update(
-        "lost", ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
+        "lost", ACTIVE, ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
     ),
     WorkloadRequeued: _requeued,
     WorkloadCancelled: _cancelled,

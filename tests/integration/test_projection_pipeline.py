@@ -20,7 +20,7 @@ from projections.ledger import Ledger
 from projections.sql.host import run_projector
 from projections.sql.migrate import migrate
 from projections.sql.projector import SqlProjector
-from projections.sql.tables import hourly_usage, ledger_entries
+from projections.sql.tables import hourly_usage, ledger_entries, workloads
 from services.brokers import BrokerHandle
 from tests.bus_contract import drain
 from tests.integration.kafka_bus import KafkaBus
@@ -81,10 +81,15 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
     assert sorted(c.charge_id for c in charges) == sorted(c.charge_id for c in expected)
     assert {c.charge_id: c for c in charges} == {c.charge_id: c for c in expected}
 
-    # A restarted host rebuilds its fold from the log and publishes nothing twice.
+    # Every fact again, in reverse order (duplicated and reordered), then a restart: the
+    # host rebuilds its fold from the log and publishes nothing twice.
+    for data, t in reversed(facts):
+        if not isinstance(data, NodeRegistered):
+            publisher.publish(new_event(data, source="tests", time=_at(t)))  # type: ignore[type-var]
+    publisher.flush()
     restarted = ChargingHost(bus.broker.bootstrap, bus.topics, snapshot_every_s=3600)
     deadline = time.monotonic() + 60
-    inputs = sum(1 for data, _t in facts if not isinstance(data, NodeRegistered))
+    inputs = 2 * sum(1 for data, _t in facts if not isinstance(data, NodeRegistered))
     restarted.run(
         lambda: sum(restarted.positions.values()) >= inputs or time.monotonic() > deadline,
         poll_s=0.3,
@@ -128,7 +133,13 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
         allocated = connection.execute(
             select(func.sum(hourly_usage.c.allocated_gpu_s)).where(hourly_usage.c.budget == "lab/a")
         ).scalar()
+        statuses = dict(
+            connection.execute(select(workloads.c.workload_id, workloads.c.status)).all()
+        )
     assert ids == sorted(c.charge_id for c in expected)
+    assert statuses == {"w1": "succeeded", "w2": "lost", "w3": "succeeded"}, (
+        "duplicated and reordered facts do not move a workload back"
+    )
     assert allocated == 2 * (3 * 3600 - 60)
     assert SqlProjector(engine, name="rm").positions(), "positions stored with the rows"
     engine.dispose()
