@@ -308,34 +308,6 @@ def _decision(kind: str) -> Callable[[Connection, Any, int, str], None]:
     return effect
 
 
-def _requeued(connection: Connection, e: WorkloadRequeued, at: int, _id: str) -> None:
-    connection.execute(
-        update(workloads)
-        .where(
-            and_(
-                workloads.c.workload_id == e.workload_id,
-                workloads.c.attempt == e.attempt,
-                workloads.c.status.in_(("preempted", "lost")),
-            )
-        )
-        .values(status="pending", attempt=e.attempt + 1, started_at=None, ended_at=None)
-    )
-
-
-def _preempted(connection: Connection, e: WorkloadPreempted, at: int, _id: str) -> None:
-    connection.execute(
-        update(workloads)
-        .where(
-            and_(
-                workloads.c.workload_id == e.workload_id,
-                workloads.c.attempt == e.attempt,
-                workloads.c.status.in_(ACTIVE),
-            )
-        )
-        .values(status="preempted", ended_at=at, preemptions=workloads.c.preemptions + 1)
-    )
-
-
 def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) -> None:
     # Pending work ends here; running work ends when its preemption is reported.
     connection.execute(
@@ -354,11 +326,22 @@ _EFFECTS: dict[type[EventData], Effect] = {
     WorkloadFinished: _workload_update(
         None, ACTIVE, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
     ),
-    WorkloadPreempted: _preempted,
+    WorkloadPreempted: _workload_update(
+        "preempted",
+        ACTIVE,
+        ended_at=lambda e, at: at,
+        preemptions=lambda e, at: workloads.c.preemptions + 1,
+    ),
     WorkloadLost: _workload_update(
         "lost", ACTIVE, ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
     ),
-    WorkloadRequeued: _requeued,
+    WorkloadRequeued: _workload_update(
+        "pending",
+        ("preempted", "lost"),
+        attempt=lambda e, at: e.attempt + 1,
+        started_at=lambda e, at: None,
+        ended_at=lambda e, at: None,
+    ),
     WorkloadCancelled: _cancelled,
     NodeRegistered: _node_registered,
     NodeCordoned: _node_state("cordoned"),

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from events import TopicKind, Topics, new_event
 from events.envelope import derived_event_id
-from events.models import EventData, LedgerCharge
+from events.models import EventData, LedgerCharge, WorkloadPreempted
 from projections.sql import projector as projector_module
 from projections.sql.migrate import migrate
 from projections.sql.projector import SqlProjector
@@ -133,6 +133,14 @@ def test_projection_of_a_run(engine: Engine, deliveries: list[Delivery]) -> None
     assert allocated == expected
     assert statuses.get("succeeded", 0) > 0
     assert sum(statuses.values()) == 150
+    preempted = sum(1 for d in deliveries if isinstance(d.envelope.data, WorkloadPreempted))
+    assert preempted > 0, "the run had preemptions"
+    with engine.connect() as connection:
+        counted = connection.execute(select(func.sum(workloads.c.preemptions))).scalar()
+        attempts = connection.execute(select(func.max(workloads.c.attempt))).scalar()
+    assert counted == preempted
+    assert attempts is not None
+    assert attempts > 1, "requeued work is on its next attempt"
     positions = projector.positions()
     assert positions, "positions are stored"
     for (topic, partition), offset in positions.items():
