@@ -17,9 +17,10 @@ Times are whole seconds (event times are floored), so a run's charges add up exa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from events.envelope import derived_event_id
 from events.models import (
@@ -38,6 +39,11 @@ from events.trusted import trusted
 HOUR = 3600
 
 RunKey = tuple[str, int]  # (workload, attempt)
+
+
+@lru_cache(maxsize=4096)
+def _hour_start(bucket: int) -> datetime:
+    return datetime.fromtimestamp(bucket * HOUR, UTC)
 
 
 def charge_id_for(workload_id: str, attempt: int, bucket: int, revision: int) -> str:
@@ -147,14 +153,16 @@ class Ledger:
         """Post the buckets that changed: the newly closed ones and, at the end, the last one
         and any posted later than the end (they are corrected)."""
         first = max(run.start // HOUR, run.next_bucket)
-        buckets = set(range(first, closed_before))
+        buckets: Iterable[int] = range(first, closed_before)
         if final:
             end_bucket = closed_before - 1
-            buckets.update(b for b in run.posted if b >= end_bucket)
+            later = {b for b in run.posted if b >= end_bucket and not first <= b < closed_before}
+            if later:
+                buckets = sorted({*buckets, *later})
         run.next_bucket = max(run.next_bucket, closed_before)
         until = run.end if run.end is not None else run.confirmed
         posted: list[LedgerCharge] = []
-        for bucket in sorted(buckets):
+        for bucket in buckets:
             amount = run.amount_in(bucket, until)
             already = run.posted.get(bucket)
             if (already is None and amount == 0) or already == amount:
@@ -184,7 +192,7 @@ class Ledger:
             workload_id=run.workload_id,
             budget=run.budget,
             pool=run.pool,
-            bucket_start=datetime.fromtimestamp(bucket * HOUR, UTC),
+            bucket_start=_hour_start(bucket),
             kind="allocated" if charged else "unallocated",
             debit_account=debit,
             credit_account=credit,
