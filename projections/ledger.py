@@ -95,10 +95,14 @@ class Ledger:
         if isinstance(data, WorkloadStarted):
             return self._start(data, now)
         if isinstance(data, GpuHeartbeat):
-            posted: list[LedgerCharge] = []
+            # One confirmation per run, however many of the node's GPUs it holds.
+            runs: set[RunKey] = set()
             for gpu in data.gpus:
                 if gpu.occupant is not None and gpu.attempt is not None:
-                    posted += self._confirm((gpu.occupant, gpu.attempt), now)
+                    runs.add((gpu.occupant, gpu.attempt))
+            posted: list[LedgerCharge] = []
+            for run in sorted(runs):
+                posted += self._confirm(run, now)
             return posted
         if isinstance(data, WorkloadFinished | WorkloadPreempted):
             return self._end((data.workload_id, data.attempt), now)
