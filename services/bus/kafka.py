@@ -53,7 +53,9 @@ class KafkaEventPublisher:
         config: Mapping[str, Any] | None = None,
     ) -> None:
         self._topics = topics or Topics()
-        self._producer = Producer({**producer_config(bootstrap, client_id), **(config or {})})
+        self._producer: Producer | None = Producer(
+            {**producer_config(bootstrap, client_id), **(config or {})}
+        )
         self._errors: list[str] = []
         self._lock = threading.Lock()
 
@@ -77,7 +79,7 @@ class KafkaEventPublisher:
         """Publish bytes as they are (dead-letter replays, tests of poison records)."""
         while True:
             try:
-                self._producer.produce(
+                self._client.produce(
                     topic,
                     key=key,
                     value=value,
@@ -87,13 +89,13 @@ class KafkaEventPublisher:
                 break
             except BufferError:
                 # Local queue full: serve delivery reports to make room, then retry.
-                self._producer.poll(0.1)
+                self._client.poll(0.1)
             except KafkaException as error:
                 raise PublishError(f"{topic}: {error}") from error
-        self._producer.poll(0)
+        self._client.poll(0)
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        remaining = self._producer.flush(timeout_s)
+        remaining = self._client.flush(timeout_s)
         with self._lock:
             errors, self._errors = self._errors, []
         if remaining:
@@ -102,7 +104,18 @@ class KafkaEventPublisher:
             raise PublishError("; ".join(errors[:5]) + (" ..." if len(errors) > 5 else ""))
 
     def close(self) -> None:
-        self._producer.flush(10)
+        """Deliver what is queued, then release the client (its connections close now, not
+        whenever the garbage collector gets to it)."""
+        producer = self._producer
+        if producer is not None:
+            producer.flush(10)
+            self._producer = None
+
+    @property
+    def _client(self) -> Producer:
+        if self._producer is None:
+            raise PublishError("publisher is closed")
+        return self._producer
 
 
 class KafkaEventSubscriber:
