@@ -142,6 +142,13 @@ class ChargingHost:
             )
         self.publisher.flush()
 
+    def snapshot_if_due(self) -> None:
+        """Publish usage snapshots when ``snapshot_every_s`` has passed since the last ones."""
+        if self.clock() - self._last_snapshot >= self.snapshot_every_s:
+            self._last_snapshot = self.clock()
+            if self.positions:
+                self.publish_snapshots()
+
     def run(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> None:
         self.restore()
         subscriber = KafkaEventSubscriber(
@@ -162,10 +169,7 @@ class ChargingHost:
                 if unflushed and (not batch or unflushed >= 10_000):
                     self.publisher.flush()
                     unflushed = 0
-                if self.clock() - self._last_snapshot >= self.snapshot_every_s:
-                    self._last_snapshot = self.clock()
-                    if self.positions:
-                        self.publish_snapshots()
+                self.snapshot_if_due()
         finally:
             subscriber.close()
             self.publisher.close()

@@ -68,9 +68,7 @@ def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
                 Delivery(envelope, Position(message.topic, message.partition, message.offset))
             )
             host.publisher.flush()
-            if time.monotonic() - host._last_snapshot >= host.snapshot_every_s:
-                host._last_snapshot = time.monotonic()
-                host.publish_snapshots()
+            host.snapshot_if_due()
             yield envelope.id
 
     return app, host
