@@ -67,12 +67,11 @@ class ChargingHost:
                 self._count_usage(charge)
 
     def _count_usage(self, charge: LedgerCharge) -> None:
-        sign = -1 if charge.debit_account.startswith("capacity:") else 1
         self.usage.add_seconds(
             charge.pool,
             charge.budget,
             bucket_of(charge.bucket_start.timestamp()),
-            sign * charge.gpu_seconds,
+            charge.signed_gpu_seconds,
             charge.kind == "allocated",
         )
 

@@ -33,10 +33,14 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
-from events.models.ledger import budget_account, capacity_account, free_account
+from events.models.ledger import (
+    HOUR,
+    budget_account,
+    capacity_account,
+    charge_id,
+    free_account,
+)
 from events.trusted import trusted
-
-HOUR = 3600
 
 RunKey = tuple[str, int]  # (workload, attempt)
 
@@ -44,11 +48,6 @@ RunKey = tuple[str, int]  # (workload, attempt)
 @lru_cache(maxsize=4096)
 def _hour_start(bucket: int) -> datetime:
     return datetime.fromtimestamp(bucket * HOUR, UTC)
-
-
-def charge_id_for(workload_id: str, attempt: int, bucket: int, revision: int) -> str:
-    """Readable and deterministic: ``charge:<workload>:<attempt>:<hour start epoch>:<rev>``."""
-    return f"charge:{workload_id}:{attempt}:{bucket * HOUR}:{revision}"
 
 
 @dataclass(slots=True)
@@ -192,7 +191,7 @@ class Ledger:
         # every posted charge through the strict serde.
         entry = trusted(
             LedgerCharge,
-            charge_id=charge_id_for(run.workload_id, run.attempt, bucket, revision),
+            charge_id=charge_id(run.workload_id, run.attempt, bucket, revision),
             workload_id=run.workload_id,
             budget=run.budget,
             pool=run.pool,
@@ -202,7 +201,7 @@ class Ledger:
             credit_account=credit,
             gpu_seconds=seconds,
             amount=seconds if charged else 0,
-            corrects=charge_id_for(run.workload_id, run.attempt, bucket, 0) if revision else None,
+            corrects=charge_id(run.workload_id, run.attempt, bucket, 0) if revision else None,
         )
         if entry.charge_id in self.entry_ids:
             return None
@@ -220,16 +219,19 @@ class Ledger:
 
     # -- reading -------------------------------------------------------------------------
     def totals(self) -> dict[tuple[str, str, int], int]:
-        """Signed GPU-seconds per (budget, pool, hour start), corrections included."""
-        totals: dict[tuple[str, str, int], int] = {}
-        for entry in self.entries:
-            sign = -1 if entry.debit_account.startswith("capacity:") else 1
-            key = (entry.budget, entry.pool, int(entry.bucket_start.timestamp()))
-            totals[key] = totals.get(key, 0) + sign * entry.gpu_seconds
-        return totals
+        return charge_totals(self.entries)
 
     def __iter__(self) -> Iterator[LedgerCharge]:
         return iter(self.entries)
+
+
+def charge_totals(charges: Iterable[LedgerCharge]) -> dict[tuple[str, str, int], int]:
+    """Signed GPU-seconds per (budget, pool, hour start epoch), corrections included."""
+    totals: dict[tuple[str, str, int], int] = {}
+    for entry in charges:
+        key = (entry.budget, entry.pool, int(entry.bucket_start.timestamp()))
+        totals[key] = totals.get(key, 0) + entry.signed_gpu_seconds
+    return totals
 
 
 def charge_event_id(entry: LedgerCharge) -> str:

@@ -155,7 +155,7 @@ def sample_payloads() -> list[EventData]:
             budgets=(BudgetUsage(budget="lab/vision", allocated_gpu_s=7200, unallocated_gpu_s=60),),
         ),
         LedgerCharge(
-            charge_id=charge_id("wl-1", T0),
+            charge_id=charge_id("wl-1", 1, int(T0.timestamp()) // 3600),
             workload_id="wl-1",
             budget="lab/vision",
             pool="a100",

@@ -1,15 +1,13 @@
 """Double-entry charges (topic: ledger, keyed by workload).
 
 Each charge moves integer GPU-seconds from one account to another, so debits equal credits by
-construction. Its id is derived from (workload, hour bucket[, revision]) — never random — so that a
-replayed or duplicated heartbeat can only ever produce the same id, and a store that keeps ids
-unique cannot double-post.
+construction. Its id is derived from (workload, attempt, hour bucket, revision) — never random —
+so that a replayed or duplicated heartbeat can only ever produce the same id, and a store that
+keeps ids unique cannot double-post.
 """
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -17,9 +15,6 @@ from pydantic import Field, model_validator
 from events.models.base import EventData
 from events.topics import TopicKind
 from events.types import BudgetPath, GpuSeconds, Identifier, PoolName, UtcDateTime
-
-#: Namespace of charge ids (uuid5); changing it would change every charge id ever issued.
-CHARGE_NAMESPACE = uuid.UUID("6f1c2d0e-8a57-4c1b-9a3e-2b7f1f0c5a11")
 
 ChargeKind = Literal["allocated", "unallocated"]
 
@@ -36,13 +31,27 @@ def free_account(pool: str) -> str:
     return f"free:{pool}"
 
 
-def charge_id(workload_id: str, bucket_start: datetime, revision: int = 0) -> str:
-    """Deterministic id of the charge of ``workload_id`` in the hour starting at ``bucket_start``.
+HOUR = 3600
 
-    Revision 0 is the original posting; corrections of the same bucket use revision 1, 2, ...
-    """
-    key = f"{workload_id}|{bucket_start.isoformat()}|{revision}"
-    return str(uuid.uuid5(CHARGE_NAMESPACE, key))
+
+def charge_id(workload_id: str, attempt: int, bucket: int, revision: int = 0) -> str:
+    """``charge:<workload>:<attempt>:<hour start, epoch s>:<revision>``: deterministic and
+    readable. ``bucket`` is the hour's index (epoch seconds // 3600). Revision 0 is the original
+    posting; corrections of the same bucket are revisions 1, 2, ..."""
+    return f"charge:{workload_id}:{attempt}:{bucket * HOUR}:{revision}"
+
+
+def parse_charge_id(value: str) -> tuple[str, int, int, int] | None:
+    """(workload, attempt, hour start, revision) of an id made by :func:`charge_id`."""
+    if not value.startswith("charge:"):
+        return None
+    parts = value.removeprefix("charge:").rsplit(":", 3)
+    if len(parts) != 4:
+        return None
+    try:
+        return parts[0], int(parts[1]), int(parts[2]), int(parts[3])
+    except ValueError:
+        return None
 
 
 class LedgerCharge(EventData):
@@ -81,3 +90,12 @@ class LedgerCharge(EventData):
         if self.debit_account == self.credit_account and self.kind == "allocated":
             raise ValueError("credit_account: must differ from debit_account")
         return self
+
+    @property
+    def signed_gpu_seconds(self) -> int:
+        """GPU-seconds as they add to the budget: a reversal (capacity debited) subtracts."""
+        return -self.gpu_seconds if self.debit_account.startswith("capacity:") else self.gpu_seconds
+
+    @property
+    def signed_amount(self) -> int:
+        return -self.amount if self.debit_account.startswith("capacity:") else self.amount

@@ -134,25 +134,26 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
     """Insert a batch of charges; add to hourly usage only those newly inserted (a duplicated
     charge id is already counted)."""
     rows: dict[str, dict[str, Any]] = {}
+    by_id: dict[str, LedgerCharge] = {}
     for e, at, event_id in batch:
-        rows.setdefault(
-            e.charge_id,
-            {
-                "charge_id": e.charge_id,
-                "workload_id": e.workload_id,
-                "budget": e.budget,
-                "pool": e.pool,
-                "bucket_start": int(e.bucket_start.timestamp()),
-                "kind": e.kind,
-                "debit_account": e.debit_account,
-                "credit_account": e.credit_account,
-                "gpu_seconds": e.gpu_seconds,
-                "amount": e.amount,
-                "corrects": e.corrects,
-                "event_id": event_id,
-                "event_time": at,
-            },
-        )
+        if e.charge_id in by_id:
+            continue
+        by_id[e.charge_id] = e
+        rows[e.charge_id] = {
+            "charge_id": e.charge_id,
+            "workload_id": e.workload_id,
+            "budget": e.budget,
+            "pool": e.pool,
+            "bucket_start": int(e.bucket_start.timestamp()),
+            "kind": e.kind,
+            "debit_account": e.debit_account,
+            "credit_account": e.credit_account,
+            "gpu_seconds": e.gpu_seconds,
+            "amount": e.amount,
+            "corrects": e.corrects,
+            "event_id": event_id,
+            "event_time": at,
+        }
     statement = (
         _insert(connection, ledger_entries)
         .on_conflict_do_nothing(index_elements=["charge_id"])
@@ -161,10 +162,10 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
     inserted = set(connection.execute(statement, list(rows.values())).scalars())
     usage: dict[tuple[str, str, int], list[int]] = {}
     for charge_id in inserted:
-        row = rows[charge_id]
-        sign = -1 if row["debit_account"].startswith("capacity:") else 1
-        totals = usage.setdefault((row["pool"], row["budget"], row["bucket_start"]), [0, 0])
-        totals[0 if row["kind"] == "allocated" else 1] += sign * row["gpu_seconds"]
+        charge = by_id[charge_id]
+        hour = int(charge.bucket_start.timestamp())
+        totals = usage.setdefault((charge.pool, charge.budget, hour), [0, 0])
+        totals[0 if charge.kind == "allocated" else 1] += charge.signed_gpu_seconds
     if not usage:
         return
     upsert = _insert(connection, hourly_usage)

@@ -66,9 +66,7 @@ def explain(log: Iterable[Envelope[Any] | BadLine], workload_id: str) -> Iterato
                 f"requeue {data.requeue}): {_decision(data.decision)}"
             )
         elif isinstance(data, LedgerCharge):
-            charged += (
-                data.amount if not data.debit_account.startswith("capacity:") else (-data.amount)
-            )
+            charged += data.signed_amount
             yield (
                 f"{when} charge {data.charge_id}: {data.gpu_seconds} GPU-s "
                 f"({data.kind}) {data.debit_account} -> {data.credit_account}"

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from events.envelope import Envelope
 from events.models import LedgerCharge
 from events.ndjson import BadLine
-from projections.ledger import Ledger
+from projections.ledger import Ledger, charge_totals
 from services.scheduler.gc_pause import gc_paused
 
 
@@ -93,21 +94,13 @@ def compare(
             if recorded_order[workload] != recomputed_order.get(workload):
                 differences.append(f"charges of {workload} are in another order")
     if differences:
-        totals_log, totals_facts = _totals(recorded), _totals(recomputed)
+        totals_log, totals_facts = charge_totals(recorded), charge_totals(recomputed)
         for key in sorted(totals_log.keys() | totals_facts.keys()):
             have, want = totals_log.get(key, 0), totals_facts.get(key, 0)
             if have != want:
                 budget, pool, hour = key
+                when = datetime.fromtimestamp(hour, UTC).isoformat()
                 differences.append(
-                    f"total {budget} in {pool}, hour {hour}: log {have} GPU-s, facts {want} GPU-s"
+                    f"total {budget} in {pool}, hour {when}: log {have} GPU-s, facts {want} GPU-s"
                 )
     return differences
-
-
-def _totals(charges: list[LedgerCharge]) -> dict[tuple[str, str, str], int]:
-    totals: dict[tuple[str, str, str], int] = {}
-    for c in charges:
-        sign = -1 if c.debit_account.startswith("capacity:") else 1
-        key = (c.budget, c.pool, c.bucket_start.isoformat())
-        totals[key] = totals.get(key, 0) + sign * c.gpu_seconds
-    return totals

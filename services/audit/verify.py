@@ -20,6 +20,7 @@ from events.models import (
     WorkloadPreempted,
     WorkloadStarted,
 )
+from events.models.ledger import parse_charge_id
 from events.ndjson import BadLine
 
 HOUR = 3600
@@ -56,11 +57,11 @@ def verify(log: Iterable[Envelope[Any] | BadLine]) -> tuple[int, list[str]]:
         seen.add(charge.charge_id)
         balances[charge.debit_account] = balances.get(charge.debit_account, 0) - charge.amount
         balances[charge.credit_account] = balances.get(charge.credit_account, 0) + charge.amount
-        sign = -1 if charge.debit_account.startswith("capacity:") else 1
         key = (charge.pool, charge.bucket_start.timestamp())
-        per_pool_hour[key] = per_pool_hour.get(key, 0) + sign * charge.gpu_seconds
-        run = _run_of(charge)
-        if run is not None:
+        per_pool_hour[key] = per_pool_hour.get(key, 0) + charge.signed_gpu_seconds
+        parsed = parse_charge_id(charge.charge_id)
+        if parsed is not None:
+            run = parsed[0], parsed[1]
             bucket = charge.bucket_start.timestamp()
             end, start = ends.get(run), starts.get(run)
             if end is not None and bucket >= end:
@@ -76,14 +77,3 @@ def verify(log: Iterable[Envelope[Any] | BadLine]) -> tuple[int, list[str]]:
         if used < 0:
             problems.append(f"pool {pool}, hour {hour:.0f}: negative total {used} GPU-s")
     return len(charges), problems
-
-
-def _run_of(charge: LedgerCharge) -> tuple[str, int] | None:
-    """(workload, attempt) from a ledger charge id ``charge:<workload>:<attempt>:<hour>:<rev>``."""
-    parts = charge.charge_id.rsplit(":", 3)
-    if len(parts) != 4 or not parts[0].startswith("charge:"):
-        return None
-    try:
-        return parts[0].removeprefix("charge:"), int(parts[1])
-    except ValueError:
-        return None

@@ -125,11 +125,7 @@ def test_projection_of_a_run(engine: Engine, deliveries: list[Delivery]) -> None
                 select(workloads.c.status, func.count()).group_by(workloads.c.status)
             ).all()
         )
-    expected = sum(
-        (-1 if c.debit_account.startswith("capacity:") else 1) * c.gpu_seconds
-        for c in charges
-        if c.kind == "allocated"
-    )
+    expected = sum(c.signed_gpu_seconds for c in charges if c.kind == "allocated")
     assert allocated == expected
     assert statuses.get("succeeded", 0) > 0
     assert sum(statuses.values()) == 150
