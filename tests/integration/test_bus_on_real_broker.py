@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from events import TopicKind, Topics
@@ -13,13 +11,6 @@ from tests import bus_contract
 from tests.integration.kafka_bus import KafkaBus
 
 pytestmark = [pytest.mark.broker]
-
-
-@pytest.fixture
-def bus(broker: BrokerHandle) -> Iterator[KafkaBus]:
-    bus = KafkaBus(broker)
-    yield bus
-    bus.close()
 
 
 @pytest.mark.broker_fast

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,11 @@ import pytest
 from events import TopicKind, new_event
 from events.ndjson import BadLine, read_events
 from projections.ledger import Ledger, charge_event_id
-from services.brokers import BrokerHandle
 from services.bus.export import export_events
 from tests.integration.kafka_bus import KafkaBus
 from tests.unit.test_ledger import T0, _at, run_events
 
 pytestmark = [pytest.mark.broker]
-
-
-@pytest.fixture
-def bus(broker: BrokerHandle) -> Iterator[KafkaBus]:
-    bus = KafkaBus(broker)
-    yield bus
-    bus.close()
 
 
 @pytest.mark.broker_fast

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,12 @@ import pytest
 from events import TopicKind, new_event
 from events.models import LedgerCharge
 from projections.ledger import Ledger
-from services.brokers import BrokerHandle
 from tests.bus_contract import drain
 from tests.integration.kafka_bus import KafkaBus
 from tests.unit.test_ledger import T0, _at, run_events
 
 pytestmark = [pytest.mark.broker]
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def bus(broker: BrokerHandle) -> Iterator[KafkaBus]:
-    bus = KafkaBus(broker)
-    yield bus
-    bus.close()
 
 
 def _worker(bus: KafkaBus, log: Path) -> subprocess.Popen[bytes]:

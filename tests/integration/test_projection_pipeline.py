@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,19 +20,11 @@ from projections.sql.host import run_projector
 from projections.sql.migrate import migrate
 from projections.sql.projector import SqlProjector
 from projections.sql.tables import hourly_usage, ledger_entries, workloads
-from services.brokers import BrokerHandle
 from tests.bus_contract import drain
 from tests.integration.kafka_bus import KafkaBus
 from tests.unit.test_ledger import T0, _at, run_events
 
 pytestmark = [pytest.mark.broker]
-
-
-@pytest.fixture
-def bus(broker: BrokerHandle) -> Iterator[KafkaBus]:
-    bus = KafkaBus(broker)
-    yield bus
-    bus.close()
 
 
 def _facts() -> list[tuple[object, int]]:
