@@ -43,7 +43,18 @@ def hours_of(outcome: SimulationOutcome) -> range:
     return range(bucket_of(outcome.start), bucket_of(outcome.end) + 1)
 
 
-def _hour_length(outcome: SimulationOutcome, bucket: int) -> float:
+def busy_seconds_by_hour(outcome: SimulationOutcome) -> dict[int, float]:
+    """GPU-seconds occupied (allocated and unallocated) per hour of the period."""
+    busy = dict.fromkeys(hours_of(outcome), 0.0)
+    for budget in outcome.demand:
+        for series in outcome.usage.hourly(POOL, budget):
+            for hour, seconds in series.items():
+                if hour in busy:
+                    busy[hour] += seconds
+    return busy
+
+
+def hour_length(outcome: SimulationOutcome, bucket: int) -> float:
     """Seconds of ``bucket`` inside the evaluation period (first and last are partial)."""
     lo = max(outcome.start, bucket * HOUR)
     hi = min(outcome.end, (bucket + 1) * HOUR)
@@ -55,21 +66,20 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
     hours = hours_of(outcome)
     budgets: dict[str, dict[str, float]] = {}
     owed_total = delivered_capped = hourly_min = 0.0
-    busy_by_hour = dict.fromkeys(hours, 0.0)
+    busy_by_hour = busy_seconds_by_hour(outcome)
     demand_by_hour = dict.fromkeys(hours, 0.0)
     for budget in sorted(outcome.demand):
-        allocated, unallocated = outcome.usage.hourly(POOL, budget)
+        allocated, _unallocated = outcome.usage.hourly(POOL, budget)
         share = outcome.shares.get(budget, 0.0)
         owed = delivered = hourly = 0.0
         for hour in hours:
-            length = _hour_length(outcome, hour)
+            length = hour_length(outcome, hour)
             demand_s = outcome.demand[budget].get(hour, 0.0)
             got_s = allocated.get(hour, 0.0)
             owed_s = min(share * capacity * length, demand_s)
             owed += owed_s
             delivered += got_s
             hourly += min(got_s, owed_s)
-            busy_by_hour[hour] += got_s + unallocated.get(hour, 0.0)
             demand_by_hour[hour] += demand_s
         owed_total += owed
         delivered_capped += min(delivered, owed)
@@ -82,9 +92,9 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
             "owed_delivered_hourly": hourly / owed if owed > 0 else 1.0,
             "demand_gpu_hours": sum(outcome.demand[budget].values()) / HOUR,
         }
-    saturated = [h for h in hours if demand_by_hour[h] > capacity * _hour_length(outcome, h) > 0]
+    saturated = [h for h in hours if demand_by_hour[h] > capacity * hour_length(outcome, h) > 0]
     busy_saturated = sum(busy_by_hour[h] for h in saturated)
-    capacity_saturated = sum(capacity * _hour_length(outcome, h) for h in saturated)
+    capacity_saturated = sum(capacity * hour_length(outcome, h) for h in saturated)
     waits = queue_waits(outcome)
     debug_waits = queue_waits(outcome, debug_only=True)
     delivered_hours = sum(b["delivered_gpu_hours"] for b in budgets.values())

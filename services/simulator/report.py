@@ -15,24 +15,18 @@ from rich.console import Console
 from rich.table import Table
 
 from projections.usage_window import HOUR
-from services.simulator.engine import POOL, SimulationOutcome
-from services.simulator.metrics import hours_of, queue_waits
+from services.simulator.engine import SimulationOutcome
+from services.simulator.metrics import busy_seconds_by_hour, hour_length, queue_waits
 
 
 def occupancy_series(outcome: SimulationOutcome) -> list[tuple[float, float]]:
     """(hour start, busy GPUs / capacity) for each hour of the period."""
-    busy: dict[int, float] = {}
-    for budget in outcome.demand:
-        allocated, unallocated = outcome.usage.hourly(POOL, budget)
-        for series in (allocated, unallocated):
-            for hour, seconds in series.items():
-                busy[hour] = busy.get(hour, 0.0) + seconds
-    points: list[tuple[float, float]] = []
-    for hour in hours_of(outcome):
-        length = min(outcome.end, (hour + 1) * HOUR) - max(outcome.start, hour * HOUR)
-        if length > 0:
-            points.append((hour * HOUR, busy.get(hour, 0.0) / (outcome.capacity_gpus * length)))
-    return points
+    busy = busy_seconds_by_hour(outcome)
+    return [
+        (hour * HOUR, seconds / (outcome.capacity_gpus * hour_length(outcome, hour)))
+        for hour, seconds in busy.items()
+        if hour_length(outcome, hour) > 0
+    ]
 
 
 def write_metrics(path: Path, metrics: dict[str, dict[str, Any]], config: dict[str, Any]) -> None:
