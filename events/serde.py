@@ -66,6 +66,12 @@ def format_validation_error(error: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts)
 
 
+def _decode_error(error: ValidationError, invalid_json_at: str) -> EventDecodeError:
+    if any(problem["type"] == "json_invalid" for problem in error.errors()):
+        return EventDecodeError(f"{invalid_json_at}: not valid JSON")
+    return EventDecodeError(format_validation_error(error))
+
+
 def _payload_bytes(data: EventData) -> bytes:
     return orjson.dumps(data.model_dump(mode="python"), option=_ORJSON_OPTIONS)
 
@@ -131,10 +137,8 @@ def _validate(
         envelope: Envelope[Any] = envelope_class(model).model_validate_json(document)
         return envelope
     except ValidationError as error:
-        if any(problem["type"] == "json_invalid" for problem in error.errors()):
-            # The attributes were serialised here, so invalid JSON can only be the payload.
-            raise EventDecodeError("data: not valid JSON") from None
-        raise EventDecodeError(format_validation_error(error)) from None
+        # The attributes were serialised here, so invalid JSON can only be the payload.
+        raise _decode_error(error, invalid_json_at="data") from None
 
 
 def decode_binary(
@@ -193,9 +197,7 @@ def decode_structured(line: bytes | str, registry: EventRegistry | None = None) 
             ).model_validate_json(raw)
             return envelope
         except ValidationError as error:
-            if any(problem["type"] == "json_invalid" for problem in error.errors()):
-                raise EventDecodeError("<root>: not valid JSON") from None
-            raise EventDecodeError(format_validation_error(error)) from None
+            raise _decode_error(error, invalid_json_at="<root>") from None
     try:
         document = orjson.loads(line)
     except orjson.JSONDecodeError as error:
