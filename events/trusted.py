@@ -16,39 +16,46 @@ from pydantic_core import PydanticUndefined
 
 M = TypeVar("M", bound=BaseModel)
 
-_PLAIN_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
-_FACTORIES: dict[type[BaseModel], dict[str, Any]] = {}
-_REQUIRED: dict[type[BaseModel], frozenset[str]] = {}
+_SET = object.__setattr__
 
 
-def _learn(cls: type[BaseModel]) -> None:
-    plain: dict[str, Any] = {}
-    factories: dict[str, Any] = {}
-    required = set()
-    for name, info in cls.model_fields.items():
-        if info.default_factory is not None:
-            factories[name] = info.default_factory
-        elif info.default is PydanticUndefined:
-            required.add(name)
-        else:
-            plain[name] = info.default
-    _PLAIN_DEFAULTS[cls], _FACTORIES[cls], _REQUIRED[cls] = plain, factories, frozenset(required)
+class _Shape:
+    """What :func:`trusted` needs to know about a model, learned once per class."""
+
+    __slots__ = ("factories", "plain_defaults", "required")
+
+    def __init__(self, cls: type[BaseModel]) -> None:
+        self.plain_defaults: dict[str, Any] = {}
+        self.factories: dict[str, Any] = {}
+        required = set()
+        for name, info in cls.model_fields.items():
+            if info.default_factory is not None:
+                self.factories[name] = info.default_factory
+            elif info.default is PydanticUndefined:
+                required.add(name)
+            else:
+                self.plain_defaults[name] = info.default
+        self.required = frozenset(required)
+
+
+_SHAPES: dict[type[BaseModel], _Shape] = {}
 
 
 def trusted(cls: type[M], **values: Any) -> M:
     """``cls(**values)`` without validation; missing required fields still raise."""
-    if cls not in _PLAIN_DEFAULTS:
-        _learn(cls)
-    missing = _REQUIRED[cls] - values.keys()
-    if missing:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        shape = _SHAPES[cls] = _Shape(cls)
+    if not shape.required <= values.keys():
+        missing = shape.required - values.keys()
         raise TypeError(f"{cls.__name__}: missing {', '.join(sorted(missing))}")
-    fields = {**_PLAIN_DEFAULTS[cls], **values}
-    for name, factory in _FACTORIES[cls].items():
+    fields = {**shape.plain_defaults, **values}
+    for name, factory in shape.factories.items():
         if name not in values:
             fields[name] = factory()
     instance = cls.__new__(cls)
-    object.__setattr__(instance, "__dict__", fields)
-    object.__setattr__(instance, "__pydantic_fields_set__", set(values))
-    object.__setattr__(instance, "__pydantic_extra__", None)
-    object.__setattr__(instance, "__pydantic_private__", None)
+    _SET(instance, "__dict__", fields)
+    _SET(instance, "__pydantic_fields_set__", set(values))
+    _SET(instance, "__pydantic_extra__", None)
+    _SET(instance, "__pydantic_private__", None)
     return instance

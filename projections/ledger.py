@@ -41,6 +41,7 @@ from events.models.ledger import (
     free_account,
 )
 from events.trusted import trusted
+from events.types import utc_epoch_seconds
 
 RunKey = tuple[str, int]  # (workload, attempt)
 
@@ -66,6 +67,15 @@ class Run:
     #: bucket -> GPU-seconds posted so far (all revisions), and the last revision number.
     posted: dict[int, int] = field(default_factory=dict)
     revisions: dict[int, int] = field(default_factory=dict)
+    #: The accounts a positive charge moves GPU-seconds between (reversed for a negative one).
+    debit: str = ""
+    credit: str = ""
+    kind: str = "allocated"
+
+    def __post_init__(self) -> None:
+        self.debit = budget_account(self.budget) if self.allocated else free_account(self.pool)
+        self.credit = capacity_account(self.pool)
+        self.kind = "allocated" if self.allocated else "unallocated"
 
     def amount_in(self, bucket: int, until: int) -> int:
         lo = max(self.start, bucket * HOUR)
@@ -76,7 +86,10 @@ class Run:
 class Ledger:
     """Folds workload and heartbeat events into ``entries`` (append-only LedgerCharge list)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_entries: bool = True) -> None:
+        #: Whether ``entries`` keeps every posted charge (an audit that streams them to a
+        #: matcher does not need a second copy of the ledger in memory).
+        self.keep_entries = keep_entries
         self.budgets: dict[str, str] = {}
         self.runs: dict[RunKey, Run] = {}
         #: Confirmations seen before the run's start (heartbeats and starts travel on
@@ -87,7 +100,7 @@ class Ledger:
 
     def apply(self, data: EventData, at: datetime | float) -> list[LedgerCharge]:
         """Fold one event in; returns the charges it posted (usually none)."""
-        now = int(at if isinstance(at, float | int) else at.timestamp())
+        now = int(at) if isinstance(at, float | int) else utc_epoch_seconds(at)
         if isinstance(data, WorkloadSubmitted):
             self.budgets.setdefault(data.workload_id, data.budget)
             return []
@@ -95,10 +108,13 @@ class Ledger:
             return self._start(data, now)
         if isinstance(data, GpuHeartbeat):
             # One confirmation per run, however many of the node's GPUs it holds.
-            runs: set[RunKey] = set()
-            for gpu in data.gpus:
-                if gpu.occupant is not None and gpu.attempt is not None:
-                    runs.add((gpu.occupant, gpu.attempt))
+            runs = {
+                (gpu.occupant, gpu.attempt)
+                for gpu in data.gpus
+                if gpu.occupant is not None and gpu.attempt is not None
+            }
+            if len(runs) == 1:  # the usual case: the whole node is one run
+                return self._confirm(runs.pop(), now)
             posted: list[LedgerCharge] = []
             for run in sorted(runs):
                 posted += self._confirm(run, now)
@@ -181,39 +197,38 @@ class Ledger:
         revision = run.revisions.get(bucket, -1) + 1
         run.revisions[bucket] = revision
         run.posted[bucket] = run.posted.get(bucket, 0) + delta
-        charged = run.allocated
-        debit = budget_account(run.budget) if charged else free_account(run.pool)
-        credit = capacity_account(run.pool)
-        if delta < 0:
-            debit, credit = credit, debit
+        posting = charge_id(run.workload_id, run.attempt, bucket, revision)
+        if posting in self.entry_ids:
+            return None
+        debit, credit = (run.debit, run.credit) if delta > 0 else (run.credit, run.debit)
         seconds = abs(delta)
         # Built without re-validation from validated facts (events.trusted); the tests decode
         # every posted charge through the strict serde.
         entry = trusted(
             LedgerCharge,
-            charge_id=charge_id(run.workload_id, run.attempt, bucket, revision),
+            charge_id=posting,
             workload_id=run.workload_id,
             budget=run.budget,
             pool=run.pool,
             bucket_start=_hour_start(bucket),
-            kind="allocated" if charged else "unallocated",
+            kind=run.kind,
             debit_account=debit,
             credit_account=credit,
             gpu_seconds=seconds,
-            amount=seconds if charged else 0,
+            amount=seconds if run.allocated else 0,
             corrects=charge_id(run.workload_id, run.attempt, bucket, 0) if revision else None,
         )
-        if entry.charge_id in self.entry_ids:
-            return None
-        self.entries.append(entry)
-        self.entry_ids.add(entry.charge_id)
+        if self.keep_entries:
+            self.entries.append(entry)
+        self.entry_ids.add(posting)
         return entry
 
     def record(self, entry: LedgerCharge) -> bool:
         """Take a charge read back from the log (a restart); False if it was already known."""
         if entry.charge_id in self.entry_ids:
             return False
-        self.entries.append(entry)
+        if self.keep_entries:
+            self.entries.append(entry)
         self.entry_ids.add(entry.charge_id)
         return True
 

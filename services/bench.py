@@ -281,7 +281,7 @@ def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
     return {
         "events": count,
         "decoded_by_baseline": decoded,
-        "charges": len(result.recorded),
+        "charges": result.recorded_count,
         "identical": result.identical,
         "replay_s": round(replay_s, 3),
         "events_per_s": round(count / replay_s),

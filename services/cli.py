@@ -363,18 +363,19 @@ def audit_replay(
     from services.audit.replay import compare, replay
     from services.audit.sources import stored_charges
 
-    result = replay(_log(events, kafka, topic_prefix))
+    result = replay(_log(events, kafka, topic_prefix), keep_recomputed=bool(database_url))
     if database_url:
-        result.recorded = stored_charges(database_url)
-        result.differences = compare(result.recorded, result.recomputed, check_order=False)
+        stored = stored_charges(database_url)
+        result.recorded_count = len(stored)
+        result.differences = compare(stored, result.recomputed, check_order=False)
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for difference in result.differences:
         console.print(difference, highlight=False)
     where = "in the read models" if database_url else "in the log"
     console.print(
-        f"{result.events} events, {len(result.recorded)} charges {where}, "
-        f"{len(result.recomputed)} recomputed from the facts"
+        f"{result.events} events, {result.recorded_count} charges {where}, "
+        f"{result.recomputed_count} recomputed from the facts"
     )
     if result.identical:
         console.print("identical")

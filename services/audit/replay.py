@@ -23,7 +23,10 @@ from services.scheduler.gc_pause import gc_paused
 @dataclass
 class ReplayResult:
     events: int = 0
-    recorded: list[LedgerCharge] = field(default_factory=list)
+    #: Charges recorded in the log (or stored in the read models) that were compared.
+    recorded_count: int = 0
+    recomputed_count: int = 0
+    #: Every recomputed charge, when the replay was asked to keep them (to compare with SQL).
     recomputed: list[LedgerCharge] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
@@ -33,74 +36,162 @@ class ReplayResult:
         return not self.differences and not self.bad_lines
 
 
-def replay(log: Iterable[Envelope[Any] | BadLine]) -> ReplayResult:
-    """Streams the log once; the cyclic GC is paused (the log creates no cycles, and scanning
-    the growing ledger on every allocation burst would dominate the replay)."""
+def replay(log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool = False) -> ReplayResult:
+    """Streams the log once and holds only what is still unmatched (plus the fold's own
+    state), so the audit of a long log needs little memory. The cyclic GC is paused: the log
+    creates no cycles, and scanning the growing fold state on every allocation burst would
+    dominate the replay."""
     with gc_paused():
-        return _replay(log)
+        return _replay(log, keep_recomputed)
 
 
-def _replay(log: Iterable[Envelope[Any] | BadLine]) -> ReplayResult:
+def _replay(log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool) -> ReplayResult:
     result = ReplayResult()
-    ledger = Ledger()
+    ledger = Ledger(keep_entries=keep_recomputed)
+    matcher = ChargeMatcher()
+    offer_recorded, offer_recomputed = matcher.offer_recorded, matcher.offer_recomputed
     for item in log:
         if isinstance(item, BadLine):
             result.bad_lines.append(item)
             continue
         result.events += 1
-        if isinstance(item.data, LedgerCharge):
-            result.recorded.append(item.data)
+        data = item.data
+        if isinstance(data, LedgerCharge):
+            offer_recorded(data)
         else:
-            ledger.apply(item.data, item.time)
+            for charge in ledger.apply(data, item.time):
+                offer_recomputed(charge)
+    result.recorded_count = matcher.recorded
+    result.recomputed_count = matcher.recomputed
     result.recomputed = ledger.entries
-    result.differences = compare(result.recorded, result.recomputed)
+    result.differences = matcher.differences()
     return result
 
 
 def compare(
-    recorded: list[LedgerCharge], recomputed: list[LedgerCharge], check_order: bool = True
+    recorded: Iterable[LedgerCharge], recomputed: Iterable[LedgerCharge], check_order: bool = True
 ) -> list[str]:
-    differences: list[str] = []
-    by_id_recorded = {c.charge_id: c for c in recorded}
-    by_id_recomputed = {c.charge_id: c for c in recomputed}
-    if len(by_id_recorded) != len(recorded):
-        differences.append("recorded: duplicate charge ids")
-    for charge_id in sorted(by_id_recomputed.keys() - by_id_recorded.keys()):
-        c = by_id_recomputed[charge_id]
-        differences.append(f"missing in the log: {charge_id} ({c.gpu_seconds} GPU-s)")
-    for charge_id in sorted(by_id_recorded.keys() - by_id_recomputed.keys()):
-        c = by_id_recorded[charge_id]
-        differences.append(f"not supported by the facts: {charge_id} ({c.gpu_seconds} GPU-s)")
-    for charge_id in sorted(by_id_recorded.keys() & by_id_recomputed.keys()):
-        a, b = by_id_recorded[charge_id], by_id_recomputed[charge_id]
-        if a != b:
+    """Differences between two complete lists of charges (empty when identical)."""
+    matcher = ChargeMatcher(check_order=check_order)
+    for charge in recomputed:
+        matcher.offer_recomputed(charge)
+    for charge in recorded:
+        matcher.offer_recorded(charge)
+    return matcher.differences()
+
+
+class ChargeMatcher:
+    """Pairs recorded charges with recomputed ones by id as either side arrives, in one pass.
+
+    A pair is compared when it completes and then forgotten; only unpaired charges and pairs
+    that differ are held. Order within a workload is checked on the fly: if the two sides
+    agree on the order, a workload's pairs complete in increasing order on both sides (a pair
+    completes no later than any pair that comes after it on both sides), so each pair must
+    come after the workload's previous pair on both sides; any disagreement breaks that for
+    some consecutive pair.
+    """
+
+    def __init__(self, check_order: bool = True) -> None:
+        self._check_order = check_order
+        self.recorded = 0
+        self.recomputed = 0
+        #: Unpaired charges, with their sequence number on their own side.
+        self._waiting_recorded: dict[str, tuple[int, LedgerCharge]] = {}
+        self._waiting_recomputed: dict[str, tuple[int, LedgerCharge]] = {}
+        #: Ids already paired (a recorded id seen again is a duplicate).
+        self._paired: set[str] = set()
+        self._duplicates: list[LedgerCharge] = []
+        self._different: list[tuple[LedgerCharge, LedgerCharge]] = []
+        #: workload -> (recorded seq, recomputed seq) of its last pair.
+        self._last_pair: dict[str, tuple[int, int]] = {}
+        self._out_of_order: set[str] = set()
+
+    def offer_recorded(self, charge: LedgerCharge) -> None:
+        self.recorded += 1
+        charge_id = charge.charge_id
+        twin = self._waiting_recomputed.pop(charge_id, None)
+        if twin is not None:
+            self._pair(charge, self.recorded, twin[1], twin[0])
+        elif charge_id in self._paired or charge_id in self._waiting_recorded:
+            self._duplicates.append(charge)
+        else:
+            self._waiting_recorded[charge_id] = (self.recorded, charge)
+
+    def offer_recomputed(self, charge: LedgerCharge) -> None:
+        self.recomputed += 1
+        twin = self._waiting_recorded.pop(charge.charge_id, None)
+        if twin is not None:
+            self._pair(twin[1], twin[0], charge, self.recomputed)
+        else:
+            self._waiting_recomputed[charge.charge_id] = (self.recomputed, charge)
+
+    def _pair(self, recorded: LedgerCharge, at: int, recomputed: LedgerCharge, seq: int) -> None:
+        self._paired.add(recorded.charge_id)
+        if not _equal(recorded, recomputed):
+            self._different.append((recorded, recomputed))
+        if self._check_order:
+            workload = recorded.workload_id
+            last = self._last_pair.get(workload)
+            if last is not None and (at < last[0] or seq < last[1]):
+                self._out_of_order.add(workload)
+            self._last_pair[workload] = (at, seq)
+
+    def differences(self) -> list[str]:
+        differences: list[str] = []
+        if self._duplicates:
+            differences.append("recorded: duplicate charge ids")
+        missing = self._waiting_recomputed
+        for charge_id in sorted(missing):
+            gpu_seconds = missing[charge_id][1].gpu_seconds
+            differences.append(f"missing in the log: {charge_id} ({gpu_seconds} GPU-s)")
+        unsupported = self._waiting_recorded
+        for charge_id in sorted(unsupported):
+            gpu_seconds = unsupported[charge_id][1].gpu_seconds
+            differences.append(f"not supported by the facts: {charge_id} ({gpu_seconds} GPU-s)")
+        for a, b in sorted(self._different, key=lambda pair: pair[0].charge_id):
             fields = [
                 f"{name}: log {getattr(a, name)!r} != facts {getattr(b, name)!r}"
                 for name in type(a).model_fields
                 if getattr(a, name) != getattr(b, name)
             ]
-            differences.append(f"differs: {charge_id}: " + "; ".join(fields))
-    if not differences and check_order:
-        # Order is only meaningful within one workload (one key, one partition): an export
-        # interleaves partitions as it reads them.
-        def per_workload(charges: list[LedgerCharge]) -> dict[str, list[str]]:
-            grouped: dict[str, list[str]] = {}
-            for c in charges:
-                grouped.setdefault(c.workload_id, []).append(c.charge_id)
-            return grouped
+            differences.append(f"differs: {a.charge_id}: " + "; ".join(fields))
+        if not differences:
+            differences += [
+                f"charges of {workload} are in another order"
+                for workload in sorted(self._out_of_order)
+            ]
+        if differences:
+            differences += self._total_differences()
+        return differences
 
-        recorded_order, recomputed_order = per_workload(recorded), per_workload(recomputed)
-        for workload in sorted(recorded_order):
-            if recorded_order[workload] != recomputed_order.get(workload):
-                differences.append(f"charges of {workload} are in another order")
-    if differences:
-        totals_log, totals_facts = charge_totals(recorded), charge_totals(recomputed)
+    def _total_differences(self) -> list[str]:
+        """What the differences amount to per budget, pool and hour. Paired equal charges add
+        the same to both sides, so the net difference of each total comes from the unpaired,
+        duplicated and differing charges alone (which are all that the matcher holds)."""
+        log = [
+            *(c for _, c in self._waiting_recorded.values()),
+            *self._duplicates,
+            *(a for a, _ in self._different),
+        ]
+        facts = [
+            *(c for _, c in self._waiting_recomputed.values()),
+            *(b for _, b in self._different),
+        ]
+        totals_log, totals_facts = charge_totals(log), charge_totals(facts)
+        differences = []
         for key in sorted(totals_log.keys() | totals_facts.keys()):
-            have, want = totals_log.get(key, 0), totals_facts.get(key, 0)
-            if have != want:
+            net = totals_log.get(key, 0) - totals_facts.get(key, 0)
+            if net:
                 budget, pool, hour = key
                 when = datetime.fromtimestamp(hour, UTC).isoformat()
                 differences.append(
-                    f"total {budget} in {pool}, hour {when}: log {have} GPU-s, facts {want} GPU-s"
+                    f"total {budget} in {pool}, hour {when}: the log charges {net:+d} GPU-s "
+                    "against the facts"
                 )
-    return differences
+        return differences
+
+
+def _equal(a: LedgerCharge, b: LedgerCharge) -> bool:
+    """Field-for-field equality (what pydantic's ``==`` checks for these frozen models with no
+    private or extra fields), without its per-call overhead: an audit compares every charge."""
+    return type(a) is type(b) and a.__dict__ == b.__dict__

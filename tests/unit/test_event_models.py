@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from events import (
@@ -19,7 +22,7 @@ from events import (
     new_event,
 )
 from events.models import ALL_EVENT_MODELS, LedgerCharge, NodeDown, WorkloadSubmitted
-from events.types import MAX_MIN_RUNTIME_S
+from events.types import MAX_MIN_RUNTIME_S, utc_epoch_seconds
 from tests.factories import T0, sample_events, submitted
 
 
@@ -113,6 +116,33 @@ def test_times_are_normalised_to_utc() -> None:
 
 
 UTC_TZ = UTC
+
+
+@given(
+    instant=st.datetimes(
+        min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+    ),
+    offset_minutes=st.integers(min_value=-14 * 60, max_value=14 * 60),
+)
+def test_any_offset_becomes_the_same_utc_instant_and_bytes(
+    instant: datetime, offset_minutes: int
+) -> None:
+    """Both branches of the UTC type (offset 0 kept natively, other offsets converted) give
+    the same instant, the same wire bytes and the same epoch seconds as ``timestamp()``."""
+    local = instant.astimezone(timezone(timedelta(minutes=offset_minutes)))
+    as_utc = NodeDown(node="n1", last_heartbeat=instant)
+    as_local = NodeDown(node="n1", last_heartbeat=local)
+    from_json = NodeDown.model_validate_json(as_local.model_dump_json())
+    assert as_utc == as_local == from_json
+    assert as_local.last_heartbeat.utcoffset() == timedelta(0)
+    assert orjson.dumps(as_utc.model_dump()) == orjson.dumps(from_json.model_dump())
+    for value in (as_utc.last_heartbeat, as_local.last_heartbeat, from_json.last_heartbeat):
+        assert utc_epoch_seconds(value) == math.floor(instant.timestamp())
+
+
+def test_epoch_seconds_refuses_a_naive_time() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        utc_epoch_seconds(datetime(2026, 1, 1))
 
 
 def test_payload_that_is_not_json_is_rejected() -> None:
