@@ -1,0 +1,155 @@
+"""Everything the running system reads, folded from the log in one place.
+
+The scheduler service, the API and the cluster agents all need the same picture: the cluster
+(nodes, workloads, queues), the budget tree with its memberships, the latest usage snapshot per
+pool and the decision record behind each command. They get it from this one composition of the
+pure folds, so what the API says about a workload is what the scheduler acted on.
+
+A live log can carry facts a fold rejects (a start for a workload nobody submitted, a weight
+change for a budget that does not exist): they are kept in ``rejected`` and logged, and never
+stop the reader.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.envelope import Envelope
+from events.models import (
+    BudgetClosed,
+    BudgetCreated,
+    BudgetWeightChanged,
+    DecisionRecord,
+    MembershipGranted,
+    MembershipRevoked,
+    PlaceCommand,
+    PreemptCommand,
+    UsageSnapshot,
+)
+from events.types import utc_epoch_seconds
+from projections.budget_tree import BudgetTree, BudgetTreeError
+from projections.cluster_state import ClusterState, ClusterStateError
+from projections.usage_window import HOUR
+
+log = logging.getLogger(__name__)
+
+_BUDGET_EVENTS = (
+    BudgetCreated,
+    BudgetWeightChanged,
+    BudgetClosed,
+    MembershipGranted,
+    MembershipRevoked,
+)
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """A command as the log holds it: when, what, and the decision record behind it."""
+
+    time: float
+    command: PlaceCommand | PreemptCommand
+
+    @property
+    def decision(self) -> DecisionRecord:
+        return self.command.decision
+
+
+@dataclass
+class RejectedFact:
+    event_id: str
+    type: str
+    reason: str
+
+
+@dataclass
+class LiveState:
+    cluster: ClusterState = field(default_factory=ClusterState)
+    tree: BudgetTree = field(default_factory=BudgetTree)
+    #: The latest usage snapshot per pool (by window end).
+    usage: dict[str, UsageSnapshot] = field(default_factory=dict)
+    #: Commands per workload, in log order.
+    commands: dict[str, list[CommandRecord]] = field(default_factory=dict)
+    #: Ids of every command seen (a scheduler that reads its own commands back issues none
+    #: twice).
+    command_ids: set[str] = field(default_factory=set)
+    #: Event ids already folded: a redelivered event is ignored.
+    event_ids: set[str] = field(default_factory=set)
+    rejected: list[RejectedFact] = field(default_factory=list)
+    #: Latest event time seen (epoch seconds).
+    latest_time: float = 0.0
+    events: int = 0
+
+    def apply(self, envelope: Envelope[Any]) -> bool:
+        """Fold one event in; False if it was a duplicate or was rejected."""
+        if envelope.id in self.event_ids:
+            return False
+        self.event_ids.add(envelope.id)
+        data = envelope.data
+        now = float(utc_epoch_seconds(envelope.time))
+        self.latest_time = max(self.latest_time, now)
+        self.events += 1
+        try:
+            if isinstance(data, _BUDGET_EVENTS):
+                self.tree.apply(data, envelope.time)
+            elif isinstance(data, UsageSnapshot):
+                current = self.usage.get(data.pool)
+                if current is None or data.window_end >= current.window_end:
+                    self.usage[data.pool] = data
+            else:
+                if isinstance(data, PlaceCommand | PreemptCommand):
+                    if data.command_id in self.command_ids:
+                        return False
+                    self.command_ids.add(data.command_id)
+                    self.commands.setdefault(data.workload_id, []).append(CommandRecord(now, data))
+                self.cluster.apply(data, now)
+        except (BudgetTreeError, ClusterStateError) as error:
+            self.rejected.append(RejectedFact(envelope.id, envelope.type, str(error)))
+            log.warning(
+                "fact rejected by the fold",
+                extra={"event_id": envelope.id, "type": envelope.type, "reason": str(error)},
+            )
+            return False
+        return True
+
+    # -- reading ---------------------------------------------------------------------------
+    def usage_in_window(self, pool: str, now: float) -> dict[str, float]:
+        """Allocated GPU-seconds per leaf budget in the window at ``now``: the charged usage of
+        the latest snapshot, plus what running allocated work has used since the hour the
+        snapshot reached (charges post per closed hour, so that part is not in it yet)."""
+        usage: dict[str, float] = {}
+        snapshot = self.usage.get(pool)
+        charged_until = 0.0
+        if snapshot is not None:
+            for entry in snapshot.budgets:
+                usage[entry.budget] = float(entry.allocated_gpu_s)
+            charged_until = utc_epoch_seconds(snapshot.window_end) // HOUR * HOUR
+        for workload_id in sorted(self.cluster.active.get(pool, ())):
+            workload = self.cluster.workloads[workload_id]
+            if not workload.allocated or workload.started_at is None:
+                continue
+            since = max(workload.started_at, charged_until)
+            if now > since:
+                usage[workload.budget] = usage.get(workload.budget, 0.0) + workload.gpus * (
+                    now - since
+                )
+        return usage
+
+    def usage_source(self, now: float) -> _UsageAt:
+        return _UsageAt(self, now)
+
+
+class _UsageAt:
+    """The scheduler core's usage source at one instant."""
+
+    def __init__(self, state: LiveState, now: float) -> None:
+        self._state, self._now = state, now
+        self._cache: dict[str, Mapping[str, float]] = {}
+
+    def __call__(self, pool: str) -> Mapping[str, float]:
+        cached = self._cache.get(pool)
+        if cached is None:
+            cached = self._cache[pool] = self._state.usage_in_window(pool, self._now)
+        return cached
