@@ -1,0 +1,119 @@
+"""The interface between the generic agent loop and a cluster: :class:`ClusterAdapter`.
+
+An adapter knows how to run things on one cluster (simulated nodes, this machine's processes,
+Slurm jobs, Kubernetes pods); the agent loop (:mod:`services.agents.agent`) knows Fairshare:
+it folds the log, decides what to start and stop, and publishes the facts. The loop calls the
+adapter from one thread only, and never blocks on it for long: ``start`` and ``stop`` return at
+once, and how runs end is learnt by polling :meth:`ClusterAdapter.poll_ended`.
+
+See ``docs/agents.md`` for how to write one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+#: GPU indices per node: ``(("node-01", (0, 1)), ...)``.
+PlacementSpec = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A node the adapter offers: registered by the agent as ``NodeRegistered``."""
+
+    name: str
+    gpus: int
+    gpu_type: str
+    #: The node's pool; None means the agent's default pool.
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One attempt of a workload to run on GPUs of this cluster."""
+
+    workload_id: str
+    attempt: int
+    placement: PlacementSpec
+    #: The workload's opaque spec (``command``, ``env``, ``duration_s``, ...).
+    spec: Mapping[str, object] = field(default_factory=dict)
+    #: When the run started (epoch seconds, the agent's clock): now for a new run, the logged
+    #: start for a run adopted after a restart.
+    started_at: float = 0.0
+    budget: str = ""
+
+    @property
+    def run_id(self) -> str:
+        """A name unique to this attempt (job names, log files, pod names)."""
+        return f"{self.workload_id}-{self.attempt}"
+
+    def gpus_on(self, node: str) -> tuple[int, ...]:
+        for name, gpus in self.placement:
+            if name == node:
+                return gpus
+        return ()
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """A run that is over, as :meth:`ClusterAdapter.poll_ended` reports it."""
+
+    workload_id: str
+    attempt: int
+    #: The process's exit status; None when it never ran or the cluster does not say.
+    exit_code: int | None
+    message: str = ""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU's reading; the agent adds the occupant and its attempt."""
+
+    index: int
+    utilisation_pct: float = 0.0
+    memory_used_bytes: int = 0
+    memory_total_bytes: int | None = None
+
+
+@runtime_checkable
+class ClusterAdapter(Protocol):
+    """What the agent loop needs from a cluster. Every method must return quickly.
+
+    * :meth:`nodes` is read once, at start; the agent registers them.
+    * :meth:`start` launches a run and returns at once. If it cannot launch, it may raise (the
+      agent reports the run as failed) or report the run as ended by the next ``poll_ended``.
+    * :meth:`adopt` is called after a restart for runs that the log says are running on this
+      cluster but that this incarnation did not start: return True if the run is still being
+      tracked (it will end through ``poll_ended`` as usual), False if it cannot be recovered
+      (the agent reports it ``WorkloadLost``).
+    * :meth:`stop` asks a run to stop: SIGTERM (or the cluster's equivalent), then a kill after
+      ``grace_period_s``. It returns at once; the end comes through ``poll_ended``. Stopping a
+      run that already ended or is unknown does nothing.
+    * :meth:`poll_ended` returns each run that ended since the last call, exactly once.
+    * :meth:`reachable` is False for a node the agent must leave alone (no heartbeats, no
+      starts or stops there): the scheduler marks it down after the heartbeat timeout.
+    * :meth:`readings` returns the node's GPUs now, one sample per GPU index.
+    * :meth:`close` releases the adapter when the agent stops.
+    """
+
+    def nodes(self) -> Sequence[NodeSpec]: ...
+
+    def start(self, run: RunRequest) -> None: ...
+
+    def adopt(self, run: RunRequest) -> bool: ...
+
+    def stop(self, workload_id: str, attempt: int, grace_period_s: float) -> None: ...
+
+    def poll_ended(self) -> list[RunEnded]: ...
+
+    def reachable(self, node: str) -> bool: ...
+
+    def readings(self, node: str) -> Sequence[GpuSample]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,124 @@
+"""``fairshare agent simulated | local``: run a cluster agent against a Kafka.
+
+Wired into the main command as ``app.add_typer(agent_app, name="agent")``. Ctrl-C or SIGTERM
+finish the current round and stop cleanly (the local agent stops its processes: a restarted
+agent reports them lost, and the scheduler requeues the resumable ones).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from events import Topics
+
+agent_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Cluster agents: run the scheduler's commands on a cluster, report starts, ends and "
+    "heartbeats.",
+)
+
+console = Console(stderr=True, soft_wrap=True)
+
+KafkaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka",
+        envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
+        help="bootstrap servers of the Kafka the scheduler uses",
+    ),
+]
+PrefixOption = Annotated[
+    str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
+]
+ClusterOption = Annotated[str, typer.Option("--cluster", help="this cluster's name")]
+PoolOption = Annotated[
+    str | None, typer.Option("--pool", help="pool of the nodes (default: the cluster's name)")
+]
+HeartbeatOption = Annotated[
+    float, typer.Option("--heartbeat-s", min=0.1, help="seconds between heartbeats per node")
+]
+
+
+def _bootstrap_or_exit(kafka: str | None, topics: Topics) -> str:
+    from services.brokers import BrokerStartError, external_broker
+    from services.bus.admin import TopicSetupError, ensure_topics
+
+    try:
+        bootstrap = external_broker(kafka).bootstrap
+        ensure_topics(bootstrap, topics)
+    except (BrokerStartError, TopicSetupError) as error:
+        console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    return bootstrap
+
+
+def _serve(
+    adapter: object, kafka: str | None, topic_prefix: str, cluster: str, pool: str, hb: float
+) -> None:
+    from services.agents.adapter import ClusterAdapter
+    from services.agents.host import serve
+    from services.demo import stop_requested_on_signals
+
+    assert isinstance(adapter, ClusterAdapter)
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = _bootstrap_or_exit(kafka, topics)
+    nodes = ", ".join(f"{n.name} ({n.gpus} x {n.gpu_type})" for n in adapter.nodes())
+    console.print(f"agent of cluster {cluster} (pool {pool}) on {bootstrap}: {nodes}; Ctrl-C stops")
+    with stop_requested_on_signals() as stop:
+        agent = serve(adapter, bootstrap, topics, stop, cluster=cluster, pool=pool, heartbeat_s=hb)
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(agent.published.items())) or "nothing"
+    console.print(f"stopped; published {summary}")
+
+
+@agent_app.command()
+def simulated(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    cluster: ClusterOption = "sim",
+    pool: PoolOption = None,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, help="number of nodes")] = 4,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
+    gpu_type: Annotated[str, typer.Option("--gpu-type")] = "sim",
+    heartbeat_s: HeartbeatOption = 10.0,
+) -> None:
+    """A simulated cluster: runs each workload for its spec's duration_s (no duration: until
+    preempted or cancelled)."""
+    from services.agents.simulated import SimulatedAdapter, simulated_nodes
+
+    adapter = SimulatedAdapter(simulated_nodes(cluster, nodes, gpus_per_node, gpu_type))
+    _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s)
+
+
+@agent_app.command()
+def local(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    cluster: ClusterOption = "local",
+    pool: PoolOption = None,
+    node: Annotated[
+        str | None, typer.Option("--node", help="node name (default: this host's name)")
+    ] = None,
+    gpu_type: Annotated[
+        str | None, typer.Option("--gpu-type", help="default: NVML's name, or 'virtual'")
+    ] = None,
+    virtual_gpus: Annotated[
+        int, typer.Option("--virtual-gpus", min=1, help="GPU slots when NVML finds no GPU")
+    ] = 1,
+    log_dir: Annotated[Path, typer.Option("--log-dir", help="where each run's output goes")] = Path(
+        ".fairshare/agent-logs"
+    ),
+    heartbeat_s: HeartbeatOption = 10.0,
+) -> None:
+    """This machine: really runs each workload's spec command with CUDA_VISIBLE_DEVICES set,
+    GPU readings from NVML (or virtual GPU slots without a driver)."""
+    from services.agents.local import LocalAdapter
+
+    adapter = LocalAdapter(node, virtual_gpus=virtual_gpus, gpu_type=gpu_type, log_dir=log_dir)
+    if adapter.virtual:
+        console.print(f"no NVML GPU found: {virtual_gpus} virtual GPU slot(s)")
+    _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s)
