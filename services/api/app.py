@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Response, status
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from events.envelope import Envelope, new_event
@@ -84,6 +84,35 @@ def _refuse(code: int, detail: str, who: Principal | None = None) -> HTTPExcepti
     return HTTPException(code, detail=detail)
 
 
+_bearer = HTTPBearer(auto_error=False, description="a token from the tokens file")
+
+
+def principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller, from the bearer token (401 when missing or unknown)."""
+    if credentials is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail="missing bearer token (send 'Authorization: Bearer <token>')",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    tokens: dict[str, Principal] = request.app.state.tokens
+    who = tokens.get(credentials.credentials)
+    if who is None:
+        log.info("unknown token refused")
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail="unknown bearer token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return who
+
+
+User = Annotated[Principal, Depends(principal)]
+
+
 def create_app(
     view: LiveView,
     publisher: EventPublisher,
@@ -103,33 +132,12 @@ def create_app(
     )
     app.state.view = view
     app.state.publisher = publisher
-    bearer = HTTPBearer(auto_error=False, description="a token from the tokens file")
+    app.state.tokens = tokens
     publish_lock = threading.Lock()
     submit_lock = threading.Lock()
     #: Submissions this process published that the view has not folded yet (idempotency
     #: holds across the gap between flush and fold).
     unseen: dict[str, WorkloadSubmitted] = {}
-
-    def principal(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> Principal:
-        if credentials is None:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED,
-                detail="missing bearer token (send 'Authorization: Bearer <token>')",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        who = tokens.get(credentials.credentials)
-        if who is None:
-            log.info("unknown token refused")
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED,
-                detail="unknown bearer token",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        return who
-
-    User = Annotated[Principal, Depends(principal)]  # noqa: N806
 
     def ready() -> None:
         view.sync()
@@ -260,9 +268,6 @@ def create_app(
 
     def check_submission(state: LiveState, who: Principal, body: SubmitRequest, now: float) -> None:
         budget_or_404(state, body.budget)
-        refusal = auth.may_submit(who, state.tree, body.budget)
-        if refusal is not None:
-            raise _refuse(status.HTTP_403_FORBIDDEN, refusal, who)
         node = state.tree.nodes[body.budget]
         if not node.is_leaf:
             raise _field_error(
@@ -270,6 +275,13 @@ def create_app(
                 f"{body.budget} is not a leaf budget (it has {', '.join(node.children)}); "
                 "submit to one of its children",
             )
+        for index, pool in enumerate(body.pools):
+            if pool not in state.cluster.pools:
+                known = ", ".join(sorted(state.cluster.pools)) or "none"
+                raise _field_error(("pools", index), f"unknown pool {pool!r} (known: {known})")
+        refusal = auth.may_submit(who, state.tree, body.budget)
+        if refusal is not None:
+            raise _refuse(status.HTTP_403_FORBIDDEN, refusal, who)
         closed = [
             a for a in state.tree.ancestors(body.budget) if not state.tree.nodes[a].open_at(now)
         ]
@@ -277,10 +289,6 @@ def create_app(
             raise _refuse(
                 status.HTTP_409_CONFLICT, f"budget {body.budget} is closed ({closed[0]} was closed)"
             )
-        for index, pool in enumerate(body.pools):
-            if pool not in state.cluster.pools:
-                known = ", ".join(sorted(state.cluster.pools)) or "none"
-                raise _field_error(("pools", index), f"unknown pool {pool!r} (known: {known})")
 
     @app.get("/workloads", tags=["workloads"])
     def list_workloads(

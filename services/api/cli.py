@@ -1,0 +1,44 @@
+"""``fairshare api ...``: the Typer sub-app that runs the HTTP API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+api_app = typer.Typer(no_args_is_help=True, help="The HTTP API (FastAPI; OpenAPI at /docs).")
+
+
+@api_app.command("serve")
+def serve_command(
+    kafka: Annotated[
+        str,
+        typer.Option(
+            "--kafka", envvar="FAIRSHARE_KAFKA_BOOTSTRAP", help="bootstrap servers of Kafka"
+        ),
+    ],
+    topic_prefix: Annotated[
+        str,
+        typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix"),
+    ] = "fairshare.",
+    tokens: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokens",
+            envvar="FAIRSHARE_API_TOKENS",
+            help='JSON file {"<token>": {"user": "ana", "admin": false}}; default: demo tokens',
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+) -> None:
+    """Serve the API over Kafka until interrupted."""
+    from services.api.auth import TokenFileError
+    from services.api.server import serve
+
+    try:
+        serve(kafka, topic_prefix, tokens, host, port)
+    except TokenFileError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from error
