@@ -45,23 +45,28 @@ from events.models import (
     PreemptCommand,
     WorkloadFinished,
     WorkloadLost,
+    WorkloadPlaced,
     WorkloadPreempted,
     WorkloadStarted,
 )
 from events.topics import TopicKind
 from events.types import utc_epoch_seconds
-from projections.cluster_state import ACTIVE, WorkloadState
+from projections.cluster_state import ACTIVE, ClusterStateError, WorkloadState
 from projections.live_state import LiveState
 from services.agents.adapter import ClusterAdapter, NodeSpec, RunEnded, RunRequest
 from services.bus.port import EventPublisher, EventSubscriber, PublishError
 
 log = logging.getLogger(__name__)
 
-#: What the running agent follows (cluster first: a node is known before work is placed on it).
-AGENT_TOPICS: tuple[TopicKind, ...] = (TopicKind.CLUSTER, TopicKind.WORKLOADS, TopicKind.COMMANDS)
+#: What the running agent follows, in the order an in-memory poll (and the catch-up merge, for
+#: events of one instant) reads them: a node is known before work is placed on it, and a preempt
+#: command that frees GPUs comes before the placement that takes them.
+AGENT_TOPICS: tuple[TopicKind, ...] = (TopicKind.CLUSTER, TopicKind.COMMANDS, TopicKind.WORKLOADS)
 #: What it reads once on start: the above, plus heartbeats (for the last heartbeat of runs it
 #: cannot recover).
 CATCH_UP_TOPICS: tuple[TopicKind, ...] = (*AGENT_TOPICS, TopicKind.HEARTBEATS)
+#: Refused placements kept for a retry (they wait for a command or node of another topic).
+MAX_PARKED = 1000
 
 
 def fact_id(kind: str, workload_id: str, attempt: int) -> str:
@@ -128,6 +133,8 @@ class ClusterAgent:
         self._sequence: dict[str, int] = {}
         self._next_heartbeat = -math.inf
         self._warned: set[str] = set()
+        #: Placements the fold refused, retried after each later event (see :meth:`observe`).
+        self.parked: list[Envelope[Any]] = []
         self.started = False
 
     # -- reading the log -------------------------------------------------------------------
@@ -139,7 +146,35 @@ class ClusterAgent:
             # ids (they are most of the log, and a repeated one changes nothing).
             self.state.cluster.apply(envelope.data, float(utc_epoch_seconds(envelope.time)))
             return
-        self.state.apply(envelope)
+        rejected = len(self.state.rejected)
+        if self.state.apply(envelope):
+            if self.parked:
+                self._retry_parked()
+        elif len(self.state.rejected) > rejected and isinstance(envelope.data, WorkloadPlaced):
+            self._park(envelope)
+
+    def _park(self, envelope: Envelope[Any]) -> None:
+        """Topics are not ordered with one another: a placement can be read before the preempt
+        command that freed its GPUs (or the node's registration). The fold refuses it then;
+        keep it and try again once more of the log is in."""
+        self.parked.append(envelope)
+        if len(self.parked) > MAX_PARKED:
+            dropped = self.parked.pop(0)
+            log.error("dropped a refused placement", extra={"event_id": dropped.id})
+
+    def _retry_parked(self) -> None:
+        progress = True
+        while progress and self.parked:
+            progress = False
+            for envelope in list(self.parked):
+                try:
+                    self.state.cluster.apply(envelope.data, float(utc_epoch_seconds(envelope.time)))
+                except ClusterStateError:
+                    continue
+                self.parked.remove(envelope)
+                self.state.rejected = [r for r in self.state.rejected if r.event_id != envelope.id]
+                progress = True
+                log.info("a refused placement now applies", extra={"event_id": envelope.id})
 
     def catch_up(self, history: Iterable[Envelope[Any]]) -> int:
         """Fold the log up to its end, before acting on anything."""
@@ -292,7 +327,9 @@ class ClusterAgent:
         if not self._reachable(workload.placement):
             return  # a failed node: the scheduler will find it down
         run = self.runs.get(workload_id)
-        command = self._preempt_command(workload) if workload.preempting else None
+        # From the commands seen, not the fold's ``preempting`` flag: a preempt command read
+        # before its workload's placement (topics are not ordered together) is not lost.
+        command = self._preempt_command(workload)
         if run is None:
             if workload.status == "running":
                 run = self._adopt(workload, now)

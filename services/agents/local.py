@@ -24,15 +24,27 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
 
 log = logging.getLogger(__name__)
 
 
+class GpuProbe(Protocol):
+    """What the local adapter reads GPUs with: NVML, or a stand-in in tests."""
+
+    count: int
+
+    def gpu_type(self) -> str: ...
+
+    def sample(self, index: int) -> GpuSample: ...
+
+    def shutdown(self) -> None: ...
+
+
 class Nvml:
-    """The few NVML calls the agent makes, behind one object (so tests can replace it)."""
+    """The few NVML calls the agent makes, behind one object (a :class:`GpuProbe`)."""
 
     def __init__(self) -> None:
         import pynvml  # type: ignore[import-untyped]
@@ -123,11 +135,13 @@ class LocalAdapter:
         virtual_gpus: int = 1,
         gpu_type: str | None = None,
         use_nvml: bool = True,
-        nvml: Nvml | None = None,
+        nvml: GpuProbe | None = None,
         log_dir: Path | None = None,
         shutdown_grace_s: float = 5.0,
     ) -> None:
-        self._nvml = nvml if nvml is not None else (open_nvml() if use_nvml else None)
+        self._nvml: GpuProbe | None = (
+            nvml if nvml is not None else (open_nvml() if use_nvml else None)
+        )
         if self._nvml is not None:
             gpus = self._nvml.count
             detected_type = self._nvml.gpu_type()
