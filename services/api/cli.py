@@ -10,6 +10,11 @@ import typer
 api_app = typer.Typer(no_args_is_help=True, help="The HTTP API (FastAPI; OpenAPI at /docs).")
 
 
+@api_app.callback()
+def _api() -> None:
+    """The HTTP API (FastAPI; OpenAPI at /docs)."""
+
+
 @api_app.command("serve")
 def serve_command(
     kafka: Annotated[

@@ -573,3 +573,26 @@ def test_view_reads_its_own_log() -> None:
     assert view.wait_for(envelope.id, 1.0)
     assert view.caught_up
     assert "lab" in view.state.tree.nodes
+
+
+def test_tokens_file(tmp_path: Any) -> None:
+    from services.api.auth import Principal, TokenFileError, load_tokens
+
+    path = tmp_path / "tokens.json"
+    path.write_text(
+        '{"s3cret-token-1": {"user": "ana"}, "s3cret-token-2": {"user": "root", "admin": true}}'
+    )
+    assert load_tokens(path) == {
+        "s3cret-token-1": Principal("ana", False),
+        "s3cret-token-2": Principal("root", True),
+    }
+    for bad, needle in (
+        ('{"s3cret-token-1": {"user": "has space"}}', "user"),
+        ('{"s3cret-token-1": {"user": "ana", "role": "x"}}', "role"),
+        ('{"short": {"user": "ana"}}', "shorter than 8"),
+        ("[1]", "JSON object"),
+        ("{", "not JSON"),
+    ):
+        path.write_text(bad)
+        with pytest.raises(TokenFileError, match=needle):
+            load_tokens(path)
