@@ -13,6 +13,7 @@ stop the reader.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,9 +26,11 @@ from events.models import (
     DecisionRecord,
     MembershipGranted,
     MembershipRevoked,
+    NodeRegistered,
     PlaceCommand,
     PreemptCommand,
     UsageSnapshot,
+    WorkloadSubmitted,
 )
 from events.types import utc_epoch_seconds
 from projections.budget_tree import BudgetTree, BudgetTreeError
@@ -43,6 +46,13 @@ _BUDGET_EVENTS = (
     MembershipGranted,
     MembershipRevoked,
 )
+
+
+#: Events after which a waiting fact may now apply.
+_CREATES = (BudgetCreated, NodeRegistered, WorkloadSubmitted)
+#: How the folds say that a fact refers to something they have not seen.
+_MISSING = re.compile(r"unknown|does not exist")
+MAX_WAITING = 10_000
 
 
 @dataclass(frozen=True)
@@ -78,19 +88,34 @@ class LiveState:
     #: Event ids already folded: a redelivered event is ignored.
     event_ids: set[str] = field(default_factory=set)
     rejected: list[RejectedFact] = field(default_factory=list)
+    #: Facts about something not seen yet (a budget under a parent not yet read, a placement on
+    #: a node not yet registered): tried again each time something new is created.
+    waiting: list[Envelope[Any]] = field(default_factory=list)
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
     events: int = 0
 
     def apply(self, envelope: Envelope[Any]) -> bool:
-        """Fold one event in; False if it was a duplicate or was rejected."""
+        """Fold one event in; False if it was a duplicate, was rejected or has to wait."""
         if envelope.id in self.event_ids:
             return False
         self.event_ids.add(envelope.id)
+        applied = self._apply(envelope, retrying=False)
+        if applied and isinstance(envelope.data, _CREATES) and self.waiting:
+            self._retry_waiting()
+        return applied
+
+    def _retry_waiting(self) -> None:
+        progress = True
+        while progress and self.waiting:
+            waiting, self.waiting = self.waiting, []
+            progress = False
+            for envelope in waiting:
+                progress |= self._apply(envelope, retrying=True)
+
+    def _apply(self, envelope: Envelope[Any], retrying: bool) -> bool:
         data = envelope.data
         now = float(utc_epoch_seconds(envelope.time))
-        self.latest_time = max(self.latest_time, now)
-        self.events += 1
         try:
             if isinstance(data, _BUDGET_EVENTS):
                 self.tree.apply(data, envelope.time)
@@ -102,17 +127,41 @@ class LiveState:
                 if isinstance(data, PlaceCommand | PreemptCommand):
                     if data.command_id in self.command_ids:
                         return False
+                    self.cluster.apply(data, now)
                     self.command_ids.add(data.command_id)
                     self.commands.setdefault(data.workload_id, []).append(CommandRecord(now, data))
-                self.cluster.apply(data, now)
+                else:
+                    self.cluster.apply(data, now)
         except (BudgetTreeError, ClusterStateError) as error:
-            self.rejected.append(RejectedFact(envelope.id, envelope.type, str(error)))
+            reason = str(error)
+            if _MISSING.search(reason) and len(self.waiting) < MAX_WAITING:
+                self.waiting.append(envelope)
+                return False
+            self.rejected.append(RejectedFact(envelope.id, envelope.type, reason))
             log.warning(
                 "fact rejected by the fold",
-                extra={"event_id": envelope.id, "type": envelope.type, "reason": str(error)},
+                extra={"event_id": envelope.id, "type": envelope.type, "reason": reason},
             )
             return False
+        if not retrying or now > self.latest_time:
+            self.latest_time = max(self.latest_time, now)
+        self.events += 1
         return True
+
+    def record_own(self, envelope: Envelope[Any]) -> None:
+        """Note an event whose effect on the cluster was already folded in by the one who
+        decided it (a scheduling pass folds its decisions as it makes them): when it comes back
+        from the log it is known by id and not applied twice."""
+        self.event_ids.add(envelope.id)
+        data = envelope.data
+        if (
+            isinstance(data, PlaceCommand | PreemptCommand)
+            and data.command_id not in self.command_ids
+        ):
+            self.command_ids.add(data.command_id)
+            self.commands.setdefault(data.workload_id, []).append(
+                CommandRecord(float(utc_epoch_seconds(envelope.time)), data)
+            )
 
     # -- reading ---------------------------------------------------------------------------
     def usage_in_window(self, pool: str, now: float) -> dict[str, float]:

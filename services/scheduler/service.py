@@ -1,0 +1,257 @@
+"""The scheduler service: the pure scheduling pass wrapped with Kafka.
+
+Every instance folds the whole log into a :class:`LiveState` (workloads, budgets, cluster,
+usage snapshots, heartbeats and its own past commands), so a restarted or standby instance has
+exactly the state the previous leader had. Only the lease holder runs passes: after each batch
+of changes, and on a timer (contracts end and heartbeats stop with the passage of time alone).
+When it takes the lease it first reads the log to its end, so it sees every command the
+previous leader issued; command ids are derived from (kind, workload, attempt), so a decision
+already in the log is never issued again.
+
+Liveness is decided here too: a node whose heartbeats stop for ``heartbeat_timeout_s`` is
+declared down (its workloads are then lost and requeued by the pass), and a down node that
+heartbeats again is declared up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from events import TopicKind, Topics, new_event
+from events.envelope import Envelope, derived_event_id
+from events.models import EventData, GpuHeartbeat, InputPosition, NodeDown, NodeUp, UsageSnapshot
+from projections.live_state import LiveState
+from services.bus.follower import LogFollower
+from services.bus.kafka import KafkaEventPublisher
+from services.bus.port import Delivery, EventPublisher, PublishError
+from services.scheduler.gc_pause import gc_paused
+from services.scheduler.lease import Lease, SoleInstance
+from services.scheduler.scheduling_pass import (
+    PassContext,
+    PassResult,
+    next_contract_expiry,
+    run_pass,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Follower(Protocol):
+    """What the service needs from the log (``LogFollower`` over Kafka; fakes in tests)."""
+
+    positions: dict[tuple[str, int], int]
+
+    def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]: ...
+
+    def catch_up(self, timeout_s: float = 60.0) -> list[Delivery]: ...
+
+    def close(self) -> None: ...
+
+
+SOURCE = "fairshare/scheduler"
+INPUTS = (
+    TopicKind.BUDGETS,
+    TopicKind.CLUSTER,
+    TopicKind.WORKLOADS,
+    TopicKind.COMMANDS,
+    TopicKind.USAGE,
+    TopicKind.HEARTBEATS,
+)
+#: Inputs that only move time forward; they trigger no pass by themselves.
+_QUIET = (GpuHeartbeat, UsageSnapshot)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    #: A pass at least this often, even with no new facts.
+    tick_s: float = 5.0
+    #: A node silent for this long is down.
+    heartbeat_timeout_s: float = 60.0
+    grace_period_s: int = 30
+    window_s: int = 7 * 24 * 3600
+    poll_s: float = 0.2
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        follow: Callable[[], Follower],
+        publisher: EventPublisher,
+        *,
+        lease: Lease | None = None,
+        config: SchedulerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.follow = follow
+        self.follower = follow()
+        self.publisher = publisher
+        self.lease = lease or SoleInstance()
+        self.config = config or SchedulerConfig()
+        self.clock = clock
+        self.state = LiveState()
+        self.passes = 0
+        self.published = 0
+        self._dirty = True
+        self._leading = False
+        self._last_pass = float("-inf")
+        self._last_pass_id = 0
+
+    @classmethod
+    def over_kafka(
+        cls,
+        bootstrap: str,
+        topics: Topics | None = None,
+        *,
+        lease: Lease | None = None,
+        config: SchedulerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> SchedulerService:
+        topics = topics or Topics()
+        return cls(
+            lambda: LogFollower(bootstrap, INPUTS, topics),
+            KafkaEventPublisher(bootstrap, topics, client_id="scheduler"),
+            lease=lease,
+            config=config,
+            clock=clock,
+        )
+
+    # -- the loop ------------------------------------------------------------------------
+    def fold(self, deliveries: list[Delivery]) -> None:
+        cluster = self.state.cluster
+        for delivery in deliveries:
+            data = delivery.envelope.data
+            if not self.state.apply(delivery.envelope):
+                continue
+            if not isinstance(data, _QUIET):
+                self._dirty = True
+            elif isinstance(data, GpuHeartbeat):
+                node = cluster.nodes.get(data.node)
+                if node is not None and node.down:
+                    self._dirty = True  # it is back: declare it up
+
+    def step(self) -> PassResult | None:
+        """One turn: read what is new; if leading and something is due, run a pass."""
+        self.fold(self.follower.poll(timeout_s=self.config.poll_s))
+        leading = self.lease.held()
+        if leading and not self._leading:
+            # Act only on the whole log: the previous leader's last commands included.
+            self.fold(self.follower.catch_up())
+            self._dirty = True
+            log.info("scheduler leading", extra={"events": self.state.events})
+        self._leading = leading
+        if not leading:
+            return None
+        now = self.clock()
+        if not (self._dirty or now - self._last_pass >= self.config.tick_s or self._expired(now)):
+            return None
+        return self.schedule(now)
+
+    def _expired(self, now: float) -> bool:
+        expiry = next_contract_expiry(self.state.cluster, self._last_pass)
+        return expiry is not None and expiry <= now
+
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        try:
+            self.fold(self.follower.catch_up())
+            while not should_stop():
+                try:
+                    self.step()
+                except PublishError as error:
+                    # The pass folded decisions the log did not take: start again from the log.
+                    log.error("publishing a pass failed; rebuilding from the log: %s", error)
+                    self.state = LiveState()
+                    self.follower.close()
+                    self.follower = self.follow()
+                    self.fold(self.follower.catch_up())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.follower.close()
+        self.publisher.close()
+        self.lease.close()
+
+    # -- one pass ------------------------------------------------------------------------
+    def schedule(self, now: float) -> PassResult:
+        cluster = self.state.cluster
+        liveness = self._liveness(now)
+        for fact in liveness:
+            cluster.apply(fact, now)
+        pass_id = max(self._last_pass_id + 1, int(now * 1000))
+        ctx = PassContext(
+            now=now,
+            pass_id=pass_id,
+            input_position=self._input_position(),
+            window_s=self.config.window_s,
+            grace_period_s=self.config.grace_period_s,
+        )
+        with gc_paused():
+            result = run_pass(cluster, self.state.tree, self.state.usage_source(now), ctx)
+        decided = [*liveness, *result.ordered]
+        envelopes = [self._envelope(data, now) for data in decided]
+        for envelope in envelopes:
+            self.publisher.publish(envelope)
+        if envelopes:
+            self.publisher.flush()
+        for envelope in envelopes:
+            self.state.record_own(envelope)
+        self.passes += 1
+        self.published += len(envelopes)
+        self._dirty = False
+        self._last_pass = now
+        self._last_pass_id = pass_id
+        if decided:
+            log.info(
+                "scheduling pass",
+                extra={
+                    "pass_id": pass_id,
+                    "commands": len(result.commands),
+                    "facts": len(result.events) + len(liveness),
+                },
+            )
+        return result
+
+    def _liveness(self, now: float) -> list[EventData]:
+        facts: list[EventData] = []
+        timeout = self.config.heartbeat_timeout_s
+        for name in sorted(self.state.cluster.nodes):
+            node = self.state.cluster.nodes[name]
+            if node.last_heartbeat is None:
+                continue
+            silent = now - node.last_heartbeat
+            if not node.down and silent > timeout:
+                facts.append(
+                    NodeDown(
+                        node=name,
+                        last_heartbeat=datetime.fromtimestamp(node.last_heartbeat, UTC),
+                    )
+                )
+            elif node.down and silent <= timeout:
+                facts.append(NodeUp(node=name))
+        return facts
+
+    def _input_position(self) -> tuple[InputPosition, ...]:
+        return tuple(
+            InputPosition(topic=topic, partition=partition, offset=offset)
+            for (topic, partition), offset in sorted(self.follower.positions.items())
+        )
+
+    def _envelope(self, data: EventData, now: float) -> Envelope[Any]:
+        """Ids derived from what was decided, so that the same decision made twice (a
+        standby that took over) carries the same id."""
+        identity = getattr(data, "command_id", None)
+        if identity is None and hasattr(data, "attempt"):
+            identity = f"{data.subject()}:{data.attempt}"
+        if identity is None:
+            identity = f"{data.subject()}:{int(now)}"
+        return new_event(
+            data,
+            source=SOURCE,
+            time=datetime.fromtimestamp(now, UTC),
+            event_id=derived_event_id("scheduler", data.event_type, identity),
+        )

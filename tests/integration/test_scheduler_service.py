@@ -1,0 +1,192 @@
+"""The scheduler service through a real broker: it places from the log, issues nothing twice
+after a restart, declares silent nodes down, and hands over to a standby on failure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from events import TopicKind, new_event
+from events.envelope import Envelope
+from events.models import (
+    BudgetCreated,
+    EventData,
+    GpuHeartbeat,
+    GpuReading,
+    NodeDown,
+    NodeRegistered,
+    PlaceCommand,
+    WorkloadLost,
+    WorkloadRequeued,
+    WorkloadStarted,
+)
+from services.bus.export import read_to_end
+from services.scheduler.lease import KafkaGroupLease
+from services.scheduler.service import SchedulerConfig, SchedulerService
+from tests.factories import submitted
+from tests.integration.kafka_bus import KafkaBus
+
+pytestmark = [pytest.mark.broker]
+
+T0 = float(int(time.time()) // 60 * 60)
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _publish(bus: KafkaBus, facts: list[tuple[EventData, float]]) -> None:
+    publisher = bus.publisher()
+    for data, at in facts:
+        publisher.publish(new_event(data, source="tests", time=datetime.fromtimestamp(at, UTC)))
+    publisher.flush()
+
+
+def _lab(nodes: int = 2) -> list[tuple[EventData, float]]:
+    facts: list[tuple[EventData, float]] = [
+        (BudgetCreated(budget="lab", created_by="admin"), T0),
+        (BudgetCreated(budget="lab/a", created_by="admin"), T0),
+        (BudgetCreated(budget="lab/b", created_by="admin"), T0),
+    ]
+    facts += [
+        (NodeRegistered(node=f"n{i}", cluster="c", pool="p", gpus=4, gpu_type="x"), T0)
+        for i in range(nodes)
+    ]
+    return facts
+
+
+def _log(bus: KafkaBus, kind: TopicKind) -> list[Envelope[Any]]:
+    from events import decode_binary
+
+    return [
+        decode_binary(r.value, r.headers)
+        for r in read_to_end(bus.broker.bootstrap, [bus.topics.name(kind)])
+    ]
+
+
+def _until(service: SchedulerService, done: Callable[[], bool], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        service.step()
+
+
+def _service(bus: KafkaBus, clock: Clock, **kwargs: Any) -> SchedulerService:
+    config = SchedulerConfig(tick_s=1.0, heartbeat_timeout_s=60, poll_s=0.1)
+    return SchedulerService.over_kafka(
+        bus.broker.bootstrap, bus.topics, config=config, clock=clock, **kwargs
+    )
+
+
+def test_places_from_the_log_and_a_restart_issues_nothing_twice(bus: KafkaBus) -> None:
+    _publish(
+        bus,
+        [
+            *_lab(),
+            (submitted("w1", budget="lab/a", pools=("p",), gpus=4, min_runtime_s=600), T0 + 1),
+            (submitted("w2", budget="lab/b", pools=("p",), gpus=2, min_runtime_s=0), T0 + 2),
+        ],
+    )
+    clock = Clock(T0 + 5)
+    first = _service(bus, clock)
+    _until(first, lambda: first.published >= 4)  # two place commands and two placed facts
+    commands = [e.data for e in _log(bus, TopicKind.COMMANDS)]
+    assert sorted(c.workload_id for c in commands) == ["w1", "w2"]
+    place = next(c for c in commands if c.workload_id == "w1")
+    assert isinstance(place, PlaceCommand)
+    assert place.allocated
+    assert place.decision.reason == "fairshare"
+    assert place.decision.input_position, "the decision names the log position it was made at"
+    first.close()
+
+    clock.now += 30
+    second = _service(bus, clock)
+    second.fold(second.follower.catch_up())
+    assert not second.state.rejected, "the log folds cleanly whatever the partition order"
+    assert not second.state.waiting
+    for _ in range(5):
+        second.step()
+    assert second.passes >= 1
+    assert second.published == 0, "nothing decided twice"
+    assert len(_log(bus, TopicKind.COMMANDS)) == 2
+    second.close()
+
+
+def test_a_silent_node_is_declared_down_and_its_work_lost_and_requeued(bus: KafkaBus) -> None:
+    _publish(
+        bus,
+        [
+            *_lab(nodes=1),
+            (submitted("w1", budget="lab/a", pools=("p",), gpus=4, min_runtime_s=600), T0 + 1),
+        ],
+    )
+    clock = Clock(T0 + 5)
+    service = _service(bus, clock)
+    _until(service, lambda: service.published >= 2)
+    place = next(e.data for e in _log(bus, TopicKind.COMMANDS))
+    beat = GpuHeartbeat(
+        node="n0",
+        cluster="c",
+        sequence=1,
+        gpus=tuple(
+            GpuReading(index=i, occupant="w1", attempt=1, utilisation_pct=90, memory_used_bytes=0)
+            for i in range(4)
+        ),
+    )
+    started = WorkloadStarted(
+        workload_id="w1", attempt=1, pool="p", placement=place.placement, allocated=True
+    )
+    _publish(bus, [(started, T0 + 10), (beat, T0 + 70)])
+    clock.now = T0 + 80
+    _until(service, lambda: service.state.cluster.workloads["w1"].status == "running")
+    assert not any(isinstance(e.data, NodeDown) for e in _log(bus, TopicKind.CLUSTER))
+
+    clock.now = T0 + 70 + 61  # silent for longer than the timeout
+    _until(service, lambda: service.state.cluster.workloads["w1"].status == "pending")
+    down = [e.data for e in _log(bus, TopicKind.CLUSTER) if isinstance(e.data, NodeDown)]
+    assert [d.node for d in down] == ["n0"]
+    assert down[0].last_heartbeat == datetime.fromtimestamp(T0 + 70, UTC)
+    workloads = [e.data for e in _log(bus, TopicKind.WORKLOADS)]
+    lost = [w for w in workloads if isinstance(w, WorkloadLost)]
+    assert [(w.workload_id, w.last_heartbeat) for w in lost] == [
+        ("w1", datetime.fromtimestamp(T0 + 70, UTC))
+    ]
+    assert any(isinstance(w, WorkloadRequeued) and w.reason == "lost" for w in workloads)
+    service.close()
+
+
+def test_a_standby_takes_over_when_the_leader_dies(bus: KafkaBus) -> None:
+    _publish(bus, _lab())
+    clock = Clock(T0 + 5)
+    leader = _service(bus, clock, lease=KafkaGroupLease(bus.broker.bootstrap, bus.topics))
+    deadline = time.monotonic() + 30
+    while not leader.lease.held():
+        assert time.monotonic() < deadline, "the first instance never got the lease"
+        leader.step()
+    standby = _service(bus, clock, lease=KafkaGroupLease(bus.broker.bootstrap, bus.topics))
+    for _ in range(10):
+        standby.step()
+        leader.step()
+    assert leader.lease.held()
+    assert not standby.lease.held(), "a joining standby does not take over"
+
+    _publish(bus, [(submitted("w1", budget="lab/a", pools=("p",), gpus=4), T0 + 6)])
+    _until(leader, lambda: leader.published >= 2)
+    for _ in range(5):
+        standby.step()
+    assert standby.published == 0, "the standby issues nothing while the leader lives"
+
+    leader.close()  # leaves the group: the standby gets the partition at the next rebalance
+    _publish(bus, [(submitted("w2", budget="lab/b", pools=("p",), gpus=4), T0 + 7)])
+    _until(standby, lambda: standby.published >= 2, timeout_s=60)
+    commands = [e.data for e in _log(bus, TopicKind.COMMANDS)]
+    assert sorted(c.workload_id for c in commands) == ["w1", "w2"], "no command issued twice"
+    standby.close()
