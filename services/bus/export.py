@@ -8,6 +8,7 @@ topic, which is exported too (as dead-letter events carrying the original bytes)
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ def read_to_end(
             "group.id": f"fairshare-reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 100,
         }
     )
     try:
@@ -59,10 +61,16 @@ def read_to_end(
         if not assignments:
             return
         consumer.assign(assignments)
+        last_progress = time.monotonic()
         while remaining:
-            messages = consumer.consume(num_messages=1000, timeout=timeout_s)
+            # A short wait per call: consume() blocks until it has the full batch or the
+            # timeout passes, and the tail of a log is usually less than a batch.
+            messages = consumer.consume(num_messages=1000, timeout=0.2)
             if not messages:
-                raise TimeoutError(f"reading stalled with {len(remaining)} partition(s) left")
+                if time.monotonic() - last_progress > timeout_s:
+                    raise TimeoutError(f"reading stalled with {len(remaining)} partition(s) left")
+                continue
+            last_progress = time.monotonic()
             for message in messages:
                 if message.error() is not None:
                     continue

@@ -94,6 +94,9 @@ class LogFollower:
                 "group.id": f"fairshare-follower-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                # End-offset queries share the connection with fetches: a long fetch wait
+                # would delay every "have I caught up?" by as much.
+                "fetch.wait.max.ms": 50,
             }
         )
         metadata = self._consumer.list_topics(timeout=timeout_s).topics
@@ -148,7 +151,7 @@ class LogFollower:
         while not self.caught_up_with(ends):
             if time.monotonic() > deadline:
                 raise TimeoutError("could not read up to the end of the log in time")
-            deliveries += self.poll(timeout_s=0.5, max_records=5000)
+            deliveries += self.poll(timeout_s=0.05, max_records=5000)
         return in_time_order(deliveries, self.topics)
 
     def close(self) -> None:
