@@ -26,11 +26,9 @@ from events.models import (
     DecisionRecord,
     MembershipGranted,
     MembershipRevoked,
-    NodeRegistered,
     PlaceCommand,
     PreemptCommand,
     UsageSnapshot,
-    WorkloadSubmitted,
 )
 from events.types import utc_epoch_seconds
 from projections.budget_tree import BudgetTree, BudgetTreeError
@@ -48,11 +46,12 @@ _BUDGET_EVENTS = (
 )
 
 
-#: Events after which a waiting fact may now apply.
-_CREATES = (BudgetCreated, NodeRegistered, WorkloadSubmitted)
-#: How the folds say that a fact refers to something they have not seen.
-_MISSING = re.compile(r"unknown|does not exist")
-MAX_WAITING = 10_000
+#: How the folds say that a fact depends on one not read yet: something not created yet, or
+#: GPUs whose release (a preemption, an end, on another topic) has not been read yet.
+_MISSING = re.compile(r"unknown|does not exist|already assigned")
+MAX_WAITING = 1_000
+#: A fact still waiting when the log has moved this far past it will not apply: rejected.
+WAIT_LIMIT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -88,8 +87,10 @@ class LiveState:
     #: Event ids already folded: a redelivered event is ignored.
     event_ids: set[str] = field(default_factory=set)
     rejected: list[RejectedFact] = field(default_factory=list)
-    #: Facts about something not seen yet (a budget under a parent not yet read, a placement on
-    #: a node not yet registered): tried again each time something new is created.
+    #: Facts that depend on one not read yet (a budget under a parent not yet read, a placement
+    #: on a node not yet registered or on GPUs whose release is on another topic): tried again
+    #: after each fact that applies. Partitions interleave as fetches return, so a reader
+    #: cannot rely on cross-topic order.
     waiting: list[Envelope[Any]] = field(default_factory=list)
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
@@ -101,7 +102,7 @@ class LiveState:
             return False
         self.event_ids.add(envelope.id)
         applied = self._apply(envelope, retrying=False)
-        if applied and isinstance(envelope.data, _CREATES) and self.waiting:
+        if applied and self.waiting:
             self._retry_waiting()
         return applied
 
@@ -112,6 +113,20 @@ class LiveState:
             progress = False
             for envelope in waiting:
                 progress |= self._apply(envelope, retrying=True)
+        expired = [
+            e for e in self.waiting if utc_epoch_seconds(e.time) < self.latest_time - WAIT_LIMIT_S
+        ]
+        if expired:
+            self.waiting = [e for e in self.waiting if e not in expired]
+            for envelope in expired:
+                self._reject(envelope, "still inapplicable long after its time")
+
+    def _reject(self, envelope: Envelope[Any], reason: str) -> None:
+        self.rejected.append(RejectedFact(envelope.id, envelope.type, reason))
+        log.warning(
+            "fact rejected by the fold",
+            extra={"event_id": envelope.id, "type": envelope.type, "reason": reason},
+        )
 
     def _apply(self, envelope: Envelope[Any], retrying: bool) -> bool:
         data = envelope.data
@@ -137,11 +152,7 @@ class LiveState:
             if _MISSING.search(reason) and len(self.waiting) < MAX_WAITING:
                 self.waiting.append(envelope)
                 return False
-            self.rejected.append(RejectedFact(envelope.id, envelope.type, reason))
-            log.warning(
-                "fact rejected by the fold",
-                extra={"event_id": envelope.id, "type": envelope.type, "reason": reason},
-            )
+            self._reject(envelope, reason)
             return False
         if not retrying or now > self.latest_time:
             self.latest_time = max(self.latest_time, now)

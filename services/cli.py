@@ -57,18 +57,40 @@ def _root(
 @app.command()
 def up(
     kafka: KafkaOption = None,
-    data_dir: Annotated[Path, typer.Option(help="where the embedded broker keeps data")] = (
+    data_dir: Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")] = (
         DEFAULT_DATA_DIR
     ),
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FAIRSHARE_DATABASE_URL",
+            help="read models' database (default: SQLite in --data-dir)",
+        ),
+    ] = None,
     duration: Annotated[
         float | None, typer.Option(help="stop after this many seconds (default: until Ctrl-C)")
     ] = None,
     topic_prefix: PrefixOption = "fairshare.",
+    agent: Annotated[str, typer.Option(help="simulated, or local (really runs commands)")] = (
+        "simulated"
+    ),
+    api_port: Annotated[int, typer.Option(help="port of the API and dashboard")] = 8000,
+    nodes: Annotated[int, typer.Option(help="simulated nodes")] = 4,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per simulated node")] = 4,
+    submit_every: Annotated[
+        float, typer.Option(help="mean seconds between synthetic submissions (0: none)")
+    ] = 4.0,
 ) -> None:
-    """Run Fairshare on embedded defaults (for now: the event round-trip demo)."""
+    """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
+    agent and a steady stream of workloads. Ctrl-C stops everything."""
     from services.brokers import BrokerStartError, external_broker, start_noida
-    from services.demo import run_demo
+    from services.demo import stop_requested_on_signals
+    from services.launcher import UpConfig, run_stack
 
+    if agent not in ("simulated", "local"):
+        err_console.print("[red]--agent:[/] simulated or local")
+        raise typer.Exit(2)
+    data_dir.mkdir(parents=True, exist_ok=True)
     try:
         if kafka:
             broker = external_broker(kafka)
@@ -78,19 +100,39 @@ def up(
     except BrokerStartError as error:
         err_console.print(f"[red]no broker:[/] {error}")
         raise typer.Exit(2) from error
+    config = UpConfig(
+        bootstrap=broker.bootstrap,
+        topics=Topics(prefix=topic_prefix),
+        data_dir=data_dir,
+        database_url=database_url or f"sqlite:///{data_dir.resolve()}/fairshare.db",
+        api_port=api_port,
+        agent=agent,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        submit_every_s=submit_every,
+    )
+    started = time.monotonic()
     try:
-        console.print(f"broker ready: {broker.description}")
-        if duration is None:
-            console.print("press Ctrl-C to stop")
-        result = run_demo(
-            broker.bootstrap,
-            topics=Topics(prefix=topic_prefix),
-            duration_s=duration,
-            console=console,
-        )
+        console.print(f"broker   {broker.description}")
+        console.print(f"database {config.database_url}")
+        console.print("starting charging, projector, scheduler, agent and API ...")
+        with stop_requested_on_signals() as stop:
+
+            def should_stop() -> bool:
+                return stop() or (duration is not None and time.monotonic() - started > duration)
+
+            if duration is None:
+                console.print("press Ctrl-C to stop")
+            stack, problems = run_stack(config, should_stop, lambda line: console.print(line))
+    except RuntimeError as error:
+        err_console.print(f"[red]failed:[/] {error}")
+        raise typer.Exit(1) from error
     finally:
         broker.stop()
-    raise typer.Exit(0 if result.intact else 1)
+    console.print(f"stopped; {stack.submitted} workload(s) submitted by the demo stream")
+    for problem in problems:
+        err_console.print(f"[red]{problem}[/]")
+    raise typer.Exit(1 if problems else 0)
 
 
 @schemas_app.command("generate")
@@ -470,6 +512,55 @@ def bench_pipeline(
     from services.bench import pipeline_benchmark
 
     typer.echo(orjson.dumps(pipeline_benchmark(events, kafka)).decode())
+
+
+@app.command()
+def scheduler(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    tick_s: Annotated[float, typer.Option(help="a pass at least this often")] = 5.0,
+    heartbeat_timeout_s: Annotated[float, typer.Option(help="a silent node is down after")] = 60.0,
+    grace_period_s: Annotated[int, typer.Option(help="SIGTERM-to-SIGKILL of preemptions")] = 30,
+    lease: Annotated[
+        bool,
+        typer.Option(
+            "--lease/--sole",
+            help="take the lease (one active scheduler, standbys take over) or run alone",
+        ),
+    ] = True,
+) -> None:
+    """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
+    from services.demo import stop_requested_on_signals
+    from services.scheduler.lease import KafkaGroupLease, SoleInstance
+    from services.scheduler.service import SchedulerConfig, SchedulerService
+
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = _bootstrap_or_exit(kafka, topics)
+    service = SchedulerService.over_kafka(
+        bootstrap,
+        topics,
+        lease=KafkaGroupLease(bootstrap, topics) if lease else SoleInstance(),
+        config=SchedulerConfig(
+            tick_s=tick_s, heartbeat_timeout_s=heartbeat_timeout_s, grace_period_s=grace_period_s
+        ),
+    )
+    console.print(f"scheduling from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    with stop_requested_on_signals() as stop:
+        service.run(stop)
+    console.print(f"{service.passes} pass(es), {service.published} event(s) published")
+
+
+def _register_services() -> None:
+    from services.agents.cli import agent_app
+    from services.api.cli import api_app
+    from services.client.commands import register as register_client
+
+    app.add_typer(api_app, name="api")
+    app.add_typer(agent_app, name="agent")
+    register_client(app)
+
+
+_register_services()
 
 
 def main() -> None:
