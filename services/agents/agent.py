@@ -45,13 +45,12 @@ from events.models import (
     PreemptCommand,
     WorkloadFinished,
     WorkloadLost,
-    WorkloadPlaced,
     WorkloadPreempted,
     WorkloadStarted,
 )
 from events.topics import TopicKind
 from events.types import utc_epoch_seconds
-from projections.cluster_state import ACTIVE, ClusterStateError, WorkloadState
+from projections.cluster_state import ACTIVE, WorkloadState
 from projections.live_state import LiveState
 from services.agents.adapter import ClusterAdapter, NodeSpec, RunEnded, RunRequest
 from services.bus.port import EventPublisher, EventSubscriber, PublishError
@@ -65,8 +64,6 @@ AGENT_TOPICS: tuple[TopicKind, ...] = (TopicKind.CLUSTER, TopicKind.COMMANDS, To
 #: What it reads once on start: the above, plus heartbeats (for the last heartbeat of runs it
 #: cannot recover).
 CATCH_UP_TOPICS: tuple[TopicKind, ...] = (*AGENT_TOPICS, TopicKind.HEARTBEATS)
-#: Refused placements kept for a retry (they wait for a command or node of another topic).
-MAX_PARKED = 1000
 
 
 def fact_id(kind: str, workload_id: str, attempt: int) -> str:
@@ -133,8 +130,6 @@ class ClusterAgent:
         self._sequence: dict[str, int] = {}
         self._next_heartbeat = -math.inf
         self._warned: set[str] = set()
-        #: Placements the fold refused, retried after each later event (see :meth:`observe`).
-        self.parked: list[Envelope[Any]] = []
         self.started = False
 
     # -- reading the log -------------------------------------------------------------------
@@ -146,35 +141,7 @@ class ClusterAgent:
             # ids (they are most of the log, and a repeated one changes nothing).
             self.state.cluster.apply(envelope.data, float(utc_epoch_seconds(envelope.time)))
             return
-        rejected = len(self.state.rejected)
-        if self.state.apply(envelope):
-            if self.parked:
-                self._retry_parked()
-        elif len(self.state.rejected) > rejected and isinstance(envelope.data, WorkloadPlaced):
-            self._park(envelope)
-
-    def _park(self, envelope: Envelope[Any]) -> None:
-        """Topics are not ordered with one another: a placement can be read before the preempt
-        command that freed its GPUs (or the node's registration). The fold refuses it then;
-        keep it and try again once more of the log is in."""
-        self.parked.append(envelope)
-        if len(self.parked) > MAX_PARKED:
-            dropped = self.parked.pop(0)
-            log.error("dropped a refused placement", extra={"event_id": dropped.id})
-
-    def _retry_parked(self) -> None:
-        progress = True
-        while progress and self.parked:
-            progress = False
-            for envelope in list(self.parked):
-                try:
-                    self.state.cluster.apply(envelope.data, float(utc_epoch_seconds(envelope.time)))
-                except ClusterStateError:
-                    continue
-                self.parked.remove(envelope)
-                self.state.rejected = [r for r in self.state.rejected if r.event_id != envelope.id]
-                progress = True
-                log.info("a refused placement now applies", extra={"event_id": envelope.id})
+        self.state.apply(envelope)
 
     def catch_up(self, history: Iterable[Envelope[Any]]) -> int:
         """Fold the log up to its end, before acting on anything."""

@@ -544,13 +544,30 @@ def test_a_placement_read_before_the_preempt_that_freed_its_gpus_is_retried() ->
     submit(h, "preemptor", duration_s=10)
     place(h, "preemptor", gpus=(0,))  # the scheduler's pass: victim preempted, preemptor placed
     h.agent.pump(h.subscriber, 0)  # ... but the placement is read first
-    assert [p.workload_id for p in (e.data for e in h.agent.parked)] == ["preemptor"]
+    assert [e.data.workload_id for e in h.agent.state.waiting] == ["preemptor"]
     assert h.status("preemptor") == "pending"
     preempt(h, "victim", grace_s=30)
     h.tick()
-    assert h.agent.parked == []
+    assert h.agent.state.waiting == []
     assert h.status("preemptor") == "placed"
     h.tick()
     h.tick()
     assert [s.workload_id for s in h.facts(WorkloadStarted)] == ["victim", "preemptor"]
     assert [p.workload_id for p in h.facts(WorkloadPreempted)] == ["victim"]
+
+
+def test_facts_in_flight_are_not_published_again() -> None:
+    h = Harness()
+    submit(h, "w1", duration_s=5)
+    place(h, "w1")
+    h.agent.pump(h.subscriber, 0)
+    for _ in range(3):
+        h.agent.step()  # nothing read back in between
+    assert len(h.facts(WorkloadStarted)) == 1
+    h.clock.advance(5)
+    for _ in range(3):
+        h.agent.step()
+    assert len(h.facts(WorkloadFinished)) == 1
+    h.tick()
+    assert h.agent.in_flight == set()
+    assert h.status("w1") == "succeeded"
