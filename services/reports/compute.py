@@ -1,0 +1,615 @@
+"""The reports as pure functions of a read-model :class:`~services.reports.source.Snapshot`.
+
+* :func:`charges`: per budget x pool x period, charged (allocated) and free (unallocated)
+  GPU-seconds, entitlement, demand, owed, delivered/owed, workloads and preemptions, with
+  subtotals up the tree; corrections on their own rows.
+* :func:`utilisation`: per pool x period, like Slurm's ``sreport cluster utilization``.
+* :func:`users`: per budget x submitter x pool x period.
+
+Everything underneath is integer GPU-seconds (or exact fractions); subtotals are sums of the
+rows beneath them, so they add up exactly. Rows come in a fixed order and carry the horizon and
+the log position, never the wall clock, so the same log position yields the same report.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fractions import Fraction
+from itertools import pairwise
+
+from events.models import BudgetClosed
+from projections.budget_tree import ROOT, BudgetTree, BudgetTreeError, parent_of
+from services.reports import periods
+from services.reports.model import Column, Report, Value
+from services.reports.periods import HOUR, Period
+from services.reports.source import ENDED, Snapshot
+
+REPORTS = ("charges", "utilisation", "users")
+
+_PERIOD_COLUMNS = (
+    Column("period", "str", "hour, day, week (from Monday) or month"),
+    Column("period_start", "str", "UTC, inclusive"),
+    Column("period_end", "str", "UTC, exclusive"),
+)
+_POSITION_COLUMNS = (
+    Column("as_of", "str", "the latest event time in the read models (the report's 'now')"),
+    Column("log_position", "str", "topic/partition@next_offset the projector had read to"),
+)
+
+CHARGES_COLUMNS = (
+    *_PERIOD_COLUMNS,
+    Column("pool", "str"),
+    Column("budget", "str", "the budget's path; '*' for the pool's total"),
+    Column("parent", "str"),
+    Column("ancestors", "str", "from the top-level budget down, '|'-separated"),
+    Column("depth", "int", "0 for top-level budgets, -1 for the total"),
+    Column("leaf", "bool"),
+    Column("line", "str", "charges | correction (leaves), subtotal (inner budgets), total"),
+    Column("share", "ratio", "share of the pool at the period's start (or at creation)"),
+    Column("allocated", "gpu_s", "charged to the budget (corrections included in subtotals)"),
+    Column("unallocated", "gpu_s", "free burst occupancy, not charged"),
+    Column("entitlement", "gpu_s", "share x capacity x the period (up to as_of)"),
+    Column("demand", "gpu_s", "GPU-seconds of pending and running allocated work"),
+    Column("owed", "gpu_s", "entitlement capped at demand, moment by moment"),
+    Column("delivered_over_owed", "ratio", "allocated (with corrections) / owed"),
+    Column("workloads", "int", "workloads with entries on this line"),
+    Column("preemptions", "int", "preemptions suffered (not counting cancellations)"),
+    *_POSITION_COLUMNS,
+)
+
+UTILISATION_COLUMNS = (
+    *_PERIOD_COLUMNS,
+    Column("pool", "str", "'*' for the whole cluster"),
+    Column("gpus", "int", "GPUs of the pool's registered nodes"),
+    Column("capacity", "gpu_s", "gpus x the period (up to as_of)"),
+    Column("allocated", "gpu_s"),
+    Column("unallocated", "gpu_s"),
+    Column("down", "gpu_s", "GPUs of down nodes"),
+    Column("cordoned", "gpu_s", "GPUs of cordoned or drained nodes, not in use"),
+    Column(
+        "idle", "gpu_s", "the rest: capacity = allocated + unallocated + down + cordoned + idle"
+    ),
+    Column("occupancy", "ratio", "(allocated + unallocated) / capacity"),
+    *_POSITION_COLUMNS,
+)
+
+USERS_COLUMNS = (
+    *_PERIOD_COLUMNS,
+    Column("pool", "str"),
+    Column("budget", "str"),
+    Column("submitter", "str", "'*' on the budget's subtotal"),
+    Column("line", "str", "charges | correction | subtotal"),
+    Column("allocated", "gpu_s"),
+    Column("unallocated", "gpu_s"),
+    Column("workloads", "int"),
+    Column("preemptions", "int"),
+    *_POSITION_COLUMNS,
+)
+
+TOTAL = "*"
+
+
+# -- shared pieces ------------------------------------------------------------------------------
+def report_range(
+    snap: Snapshot, period: Period, start: int | None, end: int | None
+) -> tuple[int, int] | None:
+    """``[start, end)`` on period boundaries; by default from the first ledger bucket or
+    submission to the horizon. None when the read models are empty."""
+    if start is None:
+        candidates = [e.bucket_start for e in snap.entries]
+        candidates += [w.submitted_at for w in snap.workloads.values()]
+        if not candidates:
+            return None
+        start = min(candidates)
+    if end is None:
+        if snap.horizon is None:
+            return None
+        end = max(snap.horizon, start + 1)
+    lo = periods.floor(start, period)
+    hi = periods.ceil(end, period)
+    return (lo, hi) if lo < hi else None
+
+
+def _covered(snap: Snapshot, start: int, end: int) -> tuple[int, int]:
+    """The part of ``[start, end)`` the log has reached (up to the horizon)."""
+    limit = snap.horizon if snap.horizon is not None else start
+    return start, max(start, min(end, limit))
+
+
+def _period_values(period: Period, start: int, end: int) -> dict[str, Value]:
+    return {"period": period, "period_start": periods.iso(start), "period_end": periods.iso(end)}
+
+
+def _position_values(snap: Snapshot) -> dict[str, Value]:
+    return {
+        "as_of": None if snap.horizon is None else periods.iso(snap.horizon),
+        "log_position": snap.log_position,
+    }
+
+
+def _ratio(numerator: int, denominator: int) -> Fraction | None:
+    return None if denominator <= 0 else Fraction(numerator, denominator)
+
+
+def _in_subtree(budget: str, root: str | None) -> bool:
+    return root is None or budget == root or budget.startswith(root + "/")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def build_tree(snap: Snapshot) -> BudgetTree:
+    """The budget tree of the read models: current weights (the table keeps no history),
+    each budget from its creation to its closing."""
+    tree = BudgetTree()
+    for budget in sorted(snap.budgets, key=lambda b: b.budget):
+        try:
+            tree.create(budget.budget, budget.weight, float(budget.created_at), budget.pool_weights)
+        except BudgetTreeError:
+            continue  # a parent missing from the table: no share can be computed under it
+    for budget in snap.budgets:
+        if budget.closed_at is not None and budget.budget in tree.nodes:
+            closed = BudgetClosed(budget=budget.budget, closed_by="read-models")
+            tree.apply(closed, datetime.fromtimestamp(budget.closed_at, UTC))
+    return tree
+
+
+def _preemption_pool(snap: Snapshot, workload_id: str, attempt: int) -> str | None:
+    pools = snap.charged_pools.get((workload_id, attempt)) or snap.workload_pools.get(workload_id)
+    if pools:
+        return min(pools)
+    workload = snap.workloads.get(workload_id)
+    return workload.pools[0] if workload is not None and workload.pools else None
+
+
+def _preemptions(snap: Snapshot, period: Period) -> dict[tuple[int, str, str, str], int]:
+    """(period start, pool, budget, submitter) -> preemptions suffered (cancellations are the
+    submitter's own doing and not counted)."""
+    counts: dict[tuple[int, str, str, str], int] = defaultdict(int)
+    for p in snap.preemptions:
+        if p.reason == "cancel":
+            continue
+        workload = snap.workloads.get(p.workload_id)
+        pool = _preemption_pool(snap, p.workload_id, p.attempt)
+        if workload is None or pool is None:
+            continue
+        start = periods.floor(p.event_time, period)
+        counts[(start, pool, workload.budget, workload.submitter)] += 1
+    return counts
+
+
+@dataclass
+class _Line:
+    allocated: int = 0
+    unallocated: int = 0
+    workloads: set[str] = field(default_factory=set)
+
+    def add(self, allocated: bool, seconds: int, workload_id: str) -> None:
+        if allocated:
+            self.allocated += seconds
+        else:
+            self.unallocated += seconds
+        self.workloads.add(workload_id)
+
+
+# -- charges ------------------------------------------------------------------------------------
+def _demand_intervals(snap: Snapshot) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
+    """(leaf budget, pool) -> (from, to, GPUs) of allocated work wanting GPUs: from its
+    submission (kept across requeues) until it ended, or until the horizon if it has not. A
+    workload counts in the pools it was charged in, or, never charged, in each acceptable one."""
+    horizon = snap.horizon if snap.horizon is not None else 0
+    out: dict[tuple[str, str], list[tuple[int, int, int]]] = defaultdict(list)
+    for workload in snap.workloads.values():
+        if not workload.allocated:
+            continue
+        ended = workload.status in ENDED and workload.ended_at is not None
+        until = workload.ended_at if ended and workload.ended_at is not None else horizon
+        pools = snap.workload_pools.get(workload.workload_id) or set(workload.pools)
+        for pool in sorted(pools):
+            out[(workload.budget, pool)].append((workload.submitted_at, until, workload.gpus))
+    return out
+
+
+def _sweep(
+    intervals: Iterable[tuple[int, int, int]],
+    lo: int,
+    hi: int,
+    rate: Callable[[int], float],
+    demand: dict[int, int],
+    owed: dict[int, float],
+) -> None:
+    """Add, per hour, the demand (GPU-seconds) and what is owed: the integral of
+    ``min(rate(hour), demand(t))`` over the hour (``rate`` = share x capacity, in GPUs)."""
+    changes: dict[int, int] = defaultdict(int)
+    for start, end, gpus in intervals:
+        start, end = max(start, lo), min(end, hi)
+        if start < end:
+            changes[start] += gpus
+            changes[end] -= gpus
+    points = sorted(changes)
+    level = 0
+    for at, nxt in pairwise(points):
+        level += changes[at]
+        if level <= 0:
+            continue
+        a = at
+        while a < nxt:
+            hour = a // HOUR * HOUR
+            b = min(nxt, hour + HOUR)
+            demand[hour] = demand.get(hour, 0) + level * (b - a)
+            owed[hour] = owed.get(hour, 0.0) + min(rate(hour), float(level)) * (b - a)
+            a = b
+
+
+@dataclass
+class _Figures:
+    """One leaf budget in one pool and period."""
+
+    charges: _Line = field(default_factory=_Line)
+    corrections: _Line = field(default_factory=_Line)
+    entitlement: int = 0
+    demand: int = 0
+    owed: int = 0
+    preemptions: int = 0
+
+
+def charges(
+    snap: Snapshot,
+    period: Period,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    pool: str | None = None,
+    budget: str | None = None,
+) -> Report:
+    """The charges report (see the module's docstring and docs/reports.md)."""
+    report = Report("charges", period, None, None, snap.horizon, snap.log_position, CHARGES_COLUMNS)
+    bounds = report_range(snap, period, start, end)
+    if bounds is None:
+        return report
+    report.start, report.end = bounds
+    tiles = periods.tiles(*bounds, period)
+    tree = build_tree(snap)
+    pools = [p for p in snap.pools() if pool is None or p == pool]
+    figures: dict[tuple[int, str, str], _Figures] = defaultdict(_Figures)
+
+    def period_of(ts: int) -> int:
+        return periods.floor(ts, period)
+
+    for entry in snap.entries:
+        key = (period_of(entry.bucket_start), entry.pool, entry.budget)
+        line = figures[key].corrections if entry.correction else figures[key].charges
+        line.add(entry.allocated, entry.gpu_s, entry.workload_id)
+    for (at, pool_, leaf, _user), count in _preemptions(snap, period).items():
+        figures[(at, pool_, leaf)].preemptions += count
+
+    # Entitlement and owed, hour by hour, summed per period and rounded once per leaf-period.
+    lo, hi = _covered(snap, *bounds)
+    leaves = tree.leaves()
+    intervals = _demand_intervals(snap)
+    for pool_ in pools:
+        capacity = snap.capacity(pool_)
+        for leaf in sorted({*leaves, *(b for b, p in intervals if p == pool_)}):
+
+            def rate(
+                hour: int, leaf: str = leaf, pool_: str = pool_, capacity: int = capacity
+            ) -> float:
+                return tree.shares(pool_, float(hour)).get(leaf, 0.0) * capacity
+
+            entitled: dict[int, float] = defaultdict(float)
+            hour = lo // HOUR * HOUR
+            while hour < hi:
+                seconds = min(hi, hour + HOUR) - max(lo, hour)
+                entitled[period_of(hour)] += rate(hour) * seconds
+                hour += HOUR
+            demand: dict[int, int] = {}
+            owed: dict[int, float] = {}
+            _sweep(intervals.get((leaf, pool_), ()), lo, hi, rate, demand, owed)
+            per_period_owed: dict[int, float] = defaultdict(float)
+            per_period_demand: dict[int, int] = defaultdict(int)
+            for h in sorted(owed):
+                per_period_owed[period_of(h)] += owed[h]
+                per_period_demand[period_of(h)] += demand[h]
+            for at in sorted({*entitled, *per_period_owed}):
+                f = figures[(at, pool_, leaf)]
+                f.entitlement = round(entitled.get(at, 0.0))
+                f.demand = per_period_demand.get(at, 0)
+                f.owed = min(round(per_period_owed.get(at, 0.0)), f.entitlement, f.demand)
+
+    position = _position_values(snap)
+    for period_start, period_end in tiles:
+        for pool_ in pools:
+
+            def shares(path: str, pool_: str = pool_, at: int = period_start) -> float | None:
+                node = tree.nodes.get(path)
+                if node is None or not node.weights:
+                    return None
+                return tree.shares(pool_, max(float(at), node.weights[0][0])).get(path)
+
+            rows = _charges_block(
+                figures, tree, shares, period_start, pool_, budget, period_start, period_end
+            )
+            for row in rows:
+                report.rows.append(
+                    {**_period_values(period, period_start, period_end), **row, **position}
+                )
+    return report
+
+
+def _charges_block(
+    figures: dict[tuple[int, str, str], _Figures],
+    tree: BudgetTree,
+    shares: Callable[[str], float | None],
+    at: int,
+    pool: str,
+    root: str | None,
+    period_start: int,
+    period_end: int,
+) -> list[dict[str, Value]]:
+    """The rows of one pool in one period: the tree depth first, each inner budget's subtotal
+    before its children, each leaf's charges then its corrections, the pool's total last."""
+    leaves = {b for (a, p, b) in figures if a == at and p == pool}
+    for path, node in tree.nodes.items():
+        if path != ROOT and node.is_leaf and _open_during(tree, path, period_start, period_end):
+            leaves.add(path)
+    leaves = {b for b in leaves if _in_subtree(b, root)}
+    if not leaves:
+        return []
+    children: dict[str, set[str]] = defaultdict(set)
+    for leaf in leaves:
+        chain = _ancestors(leaf)
+        for parent, child in zip([ROOT, *chain], chain, strict=False):
+            children[parent].add(child)
+
+    rows: list[dict[str, Value]] = []
+    empty = _Figures()
+
+    def totals(path: str) -> dict[str, int]:
+        if path in children:
+            sums: dict[str, int] = defaultdict(int)
+            for child in children[path]:
+                for k, v in totals(child).items():
+                    sums[k] += v
+            return sums
+        f = figures.get((at, pool, path), empty)
+        return {
+            "allocated": f.charges.allocated + f.corrections.allocated,
+            "unallocated": f.charges.unallocated + f.corrections.unallocated,
+            "entitlement": f.entitlement,
+            "demand": f.demand,
+            "owed": f.owed,
+            "workloads": len(f.charges.workloads),
+            "preemptions": f.preemptions,
+        }
+
+    def base(path: str, line: str, leaf: bool) -> dict[str, Value]:
+        chain = _ancestors(path) if path != TOTAL else []
+        share = 1.0 if path in (TOTAL, ROOT) else shares(path)
+        return {
+            "pool": pool,
+            "budget": path,
+            "parent": None if path == TOTAL else parent_of(path) or None,
+            "ancestors": "|".join(chain[:-1]),
+            "depth": -1 if path == TOTAL else path.count("/"),
+            "leaf": leaf,
+            "line": line,
+            "share": None if share is None else Fraction(share),
+        }
+
+    def summary(path: str, line: str) -> dict[str, Value]:
+        t = totals(ROOT if path == TOTAL else path)
+        return {
+            **base(path, line, False),
+            **{k: t[k] for k in ("allocated", "unallocated", "entitlement", "demand", "owed")},
+            "delivered_over_owed": _ratio(t["allocated"], t["owed"]),
+            "workloads": t["workloads"],
+            "preemptions": t["preemptions"],
+        }
+
+    def walk(path: str) -> None:
+        if path in children:
+            rows.append(summary(path, "subtotal"))
+            for child in sorted(children[path]):
+                walk(child)
+            return
+        f = figures.get((at, pool, path), empty)
+        rows.append(
+            {
+                **base(path, "charges", True),
+                "allocated": f.charges.allocated,
+                "unallocated": f.charges.unallocated,
+                "entitlement": f.entitlement,
+                "demand": f.demand,
+                "owed": f.owed,
+                "delivered_over_owed": _ratio(
+                    f.charges.allocated + f.corrections.allocated, f.owed
+                ),
+                "workloads": len(f.charges.workloads),
+                "preemptions": f.preemptions,
+            }
+        )
+        if f.corrections.workloads:
+            rows.append(
+                {
+                    **base(path, "correction", True),
+                    "allocated": f.corrections.allocated,
+                    "unallocated": f.corrections.unallocated,
+                    "entitlement": None,
+                    "demand": None,
+                    "owed": None,
+                    "delivered_over_owed": None,
+                    "workloads": len(f.corrections.workloads),
+                    "preemptions": None,
+                }
+            )
+
+    for top in sorted(children[ROOT]):
+        walk(top)
+    rows.append(summary(TOTAL, "total"))
+    return rows
+
+
+def _open_during(tree: BudgetTree, path: str, start: int, end: int) -> bool:
+    node = tree.nodes[path]
+    created = node.weights[0][0] if node.weights else float("-inf")
+    return created < end and (node.closed_at is None or node.closed_at > start)
+
+
+# -- utilisation --------------------------------------------------------------------------------
+def utilisation(
+    snap: Snapshot,
+    period: Period,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    pool: str | None = None,
+) -> Report:
+    """Per pool and period: capacity split into allocated, unallocated, down, cordoned
+    (or drained) and idle GPU-seconds that add up to the capacity exactly."""
+    report = Report(
+        "utilisation", period, None, None, snap.horizon, snap.log_position, UTILISATION_COLUMNS
+    )
+    bounds = report_range(snap, period, start, end)
+    if bounds is None:
+        return report
+    report.start, report.end = bounds
+    pools = [p for p in snap.pools() if pool is None or p == pool]
+    used: dict[tuple[int, str], _Line] = defaultdict(_Line)
+    for entry in snap.entries:
+        used[(periods.floor(entry.bucket_start, period), entry.pool)].add(
+            entry.allocated, entry.gpu_s, entry.workload_id
+        )
+    position = _position_values(snap)
+    for period_start, period_end in periods.tiles(*bounds, period):
+        lo, hi = _covered(snap, period_start, period_end)
+        cluster: dict[str, int] = defaultdict(int)
+        for pool_ in pools:
+            gpus = snap.capacity(pool_)
+            capacity = gpus * (hi - lo)
+            line = used.get((period_start, pool_), _Line())
+            down = cordoned = 0
+            for node in snap.nodes:
+                if node.pool != pool_ or node.state not in ("down", "cordoned", "drained"):
+                    continue
+                overlap = max(0, hi - max(lo, node.changed_at)) * node.gpus
+                if node.state == "down":
+                    down += overlap
+                else:
+                    cordoned += overlap
+            busy = line.allocated + line.unallocated
+            down = max(0, min(down, capacity - busy))
+            cordoned = max(0, min(cordoned, capacity - busy - down))
+            figures = {
+                "gpus": gpus,
+                "capacity": capacity,
+                "allocated": line.allocated,
+                "unallocated": line.unallocated,
+                "down": down,
+                "cordoned": cordoned,
+                "idle": max(0, capacity - busy - down - cordoned),
+            }
+            for k, v in figures.items():
+                cluster[k] += v
+            report.rows.append(
+                _utilisation_row(period, period_start, period_end, pool_, figures, position)
+            )
+        if len(pools) > 1:
+            report.rows.append(
+                _utilisation_row(period, period_start, period_end, TOTAL, cluster, position)
+            )
+    return report
+
+
+def _utilisation_row(
+    period: Period,
+    start: int,
+    end: int,
+    pool: str,
+    figures: dict[str, int],
+    position: dict[str, Value],
+) -> dict[str, Value]:
+    return {
+        **_period_values(period, start, end),
+        "pool": pool,
+        **figures,
+        "occupancy": _ratio(figures["allocated"] + figures["unallocated"], figures["capacity"]),
+        **position,
+    }
+
+
+# -- users --------------------------------------------------------------------------------------
+def users(
+    snap: Snapshot,
+    period: Period,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    pool: str | None = None,
+    budget: str | None = None,
+) -> Report:
+    """Per leaf budget (within ``budget``'s subtree), submitter, pool and period: charged and
+    free GPU-seconds, corrections on their own rows, and a subtotal per budget."""
+    report = Report("users", period, None, None, snap.horizon, snap.log_position, USERS_COLUMNS)
+    bounds = report_range(snap, period, start, end)
+    if bounds is None:
+        return report
+    report.start, report.end = bounds
+    lines: dict[tuple[int, str, str, str], tuple[_Line, _Line]] = {}
+    for entry in snap.entries:
+        if (pool is not None and entry.pool != pool) or not _in_subtree(entry.budget, budget):
+            continue
+        workload = snap.workloads.get(entry.workload_id)
+        submitter = "(unknown)" if workload is None else workload.submitter
+        key = (periods.floor(entry.bucket_start, period), entry.pool, entry.budget, submitter)
+        pair = lines.setdefault(key, (_Line(), _Line()))
+        pair[1 if entry.correction else 0].add(entry.allocated, entry.gpu_s, entry.workload_id)
+    preempted = {
+        k: v
+        for k, v in _preemptions(snap, period).items()
+        if (pool is None or k[1] == pool) and _in_subtree(k[2], budget)
+    }
+    for key in preempted:
+        lines.setdefault(key, (_Line(), _Line()))
+    position = _position_values(snap)
+    by_block: dict[tuple[int, str, str], list[str]] = defaultdict(list)
+    for at, pool_, leaf, user in lines:
+        by_block[(at, pool_, leaf)].append(user)
+    for period_start, period_end in periods.tiles(*bounds, period):
+        head = _period_values(period, period_start, period_end)
+        for at, pool_, leaf in sorted(k for k in by_block if k[0] == period_start):
+            subtotal = {"allocated": 0, "unallocated": 0, "workloads": 0, "preemptions": 0}
+            rows: list[dict[str, Value]] = []
+            for user in sorted(by_block[(at, pool_, leaf)]):
+                charged, corrected = lines[(at, pool_, leaf, user)]
+                count = preempted.get((at, pool_, leaf, user), 0)
+                values = {
+                    "allocated": charged.allocated,
+                    "unallocated": charged.unallocated,
+                    "workloads": len(charged.workloads),
+                    "preemptions": count,
+                }
+                rows.append({"submitter": user, "line": "charges", **values})
+                if corrected.workloads:
+                    rows.append(
+                        {
+                            "submitter": user,
+                            "line": "correction",
+                            "allocated": corrected.allocated,
+                            "unallocated": corrected.unallocated,
+                            "workloads": len(corrected.workloads),
+                            "preemptions": None,
+                        }
+                    )
+                    values["allocated"] += corrected.allocated
+                    values["unallocated"] += corrected.unallocated
+                for k in subtotal:
+                    subtotal[k] += values[k]
+            rows.append({"submitter": TOTAL, "line": "subtotal", **subtotal})
+            for row in rows:
+                report.rows.append({**head, "pool": pool_, "budget": leaf, **row, **position})
+    return report

@@ -1,0 +1,94 @@
+"""Reporting periods: half-open ``[start, end)`` intervals in UTC that tile time exactly.
+
+Hours and days are fixed lengths; weeks start on Monday 00:00 UTC (ISO weeks); months are
+calendar months. Times are integer epoch seconds throughout.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal, get_args
+
+Period = Literal["hour", "day", "week", "month"]
+PERIODS: tuple[str, ...] = get_args(Period)
+
+HOUR = 3600
+DAY = 24 * HOUR
+
+
+def _dt(ts: int) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _ts(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def floor(ts: int, period: Period) -> int:
+    """Start of the period containing ``ts``."""
+    if period == "hour":
+        return ts // HOUR * HOUR
+    if period == "day":
+        return ts // DAY * DAY
+    day = _dt(ts // DAY * DAY)
+    if period == "week":
+        return _ts(day - timedelta(days=day.weekday()))
+    if period == "month":
+        return _ts(day.replace(day=1))
+    raise ValueError(f"period: one of {', '.join(PERIODS)}, not {period!r}")
+
+
+def following(start: int, period: Period) -> int:
+    """Start of the period after the one starting at ``start`` (``start`` is on a boundary)."""
+    if period == "hour":
+        return start + HOUR
+    if period == "day":
+        return start + DAY
+    if period == "week":
+        return start + 7 * DAY
+    if period == "month":
+        moment = _dt(start)
+        year, month = (
+            (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
+        )
+        return _ts(moment.replace(year=year, month=month))
+    raise ValueError(f"period: one of {', '.join(PERIODS)}, not {period!r}")
+
+
+def ceil(ts: int, period: Period) -> int:
+    """The first period boundary at or after ``ts``."""
+    start = floor(ts, period)
+    return start if start == ts else following(start, period)
+
+
+def tiles(start: int, end: int, period: Period) -> list[tuple[int, int]]:
+    """The periods covering ``[start, end)``: ``start`` is floored and ``end`` ceiled to
+    period boundaries, so consecutive periods share their boundary (no gap, no overlap)."""
+    out: list[tuple[int, int]] = []
+    at = floor(start, period)
+    last = ceil(end, period)
+    while at < last:
+        nxt = following(at, period)
+        out.append((at, nxt))
+        at = nxt
+    return out
+
+
+def parse_time(value: str) -> int:
+    """``2026-11-02``, ``2026-11-02T09:00``, ``2026-11-02T09:00:00Z`` or ``...+01:00`` (a
+    naive time is UTC), or epoch seconds, as epoch seconds."""
+    text = value.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if len(text) == 10:
+        parsed = date.fromisoformat(text)
+        return _ts(datetime(parsed.year, parsed.month, parsed.day, tzinfo=UTC))
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return _ts(moment)
+
+
+def iso(ts: int) -> str:
+    """``2026-11-02T09:00:00Z``: the one textual form of a time in every report."""
+    return _dt(ts).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,253 @@
+"""What the reports read from the SQL read models, in one consistent snapshot.
+
+Everything is read in one transaction (``REPEATABLE READ`` on PostgreSQL; SQLite's read
+transaction is a snapshot too), so the figures, the horizon and the projector's position all
+belong to the same moment of the log, even while the projector keeps writing.
+
+The *horizon* is the latest event time the read models hold (ledger entries, workload and node
+changes, budgets, decision records): "now" as far as the log is concerned. Reports use it, and
+never the wall clock, wherever an open interval must end (pending work, a node still down), so
+regenerating a report from the same log position gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, select
+
+from events.models.ledger import parse_charge_id
+from projections.sql.tables import (
+    budgets,
+    decision_records,
+    ledger_entries,
+    nodes,
+    projector_positions,
+    workloads,
+)
+
+DEFAULT_PROJECTOR = "read-models"
+#: Workload statuses after which it wants no GPUs (until a requeue makes it pending again).
+ENDED = ("succeeded", "failed", "cancelled", "preempted", "lost")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One ledger entry, signed as it adds to its budget (a reversal is negative)."""
+
+    workload_id: str
+    budget: str
+    pool: str
+    bucket_start: int
+    allocated: bool
+    correction: bool
+    gpu_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    workload_id: str
+    budget: str
+    pools: tuple[str, ...]
+    gpus: int
+    allocated: bool
+    submitter: str
+    status: str
+    submitted_at: int
+    ended_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node: str
+    pool: str
+    gpus: int
+    state: str
+    changed_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    budget: str
+    weight: float
+    pool_weights: dict[str, float]
+    created_at: int
+    closed_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    workload_id: str
+    attempt: int
+    reason: str
+    event_time: int
+
+
+@dataclass
+class Snapshot:
+    positions: list[tuple[str, int, int]]
+    horizon: int | None
+    entries: list[Entry]
+    workloads: dict[str, Workload]
+    nodes: list[Node]
+    budgets: list[Budget]
+    preemptions: list[Preemption]
+    #: Pools each (workload, attempt) was charged in (from the charge ids).
+    charged_pools: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    #: Pools each workload was charged in, any attempt.
+    workload_pools: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def log_position(self) -> str:
+        """``topic/partition@next_offset`` of every partition the projector has read, sorted:
+        the position the figures were computed at ("" before anything was projected)."""
+        return ";".join(f"{t}/{p}@{o}" for t, p, o in self.positions)
+
+    def pools(self) -> list[str]:
+        found = {n.pool for n in self.nodes} | {e.pool for e in self.entries}
+        return sorted(found)
+
+    def capacity(self, pool: str) -> int:
+        return sum(n.gpus for n in self.nodes if n.pool == pool)
+
+
+def _max(connection: Connection, *columns: Any) -> int | None:
+    found = [connection.execute(select(func.max(c))).scalar() for c in columns]
+    values = [int(v) for v in found if v is not None]
+    return max(values) if values else None
+
+
+def load(
+    engine: Engine,
+    start: int | None = None,
+    end: int | None = None,
+    projector: str = DEFAULT_PROJECTOR,
+) -> Snapshot:
+    """Read the read models; ledger entries only of hour buckets in ``[start, end)``."""
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            return _load(connection, start, end, projector)
+
+
+def _load(connection: Connection, start: int | None, end: int | None, projector: str) -> Snapshot:
+    positions = sorted(
+        (str(t), int(p), int(o))
+        for t, p, o in connection.execute(
+            select(
+                projector_positions.c.topic,
+                projector_positions.c.partition,
+                projector_positions.c.next_offset,
+            ).where(projector_positions.c.projector == projector)
+        )
+    )
+    horizon = _max(
+        connection,
+        ledger_entries.c.event_time,
+        workloads.c.submitted_at,
+        workloads.c.started_at,
+        workloads.c.ended_at,
+        nodes.c.changed_at,
+        budgets.c.created_at,
+        budgets.c.closed_at,
+        decision_records.c.event_time,
+    )
+    query = select(
+        ledger_entries.c.charge_id,
+        ledger_entries.c.workload_id,
+        ledger_entries.c.budget,
+        ledger_entries.c.pool,
+        ledger_entries.c.bucket_start,
+        ledger_entries.c.kind,
+        ledger_entries.c.debit_account,
+        ledger_entries.c.gpu_seconds,
+        ledger_entries.c.corrects,
+    )
+    if start is not None:
+        query = query.where(ledger_entries.c.bucket_start >= start)
+    if end is not None:
+        query = query.where(ledger_entries.c.bucket_start < end)
+    entries: list[Entry] = []
+    for row in connection.execute(query.order_by(ledger_entries.c.charge_id)):
+        seconds = int(row.gpu_seconds)
+        if str(row.debit_account).startswith("capacity:"):
+            seconds = -seconds  # a reversal: capacity debited, the budget credited
+        entries.append(
+            Entry(
+                workload_id=row.workload_id,
+                budget=row.budget,
+                pool=row.pool,
+                bucket_start=int(row.bucket_start),
+                allocated=row.kind == "allocated",
+                correction=row.corrects is not None,
+                gpu_s=seconds,
+            )
+        )
+    charged_pools: dict[tuple[str, int], set[str]] = {}
+    workload_pools: dict[str, set[str]] = {}
+    for charge, pool in connection.execute(
+        select(ledger_entries.c.charge_id, ledger_entries.c.pool)
+    ):
+        workload_pools.setdefault(_workload_of(charge), set()).add(pool)
+        parsed = parse_charge_id(charge)
+        if parsed is not None:
+            charged_pools.setdefault((parsed[0], parsed[1]), set()).add(pool)
+    found = {
+        row.workload_id: Workload(
+            workload_id=row.workload_id,
+            budget=row.budget,
+            pools=tuple(row.pools),
+            gpus=int(row.gpus),
+            allocated=int(row.min_runtime_s) > 0,
+            submitter=row.submitter,
+            status=row.status,
+            submitted_at=int(row.submitted_at),
+            ended_at=None if row.ended_at is None else int(row.ended_at),
+        )
+        for row in connection.execute(select(workloads).order_by(workloads.c.workload_id))
+    }
+    node_rows = [
+        Node(row.node, row.pool, int(row.gpus), row.state, int(row.changed_at))
+        for row in connection.execute(select(nodes).order_by(nodes.c.node))
+    ]
+    budget_rows = [
+        Budget(
+            budget=row.budget,
+            weight=float(row.weight),
+            pool_weights={str(k): float(v) for k, v in sorted(dict(row.pool_weights).items())},
+            created_at=int(row.created_at),
+            closed_at=None if row.closed_at is None else int(row.closed_at),
+        )
+        for row in connection.execute(select(budgets).order_by(budgets.c.budget))
+    ]
+    preemptions = [
+        Preemption(row.workload_id, int(row.attempt), row.reason, int(row.event_time))
+        for row in connection.execute(
+            select(
+                decision_records.c.workload_id,
+                decision_records.c.attempt,
+                decision_records.c.reason,
+                decision_records.c.event_time,
+            )
+            .where(decision_records.c.kind == "preempt")
+            .order_by(decision_records.c.command_id)
+        )
+    ]
+    return Snapshot(
+        positions=positions,
+        horizon=horizon,
+        entries=entries,
+        workloads=found,
+        nodes=node_rows,
+        budgets=budget_rows,
+        preemptions=preemptions,
+        charged_pools=charged_pools,
+        workload_pools=workload_pools,
+    )
+
+
+def _workload_of(charge: str) -> str:
+    parsed = parse_charge_id(charge)
+    return charge if parsed is None else parsed[0]
