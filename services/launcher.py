@@ -59,6 +59,10 @@ class UpConfig:
     nodes: int = 4
     gpus_per_node: int = 4
     heartbeat_s: float = 5.0
+    #: A node silent this long is declared down by the scheduler.
+    heartbeat_timeout_s: float = 30.0
+    scheduler_tick_s: float = 2.0
+    grace_period_s: int = 10
     #: Mean seconds between synthetic submissions (0: none).
     submit_every_s: float = 4.0
     seed: int = 7
@@ -100,7 +104,16 @@ class Stack:
         services = {
             "charging": ["charging", *common],
             "projector": ["projector", *common, "--database-url", config.database_url],
-            "scheduler": ["scheduler", *common, "--heartbeat-timeout-s", "30"],
+            "scheduler": [
+                "scheduler",
+                *common,
+                "--heartbeat-timeout-s",
+                str(config.heartbeat_timeout_s),
+                "--tick-s",
+                str(config.scheduler_tick_s),
+                "--grace-period-s",
+                str(config.grace_period_s),
+            ],
             "agent": agent,
             "api": [
                 "api",

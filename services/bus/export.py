@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from events.ndjson import EventLogWriter
 from events.serde import EventDecodeError, decode_binary
@@ -28,6 +28,28 @@ class ExportResult:
     events: int
     skipped: int
     partitions: int
+
+
+def watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """(low, high) offsets of a partition. A topic created a moment ago may not have a leader
+    yet: that is retried until ``timeout_s``, other errors are raised."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(partition, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as error:
+            retriable = error.args[0].code() in _NO_LEADER_YET
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+_NO_LEADER_YET = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 def read_to_end(
@@ -52,9 +74,7 @@ def read_to_end(
             if name not in metadata:
                 continue
             for partition in sorted(metadata[name].partitions):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(name, partition), timeout=timeout_s
-                )
+                low, high = watermarks(consumer, TopicPartition(name, partition), timeout_s)
                 if high > low:
                     remaining[(name, partition)] = high
                     assignments.append(TopicPartition(name, partition, OFFSET_BEGINNING))

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from events import EventDecodeError, TopicKind, Topics, decode_binary
+from services.bus.export import watermarks
 from services.bus.kafka import raw_record
 from services.bus.port import Delivery, Position
 
@@ -134,9 +135,7 @@ class LogFollower:
         """The log's current end, per partition (what "caught up" is measured against)."""
         ends = {}
         for topic, partition in self.positions:
-            _, high = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.timeout_s
-            )
+            _, high = watermarks(self._consumer, TopicPartition(topic, partition), self.timeout_s)
             ends[(topic, partition)] = high
         return ends
 
