@@ -13,18 +13,15 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
-
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from events import EventDecodeError, TopicKind, Topics, decode_binary
 from events.envelope import Envelope
 from services.agents.adapter import ClusterAdapter
 from services.agents.agent import AGENT_TOPICS, CATCH_UP_TOPICS, ClusterAgent
-from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber, raw_record
-from services.bus.records import RawRecord
+from services.bus.export import read_to_end
+from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
 
 log = logging.getLogger(__name__)
 
@@ -33,61 +30,6 @@ _TOPIC_RANK = {kind: rank for rank, kind in enumerate(CATCH_UP_TOPICS)}
 
 def _merge_key(envelope: Envelope[Any]) -> tuple[float, int]:
     return (envelope.time.timestamp(), _TOPIC_RANK.get(type(envelope.data).topic, 99))
-
-
-def read_to_end(
-    bootstrap: str, topic_names: list[str], *, timeout_s: float = 10.0
-) -> Iterator[RawRecord]:
-    """Every record of ``topic_names`` up to the end offsets seen when called; commits nothing.
-
-    Like :func:`services.bus.export.read_to_end`, but it polls in short slices: a consume of
-    1,000 records waits its whole timeout when fewer are left, which made each catch-up of a
-    small log take ``timeout_s``. ``timeout_s`` bounds each metadata call and any stall."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"fairshare-agent-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        metadata = consumer.list_topics(timeout=timeout_s).topics
-        assignments: list[TopicPartition] = []
-        remaining: dict[tuple[str, int], int] = {}
-        for name in topic_names:
-            if name not in metadata:
-                continue
-            for partition in sorted(metadata[name].partitions):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(name, partition), timeout=timeout_s
-                )
-                if high > low:
-                    remaining[(name, partition)] = high
-                    assignments.append(TopicPartition(name, partition, OFFSET_BEGINNING))
-        if not assignments:
-            return
-        consumer.assign(assignments)
-        stalled_at = time.monotonic() + timeout_s
-        while remaining:
-            messages = consumer.consume(num_messages=1000, timeout=0.1)
-            if not messages:
-                if time.monotonic() > stalled_at:
-                    raise TimeoutError(f"reading stalled with {len(remaining)} partition(s) left")
-                continue
-            stalled_at = time.monotonic() + timeout_s
-            for message in messages:
-                if message.error() is not None:
-                    continue
-                record = raw_record(message)
-                end = remaining.get((record.topic, record.partition))
-                if end is None or record.offset >= end:
-                    continue
-                yield record
-                if record.offset + 1 >= end:
-                    del remaining[(record.topic, record.partition)]
-    finally:
-        consumer.close()
 
 
 def read_history(
