@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Engine
 
 from events.envelope import Envelope, new_event
 from events.models import (
@@ -122,6 +123,7 @@ def create_app(
     window_s: int = queries.DEFAULT_WINDOW_S,
     read_your_writes_s: float = 5.0,
     flush_timeout_s: float = 10.0,
+    engine: Engine | None = None,
 ) -> FastAPI:
     """The API over ``view`` (read) and ``publisher`` (write), with bearer ``tokens``."""
     app = FastAPI(
@@ -539,6 +541,12 @@ def create_app(
         """Return a node to service (admins)."""
         return node_action(node, who, response, False, "")
 
+    # Reports (read models: ``engine`` or $FAIRSHARE_DATABASE_URL) and the dashboard.
+    from services.dashboard.api import mount_dashboard
+    from services.reports.api import reports_router
+
+    app.include_router(reports_router(engine))
+    mount_dashboard(app, view, clock, engine=engine)
     return app
 
 

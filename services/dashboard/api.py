@@ -1,0 +1,223 @@
+"""The dashboard: a static page served by the API, and the read-only data it needs beyond the
+API's own endpoints (``/budgets``, ``/queue``, ``/nodes``, ``/health``).
+
+* ``GET /`` redirects to ``/dashboard``; ``GET /dashboard`` is the page (no token needed: it
+  holds no data); ``/dashboard/static/...`` its script, style and the vendored Chart.js.
+* ``GET /dashboard/api/preemptions?limit=`` recent preemptions with their reasons (live view);
+* ``GET /dashboard/api/usage?hours=`` hourly usage per leaf budget and pool, allocated and
+  unallocated, against entitlement, and per-pool occupancy: closed hours from the read models'
+  ``hourly_usage`` (when a database is configured), the current hour from the live view.
+
+Data routes need a valid bearer token, like every read of the API.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy import Engine, select
+
+from events.models import PreemptCommand
+from projections.budget_tree import ROOT
+from projections.live_state import LiveState
+from projections.sql.tables import hourly_usage
+from services.api import queries
+from services.api.view import LiveView
+
+STATIC = Path(__file__).resolve().parent / "static"
+HOUR = 3600
+
+
+def mount_dashboard(
+    app: FastAPI,
+    view: LiveView,
+    clock: Callable[[], float],
+    *,
+    engine: Engine | None = None,
+) -> None:
+    """Serve the page at ``/dashboard`` (``/`` redirects there) and its data routes."""
+    app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
+    app.include_router(_pages())
+    app.include_router(dashboard_router(view, clock, engine=engine))
+
+
+def _pages() -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/")
+    def root() -> RedirectResponse:
+        return RedirectResponse("/dashboard")
+
+    @router.get("/dashboard")
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    return router
+
+
+def dashboard_router(
+    view: LiveView, clock: Callable[[], float], *, engine: Engine | None = None
+) -> APIRouter:
+    from services.api.app import principal  # the API's own token rule (imported late: no cycle)
+
+    router = APIRouter(
+        prefix="/dashboard/api", tags=["dashboard"], dependencies=[Depends(principal)]
+    )
+
+    @router.get("/preemptions")
+    def preemptions(limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        """The most recent preemptions (newest first), with reason, preemptor and message."""
+        now = clock()
+        with view.read() as state:
+            return {"as_of": queries.iso(now), "preemptions": recent_preemptions(state, limit)}
+
+    @router.get("/usage")
+    def usage(hours: Annotated[int, Query(ge=1, le=24 * 62)] = 48) -> dict[str, Any]:
+        """Hourly GPU-hours per leaf budget and pool (allocated, unallocated, entitlement) and
+        per-pool occupancy, for the ``hours`` up to the current one."""
+        now = clock()
+        stored = _stored_usage(engine, now, hours)
+        with view.read() as state:
+            return usage_series(state, now, hours, stored, engine is not None)
+
+    return router
+
+
+def recent_preemptions(state: LiveState, limit: int) -> list[dict[str, Any]]:
+    found: list[tuple[float, str, str]] = []
+    for workload_id, records in state.commands.items():
+        for record in records:
+            if isinstance(record.command, PreemptCommand):
+                found.append((record.time, record.command.command_id, workload_id))
+    found.sort(key=lambda item: (-item[0], item[1]))
+    out = []
+    for _time, command_id, workload_id in found[:limit]:
+        listed = queries.command_records(state, workload_id)["preemptions"]
+        item = next(r for r in listed if r["command_id"] == command_id)
+        workload = state.cluster.workloads.get(workload_id)
+        out.append(
+            {
+                "workload_id": workload_id,
+                "budget": None if workload is None else workload.budget,
+                "submitter": None if workload is None else workload.submitter,
+                "status": None if workload is None else workload.status,
+                **{
+                    k: item[k]
+                    for k in (
+                        "time",
+                        "pool",
+                        "attempt",
+                        "reason",
+                        "preemptor",
+                        "preemptor_budget",
+                        "requeue",
+                        "message",
+                    )
+                },
+            }
+        )
+    return out
+
+
+Stored = dict[tuple[str, str, int], tuple[int, int]]
+
+
+def _stored_usage(engine: Engine | None, now: float, hours: int) -> Stored:
+    """(pool, budget, hour start) -> (allocated, unallocated) GPU-seconds from the read models."""
+    if engine is None:
+        return {}
+    last = int(now) // HOUR * HOUR
+    first = last - (hours - 1) * HOUR
+    query = select(
+        hourly_usage.c.pool,
+        hourly_usage.c.budget,
+        hourly_usage.c.bucket_start,
+        hourly_usage.c.allocated_gpu_s,
+        hourly_usage.c.unallocated_gpu_s,
+    ).where(hourly_usage.c.bucket_start >= first, hourly_usage.c.bucket_start <= last)
+    with engine.connect() as connection:
+        return {
+            (pool, budget, int(at)): (int(a), int(u))
+            for pool, budget, at, a, u in connection.execute(query)
+        }
+
+
+def usage_series(
+    state: LiveState, now: float, hours: int, stored: Stored, from_read_models: bool
+) -> dict[str, Any]:
+    last = int(now) // HOUR * HOUR
+    starts = [last - (hours - 1 - i) * HOUR for i in range(hours)]
+    index = {at: i for i, at in enumerate(starts)}
+    pools = queries.known_pools(state)
+    allocated: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * hours)
+    unallocated: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * hours)
+    for (pool, budget, at), (a, u) in stored.items():
+        if at in index and at != last:
+            allocated[(pool, budget)][index[at]] += a / HOUR
+            unallocated[(pool, budget)][index[at]] += u / HOUR
+    # The current hour is not charged until it closes: what running work has used so far.
+    for pool in pools:
+        for workload_id in sorted(state.cluster.active.get(pool, ())):
+            workload = state.cluster.workloads[workload_id]
+            if workload.started_at is None or workload.pool != pool:
+                continue
+            used = workload.gpus * max(0.0, now - max(workload.started_at, last)) / HOUR
+            series = allocated if workload.allocated else unallocated
+            series[(pool, workload.budget)][hours - 1] += used
+    leaves = sorted(p for p, n in state.tree.nodes.items() if p != ROOT and n.is_leaf)
+    budgets = []
+    occupancy = []
+    for pool in pools:
+        capacity = state.cluster.capacity(pool)
+        names = sorted(
+            {*leaves, *(b for p, b in allocated if p == pool)}
+            | {b for p, b in unallocated if p == pool}
+        )
+        for budget in names:
+            entitlement = [
+                round(state.tree.shares(pool, float(at)).get(budget, 0.0) * capacity, 4)
+                for at in starts
+            ]
+            budgets.append(
+                {
+                    "pool": pool,
+                    "budget": budget,
+                    "allocated_gpu_h": [round(v, 4) for v in allocated[(pool, budget)]],
+                    "unallocated_gpu_h": [round(v, 4) for v in unallocated[(pool, budget)]],
+                    "entitlement_gpu_h": entitlement,
+                }
+            )
+        alloc_total = [0.0] * hours
+        unalloc_total = [0.0] * hours
+        for (p, _b), values in allocated.items():
+            if p == pool:
+                alloc_total = [x + y for x, y in zip(alloc_total, values, strict=True)]
+        for (p, _b), values in unallocated.items():
+            if p == pool:
+                unalloc_total = [x + y for x, y in zip(unalloc_total, values, strict=True)]
+        spans = [max(0.0, min(HOUR, now - at)) / HOUR for at in starts]
+        occupancy.append(
+            {
+                "pool": pool,
+                "capacity_gpus": capacity,
+                "allocated_gpu_h": [round(v, 4) for v in alloc_total],
+                "unallocated_gpu_h": [round(v, 4) for v in unalloc_total],
+                "occupancy": [
+                    None if not capacity or not span else round((a + u) / (capacity * span), 4)
+                    for a, u, span in zip(alloc_total, unalloc_total, spans, strict=True)
+                ],
+            }
+        )
+    return {
+        "as_of": queries.iso(now),
+        "hours": [queries.iso(at) for at in starts],
+        "source": "read-models+live" if from_read_models else "live (current hour only)",
+        "budgets": budgets,
+        "pools": occupancy,
+    }

@@ -1,0 +1,83 @@
+"""``GET /reports/{charges|utilisation|users}``: the reports over HTTP (any valid token).
+
+The read models come from the engine given to :func:`reports_router` (``create_app(...,
+engine=...)``), else from ``$FAIRSHARE_DATABASE_URL``; without either the answer is ``503``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from sqlalchemy import Engine
+
+from services.reports import REPORTS, periods, report_bytes
+from services.reports.periods import Period
+from services.reports.writers import MEDIA_TYPES, Format
+
+
+class EngineSource:
+    """The given engine, or one made once from ``$FAIRSHARE_DATABASE_URL``."""
+
+    def __init__(self, engine: Engine | None) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Engine:
+        with self._lock:
+            if self._engine is None:
+                url = os.environ.get("FAIRSHARE_DATABASE_URL")
+                if not url:
+                    raise HTTPException(
+                        status.HTTP_503_SERVICE_UNAVAILABLE,
+                        detail="no read-model database configured for reports (start the API "
+                        "with a database engine, or set FAIRSHARE_DATABASE_URL)",
+                    )
+                from projections.sql.migrate import engine_for
+
+                self._engine = engine_for(url)
+            return self._engine
+
+
+def reports_router(engine: Engine | None = None) -> APIRouter:
+    """The reports' routes; every route needs a valid bearer token (the API's rule)."""
+    from services.api.app import principal  # the API's own dependency (imported late: no cycle)
+
+    source = EngineSource(engine)
+    router = APIRouter(prefix="/reports", tags=["reports"], dependencies=[Depends(principal)])
+
+    @router.get("/{name}")
+    def report(
+        name: str,
+        period: Annotated[Period, Query()] = "day",
+        start: Annotated[str | None, Query(alias="from")] = None,
+        end: Annotated[str | None, Query(alias="to")] = None,
+        fmt: Annotated[Format, Query(alias="format")] = "csv",
+        pool: str | None = None,
+        budget: str | None = None,
+    ) -> Response:
+        """A report (``charges``, ``utilisation`` or ``users``) as CSV, JSON or Parquet, for
+        the periods covering ``[from, to)`` (ISO dates/times, UTC; default: all the data)."""
+        if name not in REPORTS:
+            raise HTTPException(
+                status.HTTP_404_NOT_FOUND,
+                detail=f"unknown report {name!r} (known: {', '.join(REPORTS)})",
+            )
+        try:
+            lo = None if start is None else periods.parse_time(start)
+            hi = None if end is None else periods.parse_time(end)
+        except ValueError as error:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                detail=[{"loc": ["query", "from/to"], "msg": str(error), "type": "value_error"}],
+            ) from error
+        content = report_bytes(source(), name, period, fmt, lo, hi, pool=pool, budget=budget)
+        return Response(
+            content,
+            media_type=MEDIA_TYPES[fmt],
+            headers={"Content-Disposition": f'attachment; filename="{name}-{period}.{fmt}"'},
+        )
+
+    return router
