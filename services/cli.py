@@ -84,7 +84,7 @@ def up(
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
     from services.brokers import BrokerStartError, external_broker, start_noida
-    from services.demo import stop_requested_on_signals
+    from services.signals import stop_requested_on_signals
     from services.launcher import UpConfig, run_stack
 
     if agent not in ("simulated", "local"):
@@ -328,7 +328,7 @@ def charging(
         err_console.print("[red]--host:[/] plain or faust")
         raise typer.Exit(2)
     from projections.charging import ChargingHost
-    from services.demo import stop_requested_on_signals
+    from services.signals import stop_requested_on_signals
 
     charging_host = ChargingHost(bootstrap, topics)
     console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
@@ -346,7 +346,7 @@ def projector(
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
     from projections.sql.host import run_projector
     from projections.sql.migrate import engine_for, migrate
-    from services.demo import stop_requested_on_signals
+    from services.signals import stop_requested_on_signals
 
     topics = Topics(prefix=topic_prefix)
     bootstrap = _bootstrap_or_exit(kafka, topics)
@@ -530,7 +530,7 @@ def scheduler(
     ] = True,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
-    from services.demo import stop_requested_on_signals
+    from services.signals import stop_requested_on_signals
     from services.scheduler.lease import KafkaGroupLease, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
 

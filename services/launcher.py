@@ -185,13 +185,15 @@ class Stack:
         try:
             while not should_stop():
                 user = rng.choice(sorted(USERS))
+                seconds = rng.randint(30, 300)
                 request = {
                     "workload_id": f"demo-{uuid.uuid4().hex[:10]}",
                     "budget": USERS[user][1],
                     "pools": [config.cluster],
                     "gpus": rng.choice((1, 1, 2, 2, 4)),
                     "min_runtime_s": rng.choice((0, 60, 120, 300)),
-                    "spec": {"duration_s": rng.randint(30, 300), "command": ["sleep", "60"]},
+                    # the simulated agent runs duration_s; the local one runs the command
+                    "spec": {"duration_s": seconds, "command": ["sleep", str(seconds)]},
                 }
                 try:
                     clients[user].submit(request)

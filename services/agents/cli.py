@@ -62,7 +62,7 @@ def _serve(
 ) -> None:
     from services.agents.adapter import ClusterAdapter
     from services.agents.host import serve
-    from services.demo import stop_requested_on_signals
+    from services.signals import stop_requested_on_signals
 
     assert isinstance(adapter, ClusterAdapter)
     topics = Topics(prefix=topic_prefix)
