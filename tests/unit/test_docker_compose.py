@@ -18,8 +18,18 @@ def test_compose_kafka_is_the_tested_version_in_kraft_mode() -> None:
     assert kafka["image"] == f"apache/kafka:{KAFKA_VERSION}"
     assert kafka["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert kafka["environment"]["KAFKA_LOG_RETENTION_MS"] == "-1"
-    assert {"kafka", "postgres", "fairshare", "charging", "projector"} <= set(services)
+    assert {"kafka", "postgres", "charging", "projector", "scheduler", "agent", "api"} <= set(
+        services
+    )
     assert services["projector"]["environment"]["FAIRSHARE_DATABASE_URL"].startswith(
         "postgresql+psycopg://"
     )
-    assert services["fairshare"]["environment"]["FAIRSHARE_KAFKA_BOOTSTRAP"] == "kafka:9092"
+    for name in ("charging", "projector", "scheduler", "agent", "api"):
+        assert services[name]["environment"]["FAIRSHARE_KAFKA_BOOTSTRAP"] == "kafka:9092"
+        assert services[name]["command"][-1].split("&& fairshare ")[1].split()[0] in (
+            "charging",
+            "projector",
+            "scheduler",
+            "agent",
+            "api",
+        )
