@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine, select
@@ -51,8 +51,9 @@ def _pages() -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     @router.get("/")
-    def root() -> RedirectResponse:
-        return RedirectResponse("/dashboard")
+    def root(request: Request) -> RedirectResponse:
+        query = request.url.query
+        return RedirectResponse("/dashboard" + (f"?{query}" if query else ""))
 
     @router.get("/dashboard")
     def page() -> FileResponse:
