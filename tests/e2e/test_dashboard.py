@@ -98,9 +98,12 @@ def test_dashboard_shows_what_the_api_says_and_updates(server: str, browser: Any
         assert row.locator("td.demand").text_content() == str(figures["demand_gpus"])
 
     queue = httpx.get(f"{server}/queue?pool=a100", headers=TOKEN).json()["pools"][0]
-    shown = page.eval_on_selector_all("#queue tbody tr", "rows => rows.map(r => r.dataset.workload)")
+    shown = page.eval_on_selector_all(
+        "#queue tbody tr", "rows => rows.map(r => r.dataset.workload)"
+    )
     assert shown == [w["workload_id"] for w in queue["pending"]]
-    assert shown and "robot-sim-1" in shown
+    assert shown
+    assert "robot-sim-1" in shown
     assert page.locator('#preemptions tr[data-workload="robot-sim-1"]').count() == 1
     assert "preempt-for" in (page.text_content("#preemptions") or "")
     assert page.locator('.node[data-node="n3"] .state').text_content() == "cordoned"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import uuid
 from collections.abc import Iterator
@@ -98,9 +99,10 @@ def test_charges_agree_with_the_ledger_and_periods_tile(engine: Engine) -> None:
         assert sum(int(r["unallocated"]) for r in totals) == free  # type: ignore[arg-type]
         bounds = [(r["period_start"], r["period_end"]) for r in totals]
         assert bounds == sorted(set(bounds))
-        for (_a, b), (c, _d) in zip(bounds, bounds[1:], strict=False):
+        for (_a, b), (c, _d) in itertools.pairwise(bounds):
             assert b == c  # no gap, no overlap
-        assert report.start is not None and report.end is not None
+        assert report.start is not None
+        assert report.end is not None
         assert bounds[0][0] == periods.iso(report.start)
         assert bounds[-1][1] == periods.iso(report.end)
     hourly = build_report(engine, "charges", "hour")
@@ -115,12 +117,16 @@ def test_corrections_are_rows_of_their_own(engine: Engine) -> None:
     vision = [r for r in rows if r["budget"] == "lab/vision"]
     assert [r["line"] for r in vision] == ["charges", "correction"]
     charges, correction = vision
-    assert correction["allocated"] == -600 and correction["workloads"] == 1
-    assert correction["owed"] is None and correction["entitlement"] is None
+    assert correction["allocated"] == -600
+    assert correction["workloads"] == 1
+    assert correction["owed"] is None
+    assert correction["entitlement"] is None
     # The original entries are reported as posted: 4 GPUs x 3 h + 4 x (12:00 - 09:00:10) + ...
     lab = next(r for r in rows if r["budget"] == "lab")
     robotics = next(r for r in rows if r["budget"] == "lab/robotics")
-    assert lab["allocated"] == charges["allocated"] + correction["allocated"] + robotics["allocated"]
+    assert (
+        lab["allocated"] == charges["allocated"] + correction["allocated"] + robotics["allocated"]
+    )
     csv_text = render(build_report(engine, "charges", "day"), "csv").decode()
     assert ",lab/vision,lab,lab,1,true,correction,0.500000,-600,-0.166667," in csv_text
 
@@ -179,7 +185,8 @@ def test_csv_json_and_parquet_round_trip(engine: Engine, name: str) -> None:
                 assert got[column] == want[column], column
 
     document = json.loads(render(report, "json"))
-    assert document["report"] == name and document["log_position"] == report.log_position
+    assert document["report"] == name
+    assert document["log_position"] == report.log_position
     assert len(document["rows"]) == len(expected)
     for got, want in zip(document["rows"], expected, strict=True):
         assert got.keys() == want.keys()
@@ -215,7 +222,12 @@ def test_reports_over_http_and_the_cli(engine: Engine, tmp_path: Any) -> None:
     assert got.content == expected
     parquet = client.get(
         "/reports/utilisation",
-        params={"period": "hour", "format": "parquet", "from": "2026-11-02T08:00", "to": "2026-11-02T10:00"},
+        params={
+            "period": "hour",
+            "format": "parquet",
+            "from": "2026-11-02T08:00",
+            "to": "2026-11-02T10:00",
+        },
         headers=admin,
     )
     assert parquet.status_code == 200
