@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from events import Topics
+from services.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -31,18 +32,6 @@ err_console = Console(stderr=True, soft_wrap=True)
 
 DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
 
-KafkaOption = Annotated[
-    str | None,
-    typer.Option(
-        "--kafka",
-        envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
-        help="bootstrap servers of an existing Kafka; default: start the embedded noida-db",
-    ),
-]
-PrefixOption = Annotated[
-    str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
-]
-
 
 @app.callback()
 def _root(
@@ -56,7 +45,14 @@ def _root(
 
 @app.command()
 def up(
-    kafka: KafkaOption = None,
+    kafka: Annotated[
+        str | None,
+        typer.Option(
+            "--kafka",
+            envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
+            help="bootstrap servers of an existing Kafka; default: start the embedded noida-db",
+        ),
+    ] = None,
     data_dir: Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")] = (
         DEFAULT_DATA_DIR
     ),
@@ -84,8 +80,8 @@ def up(
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
     from services.brokers import BrokerStartError, external_broker, start_noida
-    from services.signals import stop_requested_on_signals
     from services.launcher import UpConfig, run_stack
+    from services.signals import stop_requested_on_signals
 
     if agent not in ("simulated", "local"):
         err_console.print("[red]--agent:[/] simulated or local")
@@ -293,21 +289,6 @@ DatabaseOption = Annotated[
 ]
 
 
-def _bootstrap_or_exit(kafka: str | None, topics: Topics) -> str:
-    """The broker's address, with Fairshare's topics created (a consumer subscribed to a topic
-    that does not exist yet would not see it for minutes)."""
-    from services.brokers import BrokerStartError, external_broker
-    from services.bus.admin import TopicSetupError, ensure_topics
-
-    try:
-        bootstrap = external_broker(kafka).bootstrap
-        ensure_topics(bootstrap, topics)
-    except (BrokerStartError, TopicSetupError) as error:
-        err_console.print(f"[red]no broker:[/] {error}")
-        raise typer.Exit(2) from error
-    return bootstrap
-
-
 @app.command()
 def charging(
     kafka: KafkaOption = None,
@@ -316,7 +297,7 @@ def charging(
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     topics = Topics(prefix=topic_prefix)
-    bootstrap = _bootstrap_or_exit(kafka, topics)
+    bootstrap = bootstrap_or_exit(kafka, topics)
     if host == "faust":
         os.environ["FAIRSHARE_KAFKA_BOOTSTRAP"] = bootstrap
         os.environ["FAIRSHARE_TOPIC_PREFIX"] = topic_prefix
@@ -349,7 +330,7 @@ def projector(
     from services.signals import stop_requested_on_signals
 
     topics = Topics(prefix=topic_prefix)
-    bootstrap = _bootstrap_or_exit(kafka, topics)
+    bootstrap = bootstrap_or_exit(kafka, topics)
     engine = engine_for(database_url)
     migrate(engine)
     console.print(f"projecting {bootstrap} into {database_url}; Ctrl-C stops")
@@ -530,12 +511,12 @@ def scheduler(
     ] = True,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
-    from services.signals import stop_requested_on_signals
     from services.scheduler.lease import KafkaGroupLease, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
+    from services.signals import stop_requested_on_signals
 
     topics = Topics(prefix=topic_prefix)
-    bootstrap = _bootstrap_or_exit(kafka, topics)
+    bootstrap = bootstrap_or_exit(kafka, topics)
     service = SchedulerService.over_kafka(
         bootstrap,
         topics,
@@ -554,8 +535,10 @@ def _register_services() -> None:
     from services.agents.cli import agent_app
     from services.api.cli import api_app
     from services.client.commands import register as register_client
+    from services.reports.cli import report_app
 
     app.add_typer(api_app, name="api")
+    app.add_typer(report_app, name="report")
     app.add_typer(agent_app, name="agent")
     register_client(app)
 

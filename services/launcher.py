@@ -123,6 +123,8 @@ class Stack:
                 config.api_host,
                 "--port",
                 str(config.api_port),
+                "--database-url",
+                config.database_url,
             ],
         }
         for name, argv in services.items():
@@ -294,6 +296,7 @@ def run_stack(
     stream: threading.Thread | None = None
     try:
         stack.wait_for_api()
+        report(f"dashboard {config.api_url}/dashboard?token=admin-token")
         report(f"API      {config.api_url}  (OpenAPI: {config.api_url}/docs)")
         report(f"logs     {config.data_dir / 'logs'}")
         report("tokens   admin-token, ana-token, bo-token, chen-token (demo only)")

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from events import Topics
+from services.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -24,17 +25,6 @@ agent_app = typer.Typer(
 
 console = Console(stderr=True, soft_wrap=True)
 
-KafkaOption = Annotated[
-    str | None,
-    typer.Option(
-        "--kafka",
-        envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
-        help="bootstrap servers of the Kafka the scheduler uses",
-    ),
-]
-PrefixOption = Annotated[
-    str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
-]
 ClusterOption = Annotated[str, typer.Option("--cluster", help="this cluster's name")]
 PoolOption = Annotated[
     str | None, typer.Option("--pool", help="pool of the nodes (default: the cluster's name)")
@@ -42,19 +32,6 @@ PoolOption = Annotated[
 HeartbeatOption = Annotated[
     float, typer.Option("--heartbeat-s", min=0.1, help="seconds between heartbeats per node")
 ]
-
-
-def _bootstrap_or_exit(kafka: str | None, topics: Topics) -> str:
-    from services.brokers import BrokerStartError, external_broker
-    from services.bus.admin import TopicSetupError, ensure_topics
-
-    try:
-        bootstrap = external_broker(kafka).bootstrap
-        ensure_topics(bootstrap, topics)
-    except (BrokerStartError, TopicSetupError) as error:
-        console.print(f"[red]no broker:[/] {error}")
-        raise typer.Exit(2) from error
-    return bootstrap
 
 
 def _serve(
@@ -66,7 +43,7 @@ def _serve(
 
     assert isinstance(adapter, ClusterAdapter)
     topics = Topics(prefix=topic_prefix)
-    bootstrap = _bootstrap_or_exit(kafka, topics)
+    bootstrap = bootstrap_or_exit(kafka, topics)
     nodes = ", ".join(f"{n.name} ({n.gpus} x {n.gpu_type})" for n in adapter.nodes())
     console.print(f"agent of cluster {cluster} (pool {pool}) on {bootstrap}: {nodes}; Ctrl-C stops")
     with stop_requested_on_signals() as stop:

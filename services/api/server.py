@@ -19,9 +19,11 @@ def serve(
     tokens_path: str | Path | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
+    database_url: str | None = None,
 ) -> None:
     """Serve the API until interrupted: ensure the topics exist, start the view's consumer
-    (reading the whole log), wait for it to catch up, then answer requests."""
+    (reading the whole log), wait for it to catch up, then answer requests. ``database_url``
+    names the read models the reports and the dashboard's usage series read."""
     import uvicorn
 
     from services.bus.admin import ensure_topics
@@ -45,7 +47,13 @@ def serve(
             "api serving",
             extra={"host": host, "port": port, "bootstrap": bootstrap, "prefix": topic_prefix},
         )
-        uvicorn.run(create_app(view, publisher, tokens), host=host, port=port, log_config=None)
+        engine = None
+        if database_url:
+            from projections.sql.migrate import engine_for
+
+            engine = engine_for(database_url)
+        app = create_app(view, publisher, tokens, engine=engine)
+        uvicorn.run(app, host=host, port=port, log_config=None)
     finally:
         view.stop()
         publisher.close()
