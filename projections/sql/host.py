@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 
 from events import TopicKind, Topics
-from projections.sql.projector import SqlProjector
+from projections.sql.projector import PROJECTOR_NAME, SqlProjector
 from services.bus.kafka import KafkaEventSubscriber
 from services.scheduler.gc_pause import gc_paused
 
@@ -30,7 +30,7 @@ def run_projector(
     should_stop: Callable[[], bool],
     topics: Topics | None = None,
     *,
-    group: str = "fairshare-read-models",
+    group: str = PROJECTOR_NAME,
     max_batches: int | None = None,
     commit_offsets: bool = True,
 ) -> int:

@@ -64,8 +64,13 @@ def _insert(connection: Connection, table: Any) -> Any:
     raise NotImplementedError(f"read models support sqlite and postgresql, not {dialect}")
 
 
+#: The projector's name in ``projector_positions`` (and its consumer group): readers of the
+#: read models (the reports) name the log position their figures were computed at from it.
+PROJECTOR_NAME = "fairshare-read-models"
+
+
 class SqlProjector:
-    def __init__(self, engine: Engine, name: str = "read-models") -> None:
+    def __init__(self, engine: Engine, name: str = PROJECTOR_NAME) -> None:
         self.engine = engine
         self.name = name
 

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select
 
 from events.models.ledger import parse_charge_id
+from projections.sql.projector import PROJECTOR_NAME
 from projections.sql.tables import (
     budgets,
     decision_records,
@@ -27,7 +28,7 @@ from projections.sql.tables import (
     workloads,
 )
 
-DEFAULT_PROJECTOR = "read-models"
+DEFAULT_PROJECTOR = PROJECTOR_NAME
 #: Workload statuses after which it wants no GPUs (until a requeue makes it pending again).
 ENDED = ("succeeded", "failed", "cancelled", "preempted", "lost")
 
