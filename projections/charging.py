@@ -16,15 +16,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from events import EventDecodeError, TopicKind, Topics, decode_binary, new_event
 from events.envelope import Envelope, derived_event_id, envelope_class
-from events.models import BudgetUsage, InputPosition, LedgerCharge, UsageSnapshot
+from events.models import InputPosition, LedgerCharge, UsageSnapshot
 from events.trusted import trusted
 from projections.ledger import Ledger, charge_event_id
-from projections.usage_window import HOUR, UsageWindow, bucket_of
+from projections.usage_snapshots import count_charge, usage_snapshots
+from projections.usage_window import UsageWindow
 from services.bus.export import read_to_end
 from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
 from services.bus.port import Delivery
@@ -64,16 +64,7 @@ class ChargingHost:
             except EventDecodeError:
                 continue  # not a charge: the ledger topic's consumers dead-letter it
             if isinstance(charge, LedgerCharge) and self.ledger.record(charge):
-                self._count_usage(charge)
-
-    def _count_usage(self, charge: LedgerCharge) -> None:
-        self.usage.add_seconds(
-            charge.pool,
-            charge.budget,
-            bucket_of(charge.bucket_start.timestamp()),
-            charge.signed_gpu_seconds,
-            charge.kind == "allocated",
-        )
+                count_charge(self.usage, charge)
 
     def handle(self, delivery: Delivery) -> list[LedgerCharge]:
         envelope: Envelope[Any] = delivery.envelope
@@ -84,7 +75,7 @@ class ChargingHost:
         fresh = []
         for charge in self.ledger.apply(envelope.data, envelope.time):
             fresh.append(charge)
-            self._count_usage(charge)
+            count_charge(self.usage, charge)
             # Trusted construction: the charge and the envelope's values come from validated
             # facts; consumers decode every charge through the strict serde.
             self.publisher.publish(
@@ -104,29 +95,11 @@ class ChargingHost:
         return fresh
 
     def snapshots(self) -> list[UsageSnapshot]:
-        now = self._latest_time
-        window_start = self.usage.window_first_bucket(now) * HOUR
         as_of = tuple(
             InputPosition(topic=t, partition=p, offset=o)
             for (t, p), o in sorted(self.positions.items())
         )
-        return [
-            UsageSnapshot(
-                pool=pool,
-                window_start=datetime.fromtimestamp(window_start, UTC),
-                window_end=datetime.fromtimestamp(max(now, window_start + 1), UTC),
-                as_of=as_of,
-                budgets=tuple(
-                    BudgetUsage(
-                        budget=budget,
-                        allocated_gpu_s=int(self.usage.allocated(pool, budget, now)),
-                        unallocated_gpu_s=int(self.usage.unallocated(pool, budget, now)),
-                    )
-                    for budget in self.usage.budgets(pool)
-                ),
-            )
-            for pool in self.usage.pools()
-        ]
+        return usage_snapshots(self.usage, self._latest_time, as_of)
 
     def publish_snapshots(self) -> None:
         for snapshot in self.snapshots():

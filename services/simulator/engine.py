@@ -33,6 +33,7 @@ from events.models import (
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
 from projections.ledger import Ledger
+from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import HOUR, UsageWindow, bucket_of, split_by_hour
 from services.scheduler.gc_pause import gc_paused
 from services.scheduler.scheduling_pass import PassContext, PassResult, UsageSource
@@ -140,6 +141,8 @@ class Simulation:
         # confirm occupancy), so a simulated run can be audited like a real one.
         self.recorder = recorder
         self.ledger = Ledger() if recorder is not None else None
+        #: The charged usage a live charging service would publish snapshots of.
+        self.charged = UsageWindow(config.window_s)
         self.now = self.start - 1
         self.tree = BudgetTree()
         for budget in sorted(weights):
@@ -188,6 +191,7 @@ class Simulation:
         self.recorder(data, self.now)
         for charge in self.ledger.apply(data, self.now):
             self.recorder(charge, self.now)
+            count_charge(self.charged, charge)
 
     def heartbeats(self) -> None:
         """One heartbeat per node naming each GPU's occupant (recorded runs only)."""
@@ -339,6 +343,8 @@ class Simulation:
     def on_tick(self) -> None:
         if self.recorder is not None:
             self.heartbeats()
+            for snapshot in usage_snapshots(self.charged, self.now):
+                self.recorder(snapshot, self.now)
         for pool in self.cluster.active:
             for workload_id in self.cluster.active[pool]:
                 run = self.runs[workload_id]
