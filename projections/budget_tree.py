@@ -8,7 +8,7 @@ audit, a replay) is the share that was in force then.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -113,6 +113,13 @@ class BudgetTree:
         self._changed(at)
 
     # -- queries ---------------------------------------------------------------------------
+    def change_times(self, lo: float, hi: float) -> list[float]:
+        """Instants in ``(lo, hi)`` at which some share changes (a budget created or closed, a
+        weight changed): between two of them every share is constant."""
+        first = bisect_right(self._change_times, lo)
+        last = bisect_left(self._change_times, hi)
+        return self._change_times[first:last]
+
     def _node(self, path: str) -> BudgetNode:
         node = self.nodes.get(path)
         if node is None or path == ROOT:

@@ -13,6 +13,7 @@ the log position, never the wall clock, so the same log position yields the same
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -220,17 +221,24 @@ def _sweep(
     lo: int,
     hi: int,
     rate: Callable[[int], float],
+    breaks: Iterable[int],
     demand: dict[int, int],
     owed: dict[int, float],
 ) -> None:
     """Add, per hour, the demand (GPU-seconds) and what is owed: the integral of
-    ``min(rate(hour), demand(t))`` over the hour (``rate`` = share x capacity, in GPUs)."""
+    ``min(rate(t), demand(t))`` (``rate`` = share x capacity, in GPUs). ``breaks`` are the
+    instants the rate changes at (shares change when budgets are created, closed or
+    reweighted), so the rate is constant on every piece."""
     changes: dict[int, int] = defaultdict(int)
     for start, end, gpus in intervals:
         start, end = max(start, lo), min(end, hi)
         if start < end:
             changes[start] += gpus
             changes[end] -= gpus
+    if not changes:
+        return
+    for at in breaks:
+        changes[at] += 0
     points = sorted(changes)
     level = 0
     for at, nxt in pairwise(points):
@@ -242,8 +250,19 @@ def _sweep(
             hour = a // HOUR * HOUR
             b = min(nxt, hour + HOUR)
             demand[hour] = demand.get(hour, 0) + level * (b - a)
-            owed[hour] = owed.get(hour, 0.0) + min(rate(hour), float(level)) * (b - a)
+            owed[hour] = owed.get(hour, 0.0) + min(rate(a), float(level)) * (b - a)
             a = b
+
+
+def _pieces(lo: int, hi: int, breaks: list[int]) -> Iterable[tuple[int, int, int]]:
+    """``(hour, start, end)``: ``[lo, hi)`` cut at every hour and at every break."""
+    cuts = sorted({lo, hi, *(b for b in breaks if lo < b < hi)})
+    for a, b in pairwise(cuts):
+        while a < b:
+            hour = a // HOUR * HOUR
+            end = min(b, hour + HOUR)
+            yield hour, a, end
+            a = end
 
 
 @dataclass
@@ -292,24 +311,22 @@ def charges(
     lo, hi = _covered(snap, *bounds)
     leaves = tree.leaves()
     intervals = _demand_intervals(snap)
+    breaks = [math.ceil(t) for t in tree.change_times(lo, hi)]
     for pool_ in pools:
         capacity = snap.capacity(pool_)
         for leaf in sorted({*leaves, *(b for b, p in intervals if p == pool_)}):
 
             def rate(
-                hour: int, leaf: str = leaf, pool_: str = pool_, capacity: int = capacity
+                at: int, leaf: str = leaf, pool_: str = pool_, capacity: int = capacity
             ) -> float:
-                return tree.shares(pool_, float(hour)).get(leaf, 0.0) * capacity
+                return tree.shares(pool_, float(at)).get(leaf, 0.0) * capacity
 
             entitled: dict[int, float] = defaultdict(float)
-            hour = lo // HOUR * HOUR
-            while hour < hi:
-                seconds = min(hi, hour + HOUR) - max(lo, hour)
-                entitled[period_of(hour)] += rate(hour) * seconds
-                hour += HOUR
+            for hour, a, b in _pieces(lo, hi, breaks):
+                entitled[period_of(hour)] += rate(a) * (b - a)
             demand: dict[int, int] = {}
             owed: dict[int, float] = {}
-            _sweep(intervals.get((leaf, pool_), ()), lo, hi, rate, demand, owed)
+            _sweep(intervals.get((leaf, pool_), ()), lo, hi, rate, breaks, demand, owed)
             per_period_owed: dict[int, float] = defaultdict(float)
             per_period_demand: dict[int, int] = defaultdict(int)
             for h in sorted(owed):

@@ -248,3 +248,42 @@ def test_reports_over_http_and_the_cli(engine: Engine, tmp_path: Any) -> None:
     result = CliRunner().invoke(report_app, ["users", "--database-url", url, "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["report"] == "users"
+
+
+def test_entitlement_follows_shares_that_change_inside_an_hour(tmp_path: Any) -> None:
+    """A budget created half-way through an hour is entitled to that half hour, and its
+    sibling's share drops from then on (shares change at event times, not on the hour)."""
+    from datetime import UTC, datetime
+
+    from events import new_event
+    from events.models import BudgetCreated, EventData, NodeRegistered, WorkloadSubmitted
+
+    hour = 1_790_000_000 // 3600 * 3600
+
+    def at(data: EventData, t: int) -> Any:
+        return new_event(data, source="tests", time=datetime.fromtimestamp(t, UTC))
+
+    events = [
+        at(BudgetCreated(budget="a", created_by="admin"), hour - 3600),
+        at(NodeRegistered(node="n1", cluster="c", pool="p", gpus=4, gpu_type="x"), hour - 3600),
+        at(BudgetCreated(budget="b", created_by="admin"), hour + 1800),
+        at(
+            WorkloadSubmitted(
+                workload_id="w",
+                budget="a",
+                pools=("p",),
+                gpus=1,
+                min_runtime_s=60,
+                submitter="ana",
+            ),
+            hour + 3 * 3600,
+        ),
+    ]
+    engine = create_engine(f"sqlite:///{tmp_path}/reports.db")
+    migrate(engine)
+    project(engine, events)
+    rows = build_report(engine, "charges", "hour", hour, hour + 3600).rows
+    entitlement = {r["budget"]: r["entitlement"] for r in rows if r["line"] == "charges"}
+    # a: all 4 GPUs for the first half hour, half of them for the second; b: half of them.
+    assert entitlement == {"a": 4 * 1800 + 2 * 1800, "b": 2 * 1800}
+    engine.dispose()
