@@ -39,6 +39,7 @@ from events.models import (
     WorkloadSubmitted,
 )
 from projections.sql.tables import (
+    budget_weights,
     budgets,
     decision_records,
     hourly_usage,
@@ -264,15 +265,32 @@ def _node_state(state: str) -> Callable[[Connection, Any, int, str], None]:
     return effect
 
 
-def _budget_created(connection: Connection, e: BudgetCreated, at: int, _id: str) -> None:
-    connection.execute(
+def _budget_created(connection: Connection, e: BudgetCreated, at: int, event_id: str) -> None:
+    created = connection.execute(
         _insert(connection, budgets)
         .values(budget=e.budget, weight=e.weight, pool_weights=dict(e.pool_weights), created_at=at)
         .on_conflict_do_nothing(index_elements=["budget"])
+        .returning(budgets.c.budget)
+    ).first()
+    if created is not None:  # a second creation of the same budget is not a weight change
+        for pool, weight in {"": e.weight, **e.pool_weights}.items():
+            _weight_history(connection, event_id, e.budget, pool, weight, at)
+
+
+def _weight_history(
+    connection: Connection, event_id: str, budget: str, pool: str, weight: float, at: int
+) -> None:
+    connection.execute(
+        _insert(connection, budget_weights)
+        .values(event_id=event_id, pool=pool, budget=budget, weight=weight, effective_at=at)
+        .on_conflict_do_nothing(index_elements=["event_id", "pool"])
     )
 
 
-def _weight_changed(connection: Connection, e: BudgetWeightChanged, at: int, _id: str) -> None:
+def _weight_changed(connection: Connection, e: BudgetWeightChanged, at: int, event_id: str) -> None:
+    known = connection.execute(select(budgets.c.budget).where(budgets.c.budget == e.budget))
+    if known.first() is not None:
+        _weight_history(connection, event_id, e.budget, e.pool or "", e.weight, at)
     if e.pool is None:
         connection.execute(
             update(budgets).where(budgets.c.budget == e.budget).values(weight=e.weight)

@@ -97,6 +97,18 @@ budgets = Table(
     Column("closed_at", BigInteger),
 )
 
+#: Every weight a budget has had, from its event time on (``pool`` "" is the weight in every
+#: pool without an override): reports price a past period with the shares then in force.
+budget_weights = Table(
+    "budget_weights",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("pool", String(128), primary_key=True),
+    Column("budget", String(512), nullable=False, index=True),
+    Column("weight", Float, nullable=False),
+    Column("effective_at", BigInteger, nullable=False),
+)
+
 decision_records = Table(
     "decision_records",
     metadata,

@@ -145,14 +145,25 @@ def _ancestors(path: str) -> list[str]:
 
 
 def build_tree(snap: Snapshot) -> BudgetTree:
-    """The budget tree of the read models: current weights (the table keeps no history),
-    each budget from its creation to its closing."""
+    """The budget tree of the read models, each budget from its creation to its closing, with
+    the weights it had over time (its current weights where no history was recorded)."""
+    history: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
+    for change in snap.weights:
+        history[change.budget].append((change.effective_at, change.pool, change.weight))
     tree = BudgetTree()
     for budget in sorted(snap.budgets, key=lambda b: b.budget):
+        weight, pool_weights = budget.weight, budget.pool_weights
+        initial = [(pool, w) for at, pool, w in history[budget.budget] if at <= budget.created_at]
+        if initial:
+            weight = next((w for pool, w in reversed(initial) if pool == ""), weight)
+            pool_weights = {pool: w for pool, w in initial if pool}
         try:
-            tree.create(budget.budget, budget.weight, float(budget.created_at), budget.pool_weights)
+            tree.create(budget.budget, weight, float(budget.created_at), pool_weights)
         except BudgetTreeError:
             continue  # a parent missing from the table: no share can be computed under it
+        for at, pool, w in history[budget.budget]:
+            if at > budget.created_at:
+                tree.set_weight(budget.budget, w, float(at), pool or None)
     for budget in snap.budgets:
         if budget.closed_at is not None and budget.budget in tree.nodes:
             closed = BudgetClosed(budget=budget.budget, closed_by="read-models")

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, func, select
 from events.models.ledger import parse_charge_id
 from projections.sql.projector import PROJECTOR_NAME
 from projections.sql.tables import (
+    budget_weights,
     budgets,
     decision_records,
     ledger_entries,
@@ -69,6 +70,15 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class WeightChange:
+    budget: str
+    #: "" for the weight in every pool without an override.
+    pool: str
+    weight: float
+    effective_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class Budget:
     budget: str
     weight: float
@@ -94,6 +104,8 @@ class Snapshot:
     nodes: list[Node]
     budgets: list[Budget]
     preemptions: list[Preemption]
+    #: Every weight each budget has had, in time order (empty before migration 0002's data).
+    weights: list[WeightChange] = field(default_factory=list)
     #: Pools each (workload, attempt) was charged in (from the charge ids).
     charged_pools: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     #: Pools each workload was charged in, any attempt.
@@ -153,6 +165,7 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         nodes.c.changed_at,
         budgets.c.created_at,
         budgets.c.closed_at,
+        budget_weights.c.effective_at,
         decision_records.c.event_time,
     )
     query = select(
@@ -223,6 +236,17 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         )
         for row in connection.execute(select(budgets).order_by(budgets.c.budget))
     ]
+    weight_rows = [
+        WeightChange(row.budget, row.pool, float(row.weight), int(row.effective_at))
+        for row in connection.execute(
+            select(budget_weights).order_by(
+                budget_weights.c.effective_at,
+                budget_weights.c.budget,
+                budget_weights.c.pool,
+                budget_weights.c.event_id,
+            )
+        )
+    ]
     preemptions = [
         Preemption(row.workload_id, int(row.attempt), row.reason, int(row.event_time))
         for row in connection.execute(
@@ -244,6 +268,7 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         nodes=node_rows,
         budgets=budget_rows,
         preemptions=preemptions,
+        weights=weight_rows,
         charged_pools=charged_pools,
         workload_pools=workload_pools,
     )

@@ -200,3 +200,26 @@ def test_duplicated_charges_at_new_offsets_are_not_counted_twice(
     )
     assert projector.apply([again]) == 1
     assert _snapshot(engine) == before
+
+
+def test_migration_0002_gives_existing_budgets_their_weights_as_history(tmp_path: Path) -> None:
+    from projections.sql.tables import budget_weights, budgets
+
+    engine = create_engine(f"sqlite:///{tmp_path}/old.db")
+    migrate(engine, "0001")
+    with engine.begin() as connection:
+        connection.execute(
+            budgets.insert(),
+            [
+                {"budget": "lab", "weight": 2.0, "pool_weights": {"a100": 5.0}, "created_at": 7},
+                {"budget": "lab/x", "weight": 1.0, "pool_weights": {}, "created_at": 9},
+            ],
+        )
+    migrate(engine)
+    with engine.connect() as connection:
+        rows = sorted(
+            (r.budget, r.pool, r.weight, r.effective_at)
+            for r in connection.execute(select(budget_weights))
+        )
+    assert rows == [("lab", "", 2.0, 7), ("lab", "a100", 5.0, 7), ("lab/x", "", 1.0, 9)]
+    engine.dispose()

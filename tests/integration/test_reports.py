@@ -287,3 +287,69 @@ def test_entitlement_follows_shares_that_change_inside_an_hour(tmp_path: Any) ->
     # a: all 4 GPUs for the first half hour, half of them for the second; b: half of them.
     assert entitlement == {"a": 4 * 1800 + 2 * 1800, "b": 2 * 1800}
     engine.dispose()
+
+
+def test_past_periods_are_priced_with_the_weights_then_in_force(database_url: str) -> None:
+    """A weight change takes effect from its event time: the hours before it keep the old
+    shares, and a report regenerated after the change does not re-price them."""
+    from datetime import UTC, datetime
+
+    from events import new_event
+    from events.models import BudgetCreated, BudgetWeightChanged, EventData, NodeRegistered
+    from tests.factories import submitted
+
+    hour = 1_790_000_000 // 3600 * 3600
+
+    def at(data: EventData, t: int) -> Any:
+        return new_event(data, source="tests", time=datetime.fromtimestamp(t, UTC))
+
+    events = [
+        at(BudgetCreated(budget="a", weight=3, created_by="admin"), hour - 3600),
+        at(BudgetCreated(budget="b", weight=1, created_by="admin"), hour - 3600),
+        at(NodeRegistered(node="n1", cluster="c", pool="p", gpus=4, gpu_type="x"), hour - 3600),
+        at(BudgetWeightChanged(budget="a", weight=1, changed_by="admin"), hour + 1800),
+        at(BudgetWeightChanged(budget="b", weight=3, changed_by="admin"), hour + 3600),
+        # the log goes on past the last hour reported
+        at(submitted("w1", budget="a", pools=("p",), min_runtime_s=60), hour + 7200),
+    ]
+    engine = _fresh_engine(database_url)
+    try:
+        project(engine, events)
+        rows = build_report(engine, "charges", "hour", hour - 3600, hour + 7200).rows
+    finally:
+        _drop(engine, database_url)
+    entitlement = {
+        (r["period_start"], r["budget"]): r["entitlement"] for r in rows if r["line"] == "charges"
+    }
+    before, during, after = (periods.iso(hour + k * 3600) for k in (-1, 0, 1))
+    # 3:1 before the change, 1:1 from half past, then 1:3 (4 GPUs).
+    assert entitlement[(before, "a")] == 3 * 3600
+    assert entitlement[(before, "b")] == 1 * 3600
+    assert entitlement[(during, "a")] == 3 * 1800 + 2 * 1800
+    assert entitlement[(during, "b")] == 1 * 1800 + 2 * 1800
+    assert entitlement[(after, "a")] == 1 * 3600
+    assert entitlement[(after, "b")] == 3 * 3600
+
+
+def _fresh_engine(database_url: str) -> Engine:
+    if database_url.startswith("sqlite"):
+        engine = create_engine(database_url)
+    else:
+        name = f"fs_reports_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        engine = create_engine(make_url(database_url).set(database=name))
+    migrate(engine)
+    return engine
+
+
+def _drop(engine: Engine, database_url: str) -> None:
+    name = engine.url.database
+    engine.dispose()
+    if not database_url.startswith("sqlite"):
+        admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE "{name}"'))
+        admin.dispose()
