@@ -33,6 +33,7 @@ from events.models import (
 from events.types import utc_epoch_seconds
 from projections.budget_tree import BudgetTree, BudgetTreeError
 from projections.cluster_state import ClusterState, ClusterStateError
+from projections.demand import DemandHistory, wanted
 from projections.usage_window import HOUR
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class RejectedFact:
 @dataclass
 class LiveState:
     cluster: ClusterState = field(default_factory=ClusterState)
+    #: GPUs wanted by allocated work over time (what budgets are owed is capped by it).
+    demand: DemandHistory = field(default_factory=DemandHistory)
     tree: BudgetTree = field(default_factory=BudgetTree)
     #: The latest usage snapshot per pool (by window end).
     usage: dict[str, UsageSnapshot] = field(default_factory=dict)
@@ -121,6 +124,19 @@ class LiveState:
             for envelope in expired:
                 self._reject(envelope, "still inapplicable long after its time")
 
+    def _apply_to_cluster(self, data: Any, now: float) -> None:
+        workload_id = getattr(data, "workload_id", None)
+        if not isinstance(workload_id, str):
+            self.cluster.apply(data, now)
+            return
+        workloads = self.cluster.workloads
+        before = wanted(self.cluster, workloads.get(workload_id))
+        self.cluster.apply(data, now)
+        workload = workloads.get(workload_id)
+        after = wanted(self.cluster, workload)
+        if workload is not None and before != after:
+            self.demand.change(workload.budget, now, before, after)
+
     def _reject(self, envelope: Envelope[Any], reason: str) -> None:
         self.rejected.append(RejectedFact(envelope.id, envelope.type, reason))
         log.warning(
@@ -146,7 +162,7 @@ class LiveState:
                     self.command_ids.add(data.command_id)
                     self.commands.setdefault(data.workload_id, []).append(CommandRecord(now, data))
                 else:
-                    self.cluster.apply(data, now)
+                    self._apply_to_cluster(data, now)
         except (BudgetTreeError, ClusterStateError) as error:
             reason = str(error)
             if _MISSING.search(reason) and len(self.waiting) < MAX_WAITING:

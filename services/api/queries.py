@@ -533,16 +533,20 @@ def budget_report(
 
     * usage = delivered = allocated GPU-seconds of the subtree in the window (the latest usage
       snapshot plus running allocated work since it, :meth:`LiveState.usage_in_window`);
-    * owed = share x capacity x window (GPU-seconds), *not* capped at demand: the live state
-      keeps no history of demand. ``demand_gpus`` (GPUs of the subtree's pending and running
-      allocated work now) and ``entitled_gpus`` = min(share x capacity, demand now) say what
-      the budget is owed at this instant.
+    * owed = for a leaf, the integral over the window of min(share x capacity, its demand)
+      (DESIGN.md section 5: a budget that asked for nothing is owed nothing), from the demand
+      history the live state keeps, with the shares of each moment; for an inner budget, the
+      sum of its leaves' (as in the charges report: a sibling's unused entitlement is owed to
+      no one);
+    * ``demand_gpus`` (GPUs of the subtree's pending and running allocated work now) and
+      ``entitled_gpus`` = min(share x capacity, demand now): what it is owed at this instant.
     """
     tree = state.tree
     cluster = state.cluster
     pools = known_pools(state) if pools is None else pools
     orders = {pool: _order(state, pool, now, window_s) for pool in pools}
     demand = {pool: _demand(cluster, tree, pool) for pool in pools}
+    owed_in_window = {pool: _owed(state, pool, now, window_s) for pool in pools}
     budgets = []
     for path in sorted(p for p in tree.nodes if p != ROOT):
         node = tree.nodes[path]
@@ -552,7 +556,7 @@ def budget_report(
             capacity = cluster.capacity(pool)
             share = order.shares.get(path)
             used = order.usage.get(path, 0.0)
-            owed = None if share is None else share * capacity * window_s
+            owed = None if share is None else owed_in_window[pool].get(path, 0.0)
             wanted = demand[pool].get(path, 0)
             per_pool[pool] = {
                 "share": share,
@@ -583,8 +587,8 @@ def budget_report(
         "as_of": iso(now),
         "window_s": window_s,
         "pools": [{"pool": p, "capacity": cluster.capacity(p)} for p in pools],
-        "owed": "share x capacity x window, in GPU-seconds; not capped at demand (no demand "
-        "history in the live state): see demand_gpus and entitled_gpus for demand now",
+        "owed": "GPU-seconds over the window of min(share x capacity, demand), moment by moment, "
+        "per leaf; an inner budget's is the sum of its leaves'",
         "budgets": budgets,
     }
 
@@ -594,6 +598,21 @@ def _sibling_rank(order: FairShareOrder, path: str) -> int | None:
         return None
     siblings = sorted(order.children.get(parent_of(path), []), key=order.key)
     return siblings.index(path) + 1 if path in siblings else None
+
+
+def _owed(state: LiveState, pool: str, now: float, window_s: int) -> dict[str, float]:
+    tree, capacity = state.tree, state.cluster.capacity(pool)
+    lo = now - window_s
+
+    def entitled(at: float) -> dict[str, float]:
+        return {path: share * capacity for path, share in tree.shares(pool, at).items()}
+
+    owed: dict[str, float] = {}
+    leaves = state.demand.owed(pool, lo, now, entitled, tree.change_times(lo, now))
+    for leaf, amount in leaves.items():
+        for ancestor in tree.ancestors(leaf):
+            owed[ancestor] = owed.get(ancestor, 0.0) + amount
+    return owed
 
 
 def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int]:

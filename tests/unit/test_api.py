@@ -442,9 +442,14 @@ def test_budget_report_numbers(world: World) -> None:
     assert b["usage_gpu_s"] == 102_400
     assert a["usage_gpu_s"] == 200
     assert lab["usage_gpu_s"] == 102_600
-    owed = 0.5 * 12 * WEEK
+    # Owed: min(share x capacity = 6 GPUs, demand) over time. lab/b: v1 (4 GPUs) from its
+    # submission at 9:00 to its preemption at 9:31 (not resumable: it ends), r1 (4) from 9:40,
+    # pb1 (1) from 10:40, all below 6 GPUs; lab/a: r2 (2) from 9:40 and pa1 (4) from 10:50.
+    owed = 4 * 31 * 60 + 4 * 80 * 60 + 1 * 20 * 60
     assert b["owed_gpu_s"] == owed
-    assert b["usage_ratio"] == pytest.approx(102_400 / owed)
+    assert a["owed_gpu_s"] == 2 * 80 * 60 + 4 * 10 * 60
+    assert lab["owed_gpu_s"] == owed + a["owed_gpu_s"], "lab's 12 GPUs cover both"
+    assert b["usage_ratio"] == pytest.approx(102_400 / (0.5 * 12 * WEEK))
     assert b["delivered_ratio"] == pytest.approx(102_400 / owed, abs=1e-6)
     assert (a["rank"], b["rank"]) == (1, 2)
     # demand now: lab/a pa1 (4) + r2 (2); lab/b pb1 (1) + r1 (4)

@@ -1,0 +1,88 @@
+"""Demand over time: the GPUs each leaf budget's allocated work wanted, per pool.
+
+What a budget is *owed* is not its share of the cluster but ``min(share x capacity, demand)``
+moment by moment (DESIGN.md section 5): a team that asked for nothing is owed nothing. Demand
+is a step function per (pool, leaf budget); it changes when allocated work is submitted, placed
+(from every acceptable pool to the one it runs in), requeued, or ends.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping
+from itertools import pairwise
+
+from projections.cluster_state import ClusterState, WorkloadState
+
+#: Statuses in which a workload still wants GPUs (preempted/lost only while awaiting requeue).
+_WAITING = ("pending",)
+_HOLDING = ("placed", "running")
+
+
+def wanted(cluster: ClusterState, workload: WorkloadState | None) -> dict[str, int]:
+    """GPUs ``workload`` wants now, per pool: in every acceptable pool while it waits, in its
+    own pool while it holds GPUs, nowhere once it has ended or if it is unallocated."""
+    if workload is None or not workload.allocated:
+        return {}
+    if workload.status in _HOLDING and workload.pool is not None:
+        return {workload.pool: workload.gpus}
+    waiting = workload.status in _WAITING or workload.workload_id in cluster.awaiting_requeue
+    return dict.fromkeys(workload.pools, workload.gpus) if waiting else {}
+
+
+class DemandHistory:
+    def __init__(self) -> None:
+        #: (pool, leaf budget) -> [(time, GPUs wanted from then on)], in time order.
+        self.steps: dict[tuple[str, str], list[tuple[float, int]]] = {}
+
+    def change(
+        self, budget: str, at: float, before: Mapping[str, int], after: Mapping[str, int]
+    ) -> None:
+        for pool in sorted({*before, *after}):
+            delta = after.get(pool, 0) - before.get(pool, 0)
+            if delta:
+                steps = self.steps.setdefault((pool, budget), [])
+                level = steps[-1][1] if steps else 0
+                if steps and at < steps[-1][0]:
+                    # A late fact: shift every later level (steps stay in time order).
+                    i = bisect_right(steps, (at, float("inf")))
+                    level = steps[i - 1][1] if i else 0
+                    steps.insert(i, (at, level + delta))
+                    for j in range(i + 1, len(steps)):
+                        steps[j] = (steps[j][0], steps[j][1] + delta)
+                else:
+                    steps.append((at, level + delta))
+
+    def level(self, pool: str, budget: str, at: float) -> int:
+        steps = self.steps.get((pool, budget), [])
+        i = bisect_right(steps, (at, float("inf")))
+        return steps[i - 1][1] if i else 0
+
+    def owed(
+        self,
+        pool: str,
+        lo: float,
+        hi: float,
+        entitled_gpus: Callable[[float], Mapping[str, float]],
+        breaks: Iterable[float],
+    ) -> dict[str, float]:
+        """GPU-seconds owed to every leaf budget in ``[lo, hi)``: the integral of
+        ``min(entitled GPUs, demand)``. ``entitled_gpus(t)`` is share x capacity per budget at
+        ``t``; ``breaks`` are the instants it changes at. (An inner budget is owed what its
+        leaves are: a sibling's unused entitlement is owed to no one.)"""
+        leaves = sorted(budget for (p, budget) in self.steps if p == pool)
+        if not leaves or hi <= lo:
+            return {}
+        cuts = {lo, hi, *(b for b in breaks if lo < b < hi)}
+        for leaf in leaves:
+            cuts.update(t for t, _ in self.steps[(pool, leaf)] if lo < t < hi)
+        owed: dict[str, float] = {}
+        points = sorted(cuts)
+        for a, b in pairwise(points):
+            entitled: Mapping[str, float] | None = None
+            for leaf in leaves:
+                gpus = self.level(pool, leaf, a)
+                if gpus > 0:
+                    entitled = entitled if entitled is not None else entitled_gpus(a)
+                    owed[leaf] = owed.get(leaf, 0.0) + min(entitled.get(leaf, 0.0), gpus) * (b - a)
+        return owed
