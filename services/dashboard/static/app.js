@@ -55,7 +55,8 @@ function depthFirst(budgets) {
 }
 
 function ratioBar(delivered, owed) {
-  if (!owed) return '<div class="bar"><em class="muted">no share</em></div>';
+  if (owed === null || owed === undefined) return '<div class="bar"><em class="muted">no share</em></div>';
+  if (!owed) return '<div class="bar"><em class="muted">nothing owed (no demand)</em></div>';
   const ratio = delivered / owed;
   const color = ratio >= 0.95 ? "var(--ok)" : ratio >= 0.5 ? "var(--warn)" : "var(--bad)";
   return `<div class="bar"><span style="width:${Math.min(1, ratio) * 100}%;background:${color}"></span>` +
