@@ -46,7 +46,9 @@ class ChargingHost:
     ) -> None:
         self.bootstrap = bootstrap
         self.topics = topics or Topics()
-        self.ledger = Ledger()
+        # The host publishes each charge as it is posted and keeps only the ids (dedupe), so
+        # its memory does not grow with a copy of the whole ledger.
+        self.ledger = Ledger(keep_entries=False)
         self.usage = UsageWindow(window_s)
         self.published = 0
         self.positions: dict[tuple[str, int], int] = {}

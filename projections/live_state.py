@@ -24,6 +24,7 @@ from events.models import (
     BudgetCreated,
     BudgetWeightChanged,
     DecisionRecord,
+    GpuHeartbeat,
     MembershipGranted,
     MembershipRevoked,
     PlaceCommand,
@@ -47,6 +48,10 @@ _BUDGET_EVENTS = (
 )
 
 
+#: Events whose effect is the same however often they are applied (a heartbeat moves a node's
+#: last-seen time to the max, a snapshot replaces an older one): their ids are not kept, so a
+#: long-running reader's memory does not grow with every heartbeat of every node.
+_IDEMPOTENT = (GpuHeartbeat, UsageSnapshot)
 #: How the folds say that a fact depends on one not read yet: something not created yet, or
 #: GPUs whose release (a preemption, an end, on another topic) has not been read yet.
 _MISSING = re.compile(r"unknown|does not exist|already assigned")
@@ -103,7 +108,8 @@ class LiveState:
         """Fold one event in; False if it was a duplicate, was rejected or has to wait."""
         if envelope.id in self.event_ids:
             return False
-        self.event_ids.add(envelope.id)
+        if not isinstance(envelope.data, _IDEMPOTENT):
+            self.event_ids.add(envelope.id)
         applied = self._apply(envelope, retrying=False)
         if applied and self.waiting:
             self._retry_waiting()
