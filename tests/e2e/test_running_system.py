@@ -203,6 +203,11 @@ def test_the_running_system(stack: Stack) -> None:
     assert not repeated, f"commands issued twice: {repeated}"
     charges = [c for c in _log(config, TopicKind.LEDGER) if isinstance(c, LedgerCharge)]
     assert len({c.charge_id for c in charges}) == len(charges), "no charge posted twice"
+    ids = Counter(
+        decode_binary(r.value, r.headers).id
+        for r in read_to_end(config.bootstrap, config.topics.all_names())
+    )
+    assert not [i for i, n in ids.items() if n > 1], "no event published twice"
 
     # The auditor's check: the log's charges recomputed from its facts, and the read models'.
     def audit(*extra: str) -> subprocess.CompletedProcess[str]:
