@@ -6,7 +6,6 @@ a real (topic, partition, offset) position.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,8 +14,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, func, select
 
 from events import TopicKind, Topics, new_event
 from events.envelope import derived_event_id
@@ -30,6 +28,7 @@ from services.bus.port import Delivery
 from services.scheduler.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import load_budgets, load_trace
+from tests.databases import fresh_database
 
 pytestmark = [pytest.mark.database]
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
@@ -38,25 +37,8 @@ TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 @pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
     """A migrated, empty database of each backend (PostgreSQL: a fresh database per test)."""
-    if database_url.startswith("sqlite"):
-        engine = create_engine(database_url)
-        migrate(engine)
+    with fresh_database(database_url) as engine:
         yield engine
-        engine.dispose()
-        return
-    name = f"fs_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    engine = create_engine(make_url(database_url).set(database=name))
-    try:
-        migrate(engine)
-        yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE "{name}"'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,13 @@ import csv
 import io
 import itertools
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, func, select
 from typer.testing import CliRunner
 
 from projections.sql.migrate import migrate
@@ -28,6 +26,7 @@ from services.dashboard.demo_data import project, small_lab
 from services.reports import build_report, periods, render
 from services.reports.cli import report_app
 from services.reports.writers import output_columns, output_rows
+from tests.databases import fresh_database
 
 pytestmark = [pytest.mark.database]
 EVENTS = small_lab()
@@ -36,27 +35,9 @@ EVENTS = small_lab()
 @pytest.fixture
 def engine(database_url: str) -> Iterator[Engine]:
     """Migrated read models holding the small lab's morning (PostgreSQL: a fresh database)."""
-    if database_url.startswith("sqlite"):
-        engine = create_engine(database_url)
-        migrate(engine)
+    with fresh_database(database_url) as engine:
         project(engine, EVENTS)
         yield engine
-        engine.dispose()
-        return
-    name = f"fs_reports_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    engine = create_engine(make_url(database_url).set(database=name))
-    try:
-        migrate(engine)
-        project(engine, EVENTS)
-        yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE "{name}"'))
-        admin.dispose()
 
 
 SUMMED = ("allocated", "unallocated", "entitlement", "demand", "owed", "workloads", "preemptions")
@@ -312,12 +293,9 @@ def test_past_periods_are_priced_with_the_weights_then_in_force(database_url: st
         # the log goes on past the last hour reported
         at(submitted("w1", budget="a", pools=("p",), min_runtime_s=60), hour + 7200),
     ]
-    engine = _fresh_engine(database_url)
-    try:
+    with fresh_database(database_url) as engine:
         project(engine, events)
         rows = build_report(engine, "charges", "hour", hour - 3600, hour + 7200).rows
-    finally:
-        _drop(engine, database_url)
     entitlement = {
         (r["period_start"], r["budget"]): r["entitlement"] for r in rows if r["line"] == "charges"
     }
@@ -329,27 +307,3 @@ def test_past_periods_are_priced_with_the_weights_then_in_force(database_url: st
     assert entitlement[(during, "b")] == 1 * 1800 + 2 * 1800
     assert entitlement[(after, "a")] == 1 * 3600
     assert entitlement[(after, "b")] == 3 * 3600
-
-
-def _fresh_engine(database_url: str) -> Engine:
-    if database_url.startswith("sqlite"):
-        engine = create_engine(database_url)
-    else:
-        name = f"fs_reports_{uuid.uuid4().hex[:12]}"
-        admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-        engine = create_engine(make_url(database_url).set(database=name))
-    migrate(engine)
-    return engine
-
-
-def _drop(engine: Engine, database_url: str) -> None:
-    name = engine.url.database
-    engine.dispose()
-    if not database_url.startswith("sqlite"):
-        admin = create_engine(database_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE "{name}"'))
-        admin.dispose()
