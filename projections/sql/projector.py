@@ -44,6 +44,7 @@ from projections.sql.tables import (
     decision_records,
     hourly_usage,
     ledger_entries,
+    node_states,
     nodes,
     projector_positions,
     workloads,
@@ -240,7 +241,8 @@ def _workload_update(
     return effect
 
 
-def _node_registered(connection: Connection, e: NodeRegistered, at: int, _id: str) -> None:
+def _node_registered(connection: Connection, e: NodeRegistered, at: int, event_id: str) -> None:
+    _node_history(connection, event_id, e.node, e.pool, e.gpus, "up", at)
     connection.execute(
         _insert(connection, nodes)
         .values(
@@ -257,12 +259,28 @@ def _node_registered(connection: Connection, e: NodeRegistered, at: int, _id: st
 
 
 def _node_state(state: str) -> Callable[[Connection, Any, int, str], None]:
-    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
+    def effect(connection: Connection, e: Any, at: int, event_id: str) -> None:
+        node = connection.execute(
+            select(nodes.c.pool, nodes.c.gpus).where(nodes.c.node == e.node)
+        ).first()
+        if node is None:
+            return
+        _node_history(connection, event_id, e.node, node.pool, node.gpus, state, at)
         connection.execute(
             update(nodes).where(nodes.c.node == e.node).values(state=state, changed_at=at)
         )
 
     return effect
+
+
+def _node_history(
+    connection: Connection, event_id: str, node: str, pool: str, gpus: int, state: str, at: int
+) -> None:
+    connection.execute(
+        _insert(connection, node_states)
+        .values(event_id=event_id, node=node, pool=pool, gpus=gpus, state=state, effective_at=at)
+        .on_conflict_do_nothing(index_elements=["event_id"])
+    )
 
 
 def _budget_created(connection: Connection, e: BudgetCreated, at: int, event_id: str) -> None:

@@ -97,6 +97,20 @@ budgets = Table(
     Column("closed_at", BigInteger),
 )
 
+#: Every state a node has been in, from its event time on ("up", "cordoned", "drained",
+#: "down"), with its pool and GPUs then: the utilisation report integrates capacity and
+#: outages over time instead of assuming today's nodes were always there.
+node_states = Table(
+    "node_states",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("node", String(256), nullable=False, index=True),
+    Column("pool", String(128), nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("effective_at", BigInteger, nullable=False),
+)
+
 #: Every weight a budget has had, from its event time on (``pool`` "" is the weight in every
 #: pool without an override): reports price a past period with the shares then in force.
 budget_weights = Table(

@@ -322,15 +322,14 @@ def charges(
     lo, hi = _covered(snap, *bounds)
     leaves = tree.leaves()
     intervals = _demand_intervals(snap)
-    breaks = [math.ceil(t) for t in tree.change_times(lo, hi)]
+    share_changes = [math.ceil(t) for t in tree.change_times(lo, hi)]
     for pool_ in pools:
-        capacity = snap.capacity(pool_)
+        # Shares and the pool's GPUs are constant between these instants.
+        breaks = sorted({*share_changes, *snap.capacity_changes(lo, hi)})
         for leaf in sorted({*leaves, *(b for b, p in intervals if p == pool_)}):
 
-            def rate(
-                at: int, leaf: str = leaf, pool_: str = pool_, capacity: int = capacity
-            ) -> float:
-                return tree.shares(pool_, float(at)).get(leaf, 0.0) * capacity
+            def rate(at: int, leaf: str = leaf, pool_: str = pool_) -> float:
+                return tree.shares(pool_, float(at)).get(leaf, 0.0) * snap.capacity_at(pool_, at)
 
             entitled: dict[int, float] = defaultdict(float)
             for hour, a, b in _pieces(lo, hi, breaks):
@@ -517,18 +516,15 @@ def utilisation(
         lo, hi = _covered(snap, period_start, period_end)
         cluster: dict[str, int] = defaultdict(int)
         for pool_ in pools:
-            gpus = snap.capacity(pool_)
-            capacity = gpus * (hi - lo)
+            gpus = snap.capacity_at(pool_, max(lo, hi - 1))
+            capacity = down = cordoned = 0
+            for a, b, node_gpus, state in snap.node_segments(pool_, lo, hi):
+                capacity += node_gpus * (b - a)
+                if state == "down":
+                    down += node_gpus * (b - a)
+                elif state in ("cordoned", "drained"):
+                    cordoned += node_gpus * (b - a)
             line = used.get((period_start, pool_), _Line())
-            down = cordoned = 0
-            for node in snap.nodes:
-                if node.pool != pool_ or node.state not in ("down", "cordoned", "drained"):
-                    continue
-                overlap = max(0, hi - max(lo, node.changed_at)) * node.gpus
-                if node.state == "down":
-                    down += overlap
-                else:
-                    cordoned += overlap
             busy = line.allocated + line.unallocated
             down = max(0, min(down, capacity - busy))
             cordoned = max(0, min(cordoned, capacity - busy - down))

@@ -24,6 +24,7 @@ from projections.sql.tables import (
     budgets,
     decision_records,
     ledger_entries,
+    node_states,
     nodes,
     projector_positions,
     workloads,
@@ -70,6 +71,16 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeChange:
+    node: str
+    pool: str
+    gpus: int
+    #: "up", "cordoned", "drained" or "down", from ``effective_at`` on.
+    state: str
+    effective_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class WeightChange:
     budget: str
     #: "" for the weight in every pool without an override.
@@ -106,6 +117,8 @@ class Snapshot:
     preemptions: list[Preemption]
     #: Every weight each budget has had, in time order (empty before migration 0002's data).
     weights: list[WeightChange] = field(default_factory=list)
+    #: Every state each node has been in, in time order.
+    node_history: list[NodeChange] = field(default_factory=list)
     #: Pools each (workload, attempt) was charged in (from the charge ids).
     charged_pools: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     #: Pools each workload was charged in, any attempt.
@@ -122,7 +135,39 @@ class Snapshot:
         return sorted(found)
 
     def capacity(self, pool: str) -> int:
+        """GPUs of the pool's nodes now."""
         return sum(n.gpus for n in self.nodes if n.pool == pool)
+
+    def node_segments(self, pool: str, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
+        """``(start, end, gpus, state)`` of every node of ``pool`` within ``[lo, hi)``: a node
+        counts from its registration on, in the state it was in at each moment."""
+        by_node: dict[str, list[NodeChange]] = {}
+        for change in self.node_history:
+            by_node.setdefault(change.node, []).append(change)
+        segments = []
+        for node in sorted(by_node):
+            changes = by_node[node]
+            for i, change in enumerate(changes):
+                end = changes[i + 1].effective_at if i + 1 < len(changes) else hi
+                a, b = max(lo, change.effective_at), min(hi, end)
+                if change.pool == pool and a < b:
+                    segments.append((a, b, change.gpus, change.state))
+        return segments
+
+    def capacity_changes(self, lo: int, hi: int) -> list[int]:
+        """Instants in ``(lo, hi)`` at which a pool's GPUs may change (a node registered,
+        re-registered elsewhere, or changing state)."""
+        return sorted({c.effective_at for c in self.node_history if lo < c.effective_at < hi})
+
+    def capacity_at(self, pool: str, at: int) -> int:
+        """GPUs of the pool's registered nodes at ``at`` (cordoned and down ones included: they
+        are capacity out of service, reported as such)."""
+        latest: dict[str, NodeChange] = {}
+        for change in self.node_history:
+            if change.effective_at > at:
+                break
+            latest[change.node] = change
+        return sum(c.gpus for c in latest.values() if c.pool == pool)
 
 
 def _max(connection: Connection, *columns: Any) -> int | None:
@@ -166,6 +211,7 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         budgets.c.created_at,
         budgets.c.closed_at,
         budget_weights.c.effective_at,
+        node_states.c.effective_at,
         decision_records.c.event_time,
     )
     query = select(
@@ -236,6 +282,14 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         )
         for row in connection.execute(select(budgets).order_by(budgets.c.budget))
     ]
+    node_changes = [
+        NodeChange(row.node, row.pool, int(row.gpus), row.state, int(row.effective_at))
+        for row in connection.execute(
+            select(node_states).order_by(
+                node_states.c.effective_at, node_states.c.node, node_states.c.event_id
+            )
+        )
+    ]
     weight_rows = [
         WeightChange(row.budget, row.pool, float(row.weight), int(row.effective_at))
         for row in connection.execute(
@@ -269,6 +323,7 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         budgets=budget_rows,
         preemptions=preemptions,
         weights=weight_rows,
+        node_history=node_changes,
         charged_pools=charged_pools,
         workload_pools=workload_pools,
     )

@@ -205,3 +205,27 @@ def test_migration_0002_gives_existing_budgets_their_weights_as_history(tmp_path
         )
     assert rows == [("lab", "", 2.0, 7), ("lab", "a100", 5.0, 7), ("lab/x", "", 1.0, 9)]
     engine.dispose()
+
+
+def test_migration_0003_takes_existing_nodes_as_always_registered(tmp_path: Path) -> None:
+    from projections.sql.tables import node_states, nodes
+
+    engine = create_engine(f"sqlite:///{tmp_path}/old.db")
+    migrate(engine, "0002")
+    with engine.begin() as connection:
+        connection.execute(
+            nodes.insert(),
+            [
+                {"node": "a", "cluster": "c", "pool": "p", "gpus": 4, "gpu_type": "x",
+                 "state": "up", "changed_at": 50},
+                {"node": "b", "cluster": "c", "pool": "p", "gpus": 2, "gpu_type": "x",
+                 "state": "down", "changed_at": 70},
+            ],
+        )  # fmt: skip
+    migrate(engine)
+    with engine.connect() as connection:
+        rows = sorted(
+            (r.node, r.state, r.effective_at) for r in connection.execute(select(node_states))
+        )
+    assert rows == [("a", "up", 0), ("b", "down", 70), ("b", "up", 0)]
+    engine.dispose()

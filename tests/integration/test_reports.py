@@ -307,3 +307,42 @@ def test_past_periods_are_priced_with_the_weights_then_in_force(database_url: st
     assert entitlement[(during, "b")] == 1 * 1800 + 2 * 1800
     assert entitlement[(after, "a")] == 1 * 3600
     assert entitlement[(after, "b")] == 3 * 3600
+
+
+def test_utilisation_integrates_nodes_joining_going_down_and_cordoned(database_url: str) -> None:
+    """Capacity counts a node from its registration; down and cordoned GPU-seconds come from
+    the node's state at each moment, not from its state today."""
+    from datetime import UTC, datetime
+
+    from events import new_event
+    from events.models import (
+        EventData,
+        NodeCordoned,
+        NodeDown,
+        NodeRegistered,
+        NodeUncordoned,
+        NodeUp,
+    )
+
+    hour = 1_790_000_000 // 3600 * 3600
+
+    def at(data: EventData, t: int) -> Any:
+        return new_event(data, source="tests", time=datetime.fromtimestamp(t, UTC))
+
+    events = [
+        at(NodeRegistered(node="n1", cluster="c", pool="p", gpus=4, gpu_type="x"), hour - 60),
+        at(NodeRegistered(node="n2", cluster="c", pool="p", gpus=2, gpu_type="x"), hour + 1800),
+        at(NodeDown(node="n1"), hour + 600),
+        at(NodeUp(node="n1"), hour + 1200),
+        at(NodeCordoned(node="n2", cordoned_by="admin"), hour + 2400),
+        at(NodeUncordoned(node="n2", uncordoned_by="admin"), hour + 3000),
+        at(NodeRegistered(node="n3", cluster="c", pool="p", gpus=1, gpu_type="x"), hour + 7200),
+    ]
+    with fresh_database(database_url) as engine:
+        project(engine, events)
+        (row,) = build_report(engine, "utilisation", "hour", hour, hour + 3600).rows
+    assert row["capacity"] == 4 * 3600 + 2 * 1800
+    assert row["down"] == 4 * 600
+    assert row["cordoned"] == 2 * 600
+    assert row["idle"] == row["capacity"] - row["down"] - row["cordoned"]
+    assert row["gpus"] == 6
