@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from events import TopicKind, Topics, new_event
 from events.envelope import derived_event_id
@@ -65,6 +66,10 @@ class UpConfig:
     grace_period_s: int = 10
     #: Mean seconds between synthetic submissions (0: none).
     submit_every_s: float = 4.0
+    #: The stream pauses while this many workloads are pending, so a demo left running keeps
+    #: a steady queue (demand above capacity, as in DESIGN.md section 5) instead of an
+    #: ever-growing one.
+    max_pending: int = 30
     seed: int = 7
 
     @property
@@ -186,6 +191,9 @@ class Stack:
         }
         try:
             while not should_stop():
+                if self._pending(clients["ana"]) >= config.max_pending:
+                    self._pause(1.0, should_stop)
+                    continue
                 user = rng.choice(sorted(USERS))
                 seconds = rng.randint(30, 300)
                 request = {
@@ -206,12 +214,23 @@ class Stack:
                 except Exception as error:  # the API restarting: try again later
                     log.warning("demo submission failed: %s", error)
                 pause = rng.expovariate(1 / config.submit_every_s) if config.submit_every_s else 1
-                deadline = time.monotonic() + min(pause, 30)
-                while time.monotonic() < deadline and not should_stop():
-                    time.sleep(0.2)
+                self._pause(min(pause, 30), should_stop)
         finally:
             for client in clients.values():
                 client.close()
+
+    @staticmethod
+    def _pause(seconds: float, should_stop: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not should_stop():
+            time.sleep(0.2)
+
+    @staticmethod
+    def _pending(client: Any) -> int:
+        try:
+            return len(client.workloads(status="pending").get("workloads", []))
+        except Exception:  # the API restarting: do not hold the stream up
+            return 0
 
     # -- stop ----------------------------------------------------------------------------
     def stop(self) -> list[str]:
