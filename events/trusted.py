@@ -22,9 +22,10 @@ _SET = object.__setattr__
 class _Shape:
     """What :func:`trusted` needs to know about a model, learned once per class."""
 
-    __slots__ = ("factories", "plain_defaults", "required")
+    __slots__ = ("factories", "names", "plain_defaults", "required")
 
     def __init__(self, cls: type[BaseModel]) -> None:
+        self.names = frozenset(cls.model_fields)
         self.plain_defaults: dict[str, Any] = {}
         self.factories: dict[str, Any] = {}
         required = set()
@@ -46,6 +47,13 @@ def trusted(cls: type[M], **values: Any) -> M:
     shape = _SHAPES.get(cls)
     if shape is None:
         shape = _SHAPES[cls] = _Shape(cls)
+    if values.keys() == shape.names:  # every field given (the hot paths): nothing to merge
+        instance = cls.__new__(cls)
+        _SET(instance, "__dict__", values)
+        _SET(instance, "__pydantic_fields_set__", set(values))
+        _SET(instance, "__pydantic_extra__", None)
+        _SET(instance, "__pydantic_private__", None)
+        return instance
     if not shape.required <= values.keys():
         missing = shape.required - values.keys()
         raise TypeError(f"{cls.__name__}: missing {', '.join(sorted(missing))}")

@@ -143,16 +143,23 @@ class PoolIndex:
         self._max_free: int | None = 0
 
     def add(self, node: NodeState) -> None:
-        self.by_free.setdefault(node.free, SortedList()).add(node.name)
-        self.free_total += node.free
-        self._max_free = None
+        free = node.free
+        self.by_free.setdefault(free, SortedList()).add(node.name)
+        self.free_total += free
+        if self._max_free is not None and free > self._max_free:
+            self._max_free = free
 
     def remove(self, node: NodeState, free: int) -> None:
         bucket = self.by_free.get(free)
-        if bucket is not None and node.name in bucket:
-            bucket.discard(node.name)
-            self.free_total -= free
-            self._max_free = None
+        if bucket is None:
+            return
+        try:
+            bucket.remove(node.name)
+        except ValueError:
+            return  # not indexed under that count
+        self.free_total -= free
+        if not bucket and free == self._max_free:
+            self._max_free = None  # recomputed when next asked
 
     def max_free(self) -> int:
         if self._max_free is None:
