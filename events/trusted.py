@@ -48,12 +48,7 @@ def trusted(cls: type[M], **values: Any) -> M:
     if shape is None:
         shape = _SHAPES[cls] = _Shape(cls)
     if values.keys() == shape.names:  # every field given (the hot paths): nothing to merge
-        instance = cls.__new__(cls)
-        _SET(instance, "__dict__", values)
-        _SET(instance, "__pydantic_fields_set__", set(values))
-        _SET(instance, "__pydantic_extra__", None)
-        _SET(instance, "__pydantic_private__", None)
-        return instance
+        return _instance(cls, values, set(values))
     if not shape.required <= values.keys():
         missing = shape.required - values.keys()
         raise TypeError(f"{cls.__name__}: missing {', '.join(sorted(missing))}")
@@ -61,9 +56,13 @@ def trusted(cls: type[M], **values: Any) -> M:
     for name, factory in shape.factories.items():
         if name not in values:
             fields[name] = factory()
+    return _instance(cls, fields, set(values))
+
+
+def _instance(cls: type[M], fields: dict[str, Any], fields_set: set[str]) -> M:
     instance = cls.__new__(cls)
     _SET(instance, "__dict__", fields)
-    _SET(instance, "__pydantic_fields_set__", set(values))
+    _SET(instance, "__pydantic_fields_set__", fields_set)
     _SET(instance, "__pydantic_extra__", None)
     _SET(instance, "__pydantic_private__", None)
     return instance
