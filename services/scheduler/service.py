@@ -99,6 +99,9 @@ class SchedulerService:
         self._dirty = True
         self._leading = False
         self._last_pass = float("-inf")
+        #: When time alone next changes what a pass may do (a contract ends); found after each
+        #: pass, since only new facts, which trigger a pass anyway, can move it.
+        self._next_expiry: float | None = None
         self._last_pass_id = 0
 
     @classmethod
@@ -152,8 +155,7 @@ class SchedulerService:
         return self.schedule(now)
 
     def _expired(self, now: float) -> bool:
-        expiry = next_contract_expiry(self.state.cluster, self._last_pass)
-        return expiry is not None and expiry <= now
+        return self._next_expiry is not None and self._next_expiry <= now
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         try:
@@ -204,6 +206,7 @@ class SchedulerService:
         self.published += len(envelopes)
         self._dirty = False
         self._last_pass = now
+        self._next_expiry = next_contract_expiry(cluster, now)
         self._last_pass_id = pass_id
         if decided:
             log.info(
