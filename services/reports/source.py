@@ -12,7 +12,9 @@ regenerating a report from the same log position gives the same bytes.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
@@ -138,12 +140,37 @@ class Snapshot:
         """GPUs of the pool's nodes now."""
         return sum(n.gpus for n in self.nodes if n.pool == pool)
 
-    def node_segments(self, pool: str, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
-        """``(start, end, gpus, state)`` of every node of ``pool`` within ``[lo, hi)``: a node
-        counts from its registration on, in the state it was in at each moment."""
+    @cached_property
+    def _history_by_node(self) -> dict[str, list[NodeChange]]:
         by_node: dict[str, list[NodeChange]] = {}
         for change in self.node_history:
             by_node.setdefault(change.node, []).append(change)
+        return by_node
+
+    @cached_property
+    def _capacity_steps(self) -> dict[str, tuple[list[int], list[int]]]:
+        """Per pool, the pool's GPUs after each node change, in time order (read once; reports
+        ask for the capacity at every piece of every leaf)."""
+        latest: dict[str, NodeChange] = {}
+        total: dict[str, int] = {}
+        steps: dict[str, tuple[list[int], list[int]]] = {}
+        for change in self.node_history:
+            before = latest.get(change.node)
+            latest[change.node] = change
+            touched = {change.pool} | ({before.pool} if before is not None else set())
+            if before is not None:
+                total[before.pool] -= before.gpus
+            total[change.pool] = total.get(change.pool, 0) + change.gpus
+            for pool in touched:
+                times, gpus = steps.setdefault(pool, ([], []))
+                times.append(change.effective_at)
+                gpus.append(total[pool])
+        return steps
+
+    def node_segments(self, pool: str, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
+        """``(start, end, gpus, state)`` of every node of ``pool`` within ``[lo, hi)``: a node
+        counts from its registration on, in the state it was in at each moment."""
+        by_node = self._history_by_node
         segments = []
         for node in sorted(by_node):
             changes = by_node[node]
@@ -162,12 +189,9 @@ class Snapshot:
     def capacity_at(self, pool: str, at: int) -> int:
         """GPUs of the pool's registered nodes at ``at`` (cordoned and down ones included: they
         are capacity out of service, reported as such)."""
-        latest: dict[str, NodeChange] = {}
-        for change in self.node_history:
-            if change.effective_at > at:
-                break
-            latest[change.node] = change
-        return sum(c.gpus for c in latest.values() if c.pool == pool)
+        times, gpus = self._capacity_steps.get(pool, ([], []))
+        i = bisect_right(times, at)
+        return gpus[i - 1] if i else 0
 
 
 def _max(connection: Connection, *columns: Any) -> int | None:
