@@ -3,25 +3,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.processes import run_fairshare
+
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
-FAIRSHARE = [sys.executable, "-m", "services.cli"]
 
 pytestmark = pytest.mark.skipif(
     not (TRACES / "philly-2017-09.csv").exists(), reason="../shared/traces is not beside the repo"
 )
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*FAIRSHARE, *args], capture_output=True, text=True, timeout=300, check=False
-    )
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +24,7 @@ def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     trace = tmp / "slice.csv"
     trace.write_text("\n".join(lines) + "\n")
     log = tmp / "events.ndjson"
-    result = _run(
+    result = run_fairshare(
         "simulate",
         "--trace",
         str(trace),
@@ -75,7 +68,7 @@ def test_the_simulated_log_has_facts_decisions_heartbeats_and_charges(event_log:
 
 
 def test_replay_of_an_untouched_log_is_identical(event_log: Path) -> None:
-    result = _run("audit", "replay", "--events", str(event_log))
+    result = run_fairshare("audit", "replay", "--events", str(event_log))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == "identical"
 
@@ -97,7 +90,7 @@ def test_replay_lists_every_altered_dropped_or_invented_charge(
     kept = [e for i, e in enumerate(events) if i != dropped] + [invented]
     tampered = tmp_path / "tampered.ndjson"
     tampered.write_bytes(b"\n".join(orjson.dumps(e) for e in kept) + b"\n")
-    result = _run("audit", "replay", "--events", str(tampered))
+    result = run_fairshare("audit", "replay", "--events", str(tampered))
     assert result.returncode == 1
     out = " ".join(result.stdout.split())
     assert f"differs: {data['charge_id']}: gpu_seconds:" in out
@@ -109,7 +102,7 @@ def test_replay_lists_every_altered_dropped_or_invented_charge(
 def test_verify_passes_then_catches_a_duplicate_and_an_overfull_hour(
     event_log: Path, tmp_path: Path
 ) -> None:
-    ok = _run("audit", "verify", "--events", str(event_log))
+    ok = run_fairshare("audit", "verify", "--events", str(event_log))
     assert ok.returncode == 0, ok.stdout
     assert "0 violation(s)" in ok.stdout
     events = _lines(event_log)
@@ -119,7 +112,7 @@ def test_verify_passes_then_catches_a_duplicate_and_an_overfull_hour(
     huge["data"]["gpu_seconds"] = huge["data"]["amount"] = 32 * 3600 + 1
     bad = tmp_path / "bad.ndjson"
     bad.write_bytes(b"\n".join(orjson.dumps(e) for e in [*events, charge, huge]) + b"\n")
-    result = _run("audit", "verify", "--events", str(bad))
+    result = run_fairshare("audit", "verify", "--events", str(bad))
     assert result.returncode == 1
     out = " ".join(result.stdout.split())
     assert f"duplicate charge id {charge['data']['charge_id']}" in out  # type: ignore[index]
@@ -129,7 +122,7 @@ def test_verify_passes_then_catches_a_duplicate_and_an_overfull_hour(
 def test_explain_tells_the_story_of_a_preempted_workload(event_log: Path) -> None:
     preempt = next(e for e in _lines(event_log) if e["type"] == "fairshare.command.preempt.v1")
     workload = str(preempt["data"]["workload_id"])  # type: ignore[index]
-    result = _run("audit", "explain", workload, "--events", str(event_log))
+    result = run_fairshare("audit", "explain", workload, "--events", str(event_log))
     assert result.returncode == 0
     out = result.stdout
     assert "submitted by trace" in out

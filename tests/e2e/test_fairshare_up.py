@@ -4,32 +4,21 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sqlite3
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from services.brokers import BrokerHandle
-
-FAIRSHARE = [sys.executable, "-m", "services.cli"]
+from tests.processes import free_port, run_fairshare
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("FAIRSHARE_KAFKA_BOOTSTRAP", None)
-    return subprocess.run(
-        [*FAIRSHARE, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return run_fairshare(*args, timeout=timeout, env=env)
 
 
 def _check_a_working_lab(result: subprocess.CompletedProcess[str], database: Path) -> None:
@@ -49,7 +38,7 @@ def _check_a_working_lab(result: subprocess.CompletedProcess[str], database: Pat
 
 @pytest.mark.broker_fast
 def test_up_on_embedded_defaults_runs_the_lab_and_keeps_its_log(tmp_path: Path) -> None:
-    args = ["--data-dir", str(tmp_path), "--api-port", str(_free_port()), "--submit-every", "1"]
+    args = ["--data-dir", str(tmp_path), "--api-port", str(free_port()), "--submit-every", "1"]
     first = _run("up", "--duration", "25", *args)
     _check_a_working_lab(first, tmp_path / "fairshare.db")
     assert "noida-db" in first.stdout
@@ -79,7 +68,7 @@ def test_up_against_an_external_kafka(broker: BrokerHandle, tmp_path: Path) -> N
         "--data-dir",
         str(tmp_path),
         "--api-port",
-        str(_free_port()),
+        str(free_port()),
         "--submit-every",
         "1",
     )

@@ -16,9 +16,7 @@ One scenario, in phases, on two simulated nodes of 4 GPUs:
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -34,14 +32,9 @@ from events.models import LedgerCharge, PlaceCommand, PreemptCommand
 from services.brokers import BrokerHandle
 from services.bus.export import read_to_end
 from services.launcher import Stack, UpConfig
+from tests.processes import free_port, run_fairshare
 
 pytestmark = [pytest.mark.broker]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -51,7 +44,7 @@ def stack(broker: BrokerHandle, tmp_path: Path) -> Iterator[Stack]:
         topics=Topics(prefix=f"e2e{uuid.uuid4().hex[:8]}."),
         data_dir=tmp_path,
         database_url=f"sqlite:///{tmp_path}/fairshare.db",
-        api_port=_free_port(),
+        api_port=free_port(),
         nodes=2,
         gpus_per_node=4,
         heartbeat_s=1.0,
@@ -211,11 +204,9 @@ def test_the_running_system(stack: Stack) -> None:
 
     # The auditor's check: the log's charges recomputed from its facts, and the read models'.
     def audit(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "services.cli", "audit", "replay", "--kafka",
-             config.bootstrap, "--topic-prefix", config.topics.prefix, *extra],
-            capture_output=True, text=True, timeout=120, check=False,
-            env={**os.environ, "COLUMNS": "200"},
+        return run_fairshare(
+            "audit", "replay", "--kafka", config.bootstrap, "--topic-prefix",
+            config.topics.prefix, *extra, timeout=120, env={**os.environ, "COLUMNS": "200"},
         )  # fmt: skip
 
     replayed = audit()

@@ -3,15 +3,14 @@ the real Philly trace (the full replay is a benchmark, not a test)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.processes import run_fairshare
+
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
-FAIRSHARE = [sys.executable, "-m", "services.cli"]
 
 pytestmark = pytest.mark.skipif(
     not (TRACES / "philly-2017-09.csv").exists(), reason="../shared/traces is not beside the repo"
@@ -27,25 +26,19 @@ def _slice(tmp_path: Path, rows: int) -> Path:
 
 def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = subprocess.run(
-        [
-            *FAIRSHARE,
-            "simulate",
-            "--trace",
-            str(_slice(tmp_path, 1500)),
-            "--budgets",
-            str(TRACES / "philly-budgets.csv"),
-            "--gpus",
-            "64",
-            "--policy",
-            "all",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    result = run_fairshare(
+        "simulate",
+        "--trace",
+        str(_slice(tmp_path, 1500)),
+        "--budgets",
+        str(TRACES / "philly-budgets.csv"),
+        "--gpus",
+        "64",
+        "--policy",
+        "all",
+        "--out",
+        str(out),
         timeout=600,
-        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = orjson.loads((out / "metrics.json").read_bytes())
@@ -81,49 +74,37 @@ def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> N
 def test_simulate_refuses_bad_input_clearly(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-09-04 10:30:41,-5,1,1,x\n")
-    result = subprocess.run(
-        [
-            *FAIRSHARE,
-            "simulate",
-            "--trace",
-            str(bad),
-            "--budgets",
-            str(TRACES / "philly-budgets.csv"),
-            "--gpus",
-            "8",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        capture_output=True,
-        text=True,
+    result = run_fairshare(
+        "simulate",
+        "--trace",
+        str(bad),
+        "--budgets",
+        str(TRACES / "philly-budgets.csv"),
+        "--gpus",
+        "8",
+        "--out",
+        str(tmp_path / "o"),
         timeout=120,
-        check=False,
     )
     assert result.returncode == 2
     assert "bad.csv:2: duration must be > 0" in result.stderr
 
 
 def test_bench_scheduler_prints_one_json_object_with_its_figures(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *FAIRSHARE,
-            "bench",
-            "scheduler",
-            "--trace",
-            str(_slice(tmp_path, 300)),
-            "--nodes",
-            "50",
-            "--pending",
-            "500",
-            "--budgets-count",
-            "20",
-            "--trials",
-            "5",
-        ],
-        capture_output=True,
-        text=True,
+    result = run_fairshare(
+        "bench",
+        "scheduler",
+        "--trace",
+        str(_slice(tmp_path, 300)),
+        "--nodes",
+        "50",
+        "--pending",
+        "500",
+        "--budgets-count",
+        "20",
+        "--trials",
+        "5",
         timeout=300,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     figures = orjson.loads(result.stdout)

@@ -3,8 +3,6 @@ audit replays to the same charges."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from events.ndjson import BadLine, read_events
 from projections.ledger import Ledger, charge_event_id
 from services.bus.export import export_events
 from tests.integration.kafka_bus import KafkaBus
+from tests.processes import run_fairshare
 from tests.unit.test_ledger import T0, _at, run_events
 
 pytestmark = [pytest.mark.broker]
@@ -43,12 +42,6 @@ def test_export_then_audit_replay_is_identical(bus: KafkaBus, tmp_path: Path) ->
     assert result.skipped == 1
     exported = list(read_events(out))
     assert not any(isinstance(e, BadLine) for e in exported)
-    replay = subprocess.run(
-        [sys.executable, "-m", "services.cli", "audit", "replay", "--events", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    replay = run_fairshare("audit", "replay", "--events", str(out), timeout=120)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert replay.stdout.strip().splitlines()[-1] == "identical"

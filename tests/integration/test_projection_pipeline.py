@@ -3,8 +3,6 @@ Restarts of the charging host and of the projector change nothing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from projections.sql.projector import SqlProjector
 from projections.sql.tables import hourly_usage, ledger_entries, workloads
 from tests.bus_contract import drain
 from tests.integration.kafka_bus import KafkaBus
+from tests.processes import run_fairshare
 from tests.unit.test_ledger import T0, _at, run_events
 
 pytestmark = [pytest.mark.broker]
@@ -136,20 +135,12 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
     engine.dispose()
 
     # The auditor: recompute every charge from the facts on Kafka, compare with the read models.
-    audit = [sys.executable, "-m", "services.cli", "audit"]
     where = ["--kafka", bus.broker.bootstrap, "--topic-prefix", bus.topics.prefix]
-    replay = subprocess.run(
-        [*audit, "replay", *where, "--database-url", f"sqlite:///{tmp_path / 'read.db'}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    database = f"sqlite:///{tmp_path / 'read.db'}"
+    replay = run_fairshare("audit", "replay", *where, "--database-url", database, timeout=120)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert replay.stdout.strip().splitlines()[-1] == "identical"
-    verify = subprocess.run(
-        [*audit, "verify", *where], capture_output=True, text=True, timeout=120, check=False
-    )
+    verify = run_fairshare("audit", "verify", *where, timeout=120)
     # The bad heartbeat is no fact: reported as skipped, and the ledger is sound.
     assert "1 invalid record(s) on the topics skipped" in replay.stderr
     assert verify.returncode == 0, verify.stdout
