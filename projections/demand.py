@@ -19,14 +19,20 @@ _WAITING = ("pending",)
 _HOLDING = ("placed", "running")
 
 
-def wanted(cluster: ClusterState, workload: WorkloadState | None) -> dict[str, int]:
+def wanted(
+    cluster: ClusterState, workload: WorkloadState | None, awaiting_requeue: bool = True
+) -> dict[str, int]:
     """GPUs ``workload`` wants now, per pool: in every acceptable pool while it waits, in its
-    own pool while it holds GPUs, nowhere once it has ended or if it is unallocated."""
+    own pool while it holds GPUs, nowhere once it has ended or if it is unallocated.
+    ``awaiting_requeue``: whether work stopped and not yet requeued (the next pass does it)
+    counts as waiting."""
     if workload is None or not workload.allocated:
         return {}
     if workload.status in _HOLDING and workload.pool is not None:
         return {workload.pool: workload.gpus}
-    waiting = workload.status in _WAITING or workload.workload_id in cluster.awaiting_requeue
+    waiting = workload.status in _WAITING or (
+        awaiting_requeue and workload.workload_id in cluster.awaiting_requeue
+    )
     return dict.fromkeys(workload.pools, workload.gpus) if waiting else {}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState, NodeState, QueueKey, WorkloadState
+from projections.demand import wanted
 from projections.live_state import LiveState
 from services.scheduler.fairshare_order import FairShareOrder
 from services.scheduler.placement import largest_node, needs_whole_nodes
@@ -619,12 +620,9 @@ def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int
     """GPUs of pending and running allocated work per budget (summed up the tree)."""
     leaf: dict[str, int] = {}
     for workload in cluster.workloads.values():
-        if not workload.allocated:
-            continue
-        if (workload.status == "pending" and pool in workload.pools) or (
-            workload.status in ("placed", "running") and workload.pool == pool
-        ):
-            leaf[workload.budget] = leaf.get(workload.budget, 0) + workload.gpus
+        gpus = wanted(cluster, workload, awaiting_requeue=False).get(pool)
+        if gpus:
+            leaf[workload.budget] = leaf.get(workload.budget, 0) + gpus
     total: dict[str, int] = {}
     for budget, gpus in leaf.items():
         for ancestor in tree.ancestors(budget):
