@@ -286,17 +286,13 @@ def seed_lab(bootstrap: str, topics: Topics) -> bool:
 
 def status_line(api_url: str) -> str:
     """Counts by status, from the API (what a user would see)."""
-    import httpx
+    from services.client.api import ApiError, FairshareClient
 
-    try:
-        response = httpx.get(
-            f"{api_url}/workloads", headers={"Authorization": "Bearer admin-token"}, timeout=5
-        )
-        response.raise_for_status()
-        body = response.json()
-    except httpx.HTTPError as error:
-        return f"API not answering ({error})"
-    items = body.get("workloads", body) if isinstance(body, dict) else body
+    with FairshareClient(api_url, "admin-token", timeout_s=5) as client:
+        try:
+            items = client.workloads().get("workloads", [])
+        except ApiError as error:
+            return f"API not answering ({error})"
     counts: dict[str, int] = {}
     for item in items:
         counts[item["status"]] = counts.get(item["status"], 0) + 1
