@@ -110,7 +110,7 @@ class LiveState:
             return False
         if not isinstance(envelope.data, _IDEMPOTENT):
             self.event_ids.add(envelope.id)
-        applied = self._apply(envelope, retrying=False)
+        applied = self._apply(envelope)
         if applied and self.waiting:
             self._retry_waiting()
         return applied
@@ -121,7 +121,7 @@ class LiveState:
             waiting, self.waiting = self.waiting, []
             progress = False
             for envelope in waiting:
-                progress |= self._apply(envelope, retrying=True)
+                progress |= self._apply(envelope)
         expired = [
             e for e in self.waiting if utc_epoch_seconds(e.time) < self.latest_time - WAIT_LIMIT_S
         ]
@@ -150,7 +150,7 @@ class LiveState:
             extra={"event_id": envelope.id, "type": envelope.type, "reason": reason},
         )
 
-    def _apply(self, envelope: Envelope[Any], retrying: bool) -> bool:
+    def _apply(self, envelope: Envelope[Any]) -> bool:
         data = envelope.data
         now = float(utc_epoch_seconds(envelope.time))
         try:
@@ -176,8 +176,7 @@ class LiveState:
                 return False
             self._reject(envelope, reason)
             return False
-        if not retrying or now > self.latest_time:
-            self.latest_time = max(self.latest_time, now)
+        self.latest_time = max(self.latest_time, now)
         self.events += 1
         return True
 
