@@ -26,38 +26,13 @@ from typing import Any
 from events.envelope import Envelope
 from events.topics import TopicKind, Topics
 from projections.live_state import LiveState
+from services.bus.export import end_offsets
 from services.bus.port import EventSubscriber
 
 log = logging.getLogger(__name__)
 
 #: Every topic whose events are facts the state folds; dead letters are not facts.
 VIEW_KINDS: tuple[TopicKind, ...] = tuple(k for k in TopicKind if k is not TopicKind.DEADLETTER)
-
-
-def end_offsets(
-    bootstrap: str, topic_names: list[str], timeout_s: float = 10.0
-) -> dict[tuple[str, int], int]:
-    """The high watermark of every partition of ``topic_names`` (missing topics: none)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"fairshare-api-ends-{uuid.uuid4().hex}"}
-    )
-    try:
-        metadata = consumer.list_topics(timeout=timeout_s)
-        ends: dict[tuple[str, int], int] = {}
-        for name in topic_names:
-            topic = metadata.topics.get(name)
-            if topic is None or topic.error is not None:
-                continue
-            for partition in topic.partitions:
-                _low, high = consumer.get_watermark_offsets(
-                    TopicPartition(name, partition), timeout=timeout_s
-                )
-                ends[(name, partition)] = high
-        return ends
-    finally:
-        consumer.close()
 
 
 class LiveView:

@@ -52,6 +52,28 @@ _NO_LEADER_YET = {
 }
 
 
+def end_offsets(
+    bootstrap: str, topic_names: list[str], timeout_s: float = 10.0
+) -> dict[tuple[str, int], int]:
+    """The high watermark of every partition of ``topic_names`` (missing topics: none)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"fairshare-ends-{uuid.uuid4().hex}"}
+    )
+    try:
+        metadata = consumer.list_topics(timeout=timeout_s)
+        ends: dict[tuple[str, int], int] = {}
+        for name in topic_names:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None:
+                continue
+            for partition in topic.partitions:
+                _low, high = watermarks(consumer, TopicPartition(name, partition), timeout_s)
+                ends[(name, partition)] = high
+        return ends
+    finally:
+        consumer.close()
+
+
 def read_to_end(
     bootstrap: str, topic_names: list[str], *, timeout_s: float = 10.0
 ) -> Iterator[RawRecord]:
