@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from events import Topics
-from services.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
+from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -38,7 +38,7 @@ def _root(
     log_level: Annotated[str, typer.Option(envvar="FAIRSHARE_LOG_LEVEL")] = "WARNING",
     log_json: Annotated[bool, typer.Option("--log-json", help="JSON log lines")] = False,
 ) -> None:
-    from services.logs import configure_logging
+    from services.runtime.logs import configure_logging
 
     configure_logging(log_level, json=log_json)
 
@@ -81,7 +81,7 @@ def up(
     agent and a steady stream of workloads. Ctrl-C stops everything."""
     from services.brokers import BrokerStartError, external_broker, start_noida
     from services.launcher import UpConfig, run_stack
-    from services.signals import stop_requested_on_signals
+    from services.runtime.signals import stop_requested_on_signals
 
     if agent not in ("simulated", "local"):
         err_console.print("[red]--agent:[/] simulated or local")
@@ -266,7 +266,7 @@ def bench_scheduler(
     """Replay wall time, one full pass and incremental passes; prints one JSON object."""
     import orjson
 
-    from services.bench import scheduler_benchmark
+    from services.bench.benchmarks import scheduler_benchmark
 
     result = scheduler_benchmark(
         trace=trace,
@@ -301,15 +301,15 @@ def charging(
     if host == "faust":
         os.environ["FAIRSHARE_KAFKA_BOOTSTRAP"] = bootstrap
         os.environ["FAIRSHARE_TOPIC_PREFIX"] = topic_prefix
-        from projections.faust_host import main as faust_main
+        from services.charging.faust_host import main as faust_main
 
         faust_main()
         return
     if host != "plain":
         err_console.print("[red]--host:[/] plain or faust")
         raise typer.Exit(2)
-    from projections.charging import ChargingHost
-    from services.signals import stop_requested_on_signals
+    from services.charging.host import ChargingHost
+    from services.runtime.signals import stop_requested_on_signals
 
     charging_host = ChargingHost(bootstrap, topics)
     console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
@@ -325,9 +325,9 @@ def projector(
     database_url: DatabaseOption = "sqlite:///.fairshare/fairshare.db",
 ) -> None:
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
-    from projections.sql.host import run_projector
-    from projections.sql.migrate import engine_for, migrate
-    from services.signals import stop_requested_on_signals
+    from services.projector.host import run_projector
+    from services.read_models.migrate import engine_for, migrate
+    from services.runtime.signals import stop_requested_on_signals
 
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
@@ -477,7 +477,7 @@ def bench_audit(
     """Audit replay throughput vs a bare orjson decode of the same file; one JSON object."""
     import orjson
 
-    from services.bench import audit_benchmark
+    from services.bench.benchmarks import audit_benchmark
 
     typer.echo(orjson.dumps(audit_benchmark(events, log)).decode())
 
@@ -490,7 +490,7 @@ def bench_pipeline(
     """Live projection through a broker (facts in, charges in SQL) vs a bare consume."""
     import orjson
 
-    from services.bench import pipeline_benchmark
+    from services.bench.benchmarks import pipeline_benchmark
 
     typer.echo(orjson.dumps(pipeline_benchmark(events, kafka)).decode())
 
@@ -511,9 +511,9 @@ def scheduler(
     ] = True,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
+    from services.runtime.signals import stop_requested_on_signals
     from services.scheduler.lease import KafkaGroupLease, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
-    from services.signals import stop_requested_on_signals
 
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)

@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 from events import TopicKind, Topics, encode_binary, new_event
 from events.models import DeadLetter, WorkloadSubmitted
+from events.positions import Delivery
 from services.bus.partitioning import partition_for_key
-from services.bus.port import Delivery, EventPublisher, EventSubscriber
+from services.bus.port import EventPublisher, EventSubscriber
 from tests.factories import T0, sample_events, submitted
 
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from projections.sql.migrate import migrate
+from services.read_models.migrate import migrate
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from events import Topics
-from services.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
+from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -39,7 +39,7 @@ def _serve(
 ) -> None:
     from services.agents.adapter import ClusterAdapter
     from services.agents.host import serve
-    from services.signals import stop_requested_on_signals
+    from services.runtime.signals import stop_requested_on_signals
 
     assert isinstance(adapter, ClusterAdapter)
     topics = Topics(prefix=topic_prefix)

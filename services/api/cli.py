@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from events import Topics
-from services.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
+from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 api_app = typer.Typer(no_args_is_help=True, help="The HTTP API (FastAPI; OpenAPI at /docs).")
 

@@ -16,8 +16,8 @@ from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState, NodeState, QueueKey, WorkloadState
 from projections.demand import wanted
 from projections.live_state import LiveState
-from services.scheduler.fairshare_order import FairShareOrder
-from services.scheduler.placement import largest_node, needs_whole_nodes
+from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.placement import largest_node, needs_whole_nodes
 
 #: The lookback window of fair share (DESIGN.md: 7 days, sliding).
 DEFAULT_WINDOW_S = 7 * 24 * 3600

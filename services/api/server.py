@@ -49,7 +49,7 @@ def serve(
         )
         engine = None
         if database_url:
-            from projections.sql.migrate import engine_for
+            from services.read_models.migrate import engine_for
 
             engine = engine_for(database_url)
         app = create_app(view, publisher, tokens, engine=engine)

@@ -17,7 +17,7 @@ from events.envelope import Envelope
 from events.models import LedgerCharge
 from events.ndjson import BadLine
 from projections.ledger import Ledger, charge_totals
-from services.scheduler.gc_pause import gc_paused
+from services.runtime.gc_pause import gc_paused
 
 
 @dataclass

@@ -14,7 +14,7 @@ from events import EventDecodeError, Topics, decode_binary
 from events.envelope import Envelope
 from events.models import LedgerCharge
 from events.ndjson import BadLine, read_events
-from projections.sql.tables import ledger_entries
+from services.read_models.tables import ledger_entries
 
 
 def log_from_file(path: Path) -> Iterator[Envelope[Any] | BadLine]:

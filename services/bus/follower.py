@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from events import EventDecodeError, TopicKind, Topics, decode_binary
+from events.positions import Delivery, Position
 from services.bus.export import watermarks
 from services.bus.kafka import raw_record
-from services.bus.port import Delivery, Position
 
 log = logging.getLogger(__name__)
 

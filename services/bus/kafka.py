@@ -16,10 +16,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from events.envelope import Envelope
+from events.positions import Delivery, Position
 from events.registry import EventRegistry, default_registry
 from events.serde import encode_binary
 from events.topics import TopicKind, Topics
-from services.bus.port import Delivery, Position, PublishError
+from services.bus.port import PublishError
 from services.bus.records import RawRecord, route
 
 log = logging.getLogger(__name__)

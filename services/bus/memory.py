@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from events.envelope import Envelope
+from events.positions import Delivery
 from events.registry import EventRegistry, default_registry
 from events.serde import encode_binary
 from events.topics import TopicKind, Topics
 from services.bus.partitioning import partition_for_key
-from services.bus.port import Delivery, PublishError
+from services.bus.port import PublishError
 from services.bus.records import RawRecord, route
 
 

@@ -7,25 +7,10 @@ loses. Effects must therefore be idempotent (event ids, derived charge ids, stor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from events.envelope import Envelope
-
-
-@dataclass(frozen=True, order=True)
-class Position:
-    """Where a record sits in the log: the unit of replay and of "decided at"."""
-
-    topic: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class Delivery:
-    envelope: Envelope[Any]
-    position: Position
+from events.positions import Delivery
 
 
 class PublishError(RuntimeError):

@@ -16,10 +16,10 @@ from typing import Any
 
 from events.envelope import Envelope, derived_event_id, new_event
 from events.models import DeadLetter
+from events.positions import Delivery, Position
 from events.registry import EventRegistry
 from events.serde import EventDecodeError, decode_binary
 from events.topics import Topics
-from services.bus.port import Delivery, Position
 
 
 @dataclass(frozen=True)

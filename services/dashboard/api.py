@@ -26,9 +26,9 @@ from sqlalchemy import Engine, select
 from events.models import PreemptCommand
 from projections.budget_tree import ROOT
 from projections.live_state import LiveState
-from projections.sql.tables import hourly_usage
 from services.api import queries
 from services.api.view import LiveView
+from services.read_models.tables import hourly_usage
 
 STATIC = Path(__file__).resolve().parent / "static"
 HOUR = 3600

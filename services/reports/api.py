@@ -35,7 +35,7 @@ class EngineSource:
                         detail="no read-model database configured for reports (start the API "
                         "with a database engine, or set FAIRSHARE_DATABASE_URL)",
                     )
-                from projections.sql.migrate import engine_for
+                from services.read_models.migrate import engine_for
 
                 self._engine = engine_for(url)
             return self._engine

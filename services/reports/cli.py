@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from projections.sql.migrate import DEFAULT_URL, engine_for
+from services.read_models.migrate import DEFAULT_URL, engine_for
 from services.reports import periods, report_bytes
 from services.reports.periods import Period
 from services.reports.writers import Format

@@ -20,8 +20,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select
 
 from events.models.ledger import parse_charge_id
-from projections.sql.projector import PROJECTOR_NAME
-from projections.sql.tables import (
+from services.projector.sql_projector import PROJECTOR_NAME
+from services.read_models.tables import (
     budget_weights,
     budgets,
     decision_records,

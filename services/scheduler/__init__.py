@@ -1,2 +1,2 @@
-"""The scheduler: a pure, deterministic policy core (this package, no I/O and no clock), wrapped
-by the scheduler service (Kafka) and the simulator (a discrete-event clock)."""
+"""The scheduler service: the pure core (``core/``) run over the live log by the one instance
+that holds the lease (``lease.py``, ``service.py``)."""

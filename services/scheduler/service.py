@@ -25,18 +25,19 @@ from typing import Any, Protocol
 from events import TopicKind, Topics, new_event
 from events.envelope import Envelope, derived_event_id
 from events.models import EventData, GpuHeartbeat, InputPosition, NodeDown, NodeUp, UsageSnapshot
+from events.positions import Delivery
 from projections.live_state import LiveState
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
-from services.bus.port import Delivery, EventPublisher, PublishError
-from services.scheduler.gc_pause import gc_paused
-from services.scheduler.lease import Lease, SoleInstance
-from services.scheduler.scheduling_pass import (
+from services.bus.port import EventPublisher, PublishError
+from services.runtime.gc_pause import gc_paused
+from services.scheduler.core.scheduling_pass import (
     PassContext,
     PassResult,
     next_contract_expiry,
     run_pass,
 )
+from services.scheduler.lease import Lease, SoleInstance
 
 log = logging.getLogger(__name__)
 

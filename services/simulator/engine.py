@@ -35,8 +35,8 @@ from projections.cluster_state import ClusterState, WorkloadState
 from projections.ledger import Ledger
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import HOUR, UsageWindow, bucket_of, split_by_hour
-from services.scheduler.gc_pause import gc_paused
-from services.scheduler.scheduling_pass import PassContext, PassResult, UsageSource
+from services.runtime.gc_pause import gc_paused
+from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
 from services.simulator.trace import ContractRule, TraceJob
 
 POOL = "sim"

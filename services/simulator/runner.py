@@ -14,8 +14,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from events.envelope import derived_event_id, new_event
 from events.models import EventData
 from events.ndjson import EventLogWriter
-from services.scheduler.baselines import BASELINES, baseline_policy
-from services.scheduler.scheduling_pass import run_pass
+from services.scheduler.core.baselines import BASELINES, baseline_policy
+from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Policy, Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.metrics import compute_metrics
 from services.simulator.report import print_report, write_metrics, write_plots

@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+DEVELOPMENT_TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
+"""The Philly trace and its budgets as kept in the repository (``data/traces``), for the tests,
+the benchmarks and the README's examples. Present in a source checkout, not in a wheel."""
+PHILLY_TRACE = DEVELOPMENT_TRACES / "philly-2017-09.csv"
+PHILLY_BUDGETS = DEVELOPMENT_TRACES / "philly-budgets.csv"
+
 
 class TraceError(ValueError):
     pass

@@ -19,11 +19,11 @@ import httpx
 import pytest
 from sqlalchemy import create_engine
 
-from projections.sql.migrate import migrate
 from services.api import create_app, default_tokens
 from services.api.view import VIEW_KINDS, LiveView
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
-from services.dashboard.demo_data import T0, ServerThread, project, small_lab
+from services.devtools.demo_data import T0, ServerThread, project, small_lab
+from services.read_models.migrate import migrate
 
 NOW = (T0 + timedelta(hours=6, minutes=20)).timestamp()
 TOKEN = {"Authorization": "Bearer admin-token"}

@@ -6,15 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-import pytest
 
+from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from tests.processes import run_fairshare
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
-
-pytestmark = pytest.mark.skipif(
-    not (TRACES / "philly-2017-09.csv").exists(), reason="../shared/traces is not beside the repo"
-)
 
 
 def _slice(tmp_path: Path, rows: int) -> Path:

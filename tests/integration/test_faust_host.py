@@ -28,7 +28,7 @@ def _worker(bus: KafkaBus, log: Path) -> subprocess.Popen[bytes]:
         "FAIRSHARE_TOPIC_PREFIX": bus.topics.prefix,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "projections.faust_host"],
+        [sys.executable, "-m", "services.charging.faust_host"],
         env=env,
         cwd=REPO,
         stdout=log.open("wb"),

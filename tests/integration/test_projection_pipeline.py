@@ -12,12 +12,12 @@ from sqlalchemy import create_engine, func, select
 
 from events import TopicKind, new_event
 from events.models import DeadLetter, LedgerCharge, NodeRegistered, UsageSnapshot
-from projections.charging import ChargingHost
 from projections.ledger import Ledger
-from projections.sql.host import run_projector
-from projections.sql.migrate import migrate
-from projections.sql.projector import SqlProjector
-from projections.sql.tables import hourly_usage, ledger_entries, workloads
+from services.charging.host import ChargingHost
+from services.projector.host import run_projector
+from services.projector.sql_projector import SqlProjector
+from services.read_models.migrate import migrate
+from services.read_models.tables import hourly_usage, ledger_entries, workloads
 from tests.bus_contract import drain
 from tests.integration.kafka_bus import KafkaBus
 from tests.processes import run_fairshare

@@ -19,19 +19,19 @@ from sqlalchemy import Engine, create_engine, func, select
 from events import TopicKind, Topics, new_event
 from events.envelope import derived_event_id
 from events.models import EventData, LedgerCharge, WorkloadPreempted
-from projections.sql import projector as projector_module
-from projections.sql.migrate import migrate
-from projections.sql.projector import SqlProjector
-from projections.sql.tables import hourly_usage, ledger_entries, metadata, workloads
+from events.positions import Delivery
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
-from services.bus.port import Delivery
-from services.scheduler.scheduling_pass import run_pass
+from services.projector.sql_projector import SqlProjector
+from services.read_models import projector as projector_module
+from services.read_models.migrate import migrate
+from services.read_models.tables import hourly_usage, ledger_entries, metadata, workloads
+from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
+from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from services.simulator.trace import load_budgets, load_trace
 from tests.databases import fresh_database
 
 pytestmark = [pytest.mark.database]
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
 
 @pytest.fixture
@@ -43,8 +43,6 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 @pytest.fixture(scope="module")
 def deliveries() -> list[Delivery]:
-    if not (TRACES / "philly-2017-09.csv").exists():
-        pytest.skip("../shared/traces is not beside the repo")
     jobs = load_trace(TRACES / "philly-2017-09.csv", limit=150)
     log: list[Any] = []
 
@@ -185,7 +183,7 @@ def test_duplicated_charges_at_new_offsets_are_not_counted_twice(
 
 
 def test_migration_0002_gives_existing_budgets_their_weights_as_history(tmp_path: Path) -> None:
-    from projections.sql.tables import budget_weights, budgets
+    from services.read_models.tables import budget_weights, budgets
 
     engine = create_engine(f"sqlite:///{tmp_path}/old.db")
     migrate(engine, "0001")
@@ -208,7 +206,7 @@ def test_migration_0002_gives_existing_budgets_their_weights_as_history(tmp_path
 
 
 def test_migration_0003_takes_existing_nodes_as_always_registered(tmp_path: Path) -> None:
-    from projections.sql.tables import node_states, nodes
+    from services.read_models.tables import node_states, nodes
 
     engine = create_engine(f"sqlite:///{tmp_path}/old.db")
     migrate(engine, "0002")

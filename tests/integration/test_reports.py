@@ -17,12 +17,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, func, select
 from typer.testing import CliRunner
 
-from projections.sql.migrate import migrate
-from projections.sql.tables import hourly_usage
 from services.api import create_app, default_tokens
 from services.api.view import LiveView
 from services.bus.memory import InMemoryBroker, InMemoryPublisher
-from services.dashboard.demo_data import project, small_lab
+from services.devtools.demo_data import project, small_lab
+from services.read_models.migrate import migrate
+from services.read_models.tables import hourly_usage
 from services.reports import build_report, periods, render
 from services.reports.cli import report_app
 from services.reports.writers import output_columns, output_rows

@@ -29,8 +29,8 @@ from events.models import (
 from projections.budget_tree import ROOT, parent_of
 from projections.cluster_state import ClusterState
 from projections.usage_window import UsageWindow
-from services.scheduler.fairshare_order import FairShareOrder
-from services.scheduler.scheduling_pass import PassContext, PassResult, run_pass
+from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 from tests.unit.scheduling_fixtures import (
     POOL,
     T0,

@@ -3,7 +3,7 @@
 * :func:`small_lab`: a hand-made morning of a small lab (budgets, nodes, allocated, burst and
   pending work, a preemption, a cordoned node, the ledger's charges and one correction);
 * :func:`simulated_lab`: a run of the simulator over the first jobs of a real trace
-  (``../shared/traces``), its budgets placed in a tree;
+  (``data/traces``), its budgets placed in a tree;
 * :func:`project`: the events through the in-memory bus into the SQL read models;
 * :class:`ServerThread`: uvicorn serving an app in a thread on a free loopback port.
 """
@@ -278,7 +278,7 @@ def simulated_lab(
 ) -> list[Envelope[Any]]:
     """The simulator's event log over ``jobs`` trace jobs on ``gpus`` GPUs, the trace's flat
     budgets spread under three groups of a lab (``lab/vision/<id>``, ...)."""
-    from services.scheduler.scheduling_pass import run_pass
+    from services.scheduler.core.scheduling_pass import run_pass
     from services.simulator.engine import Simulation, SimulationConfig
     from services.simulator.trace import load_budgets, load_trace
 
@@ -309,8 +309,8 @@ def simulated_lab(
 def project(engine: Engine, envelopes: Sequence[Envelope[Any]], prefix: str = "demo.") -> int:
     """Project ``envelopes`` into the (migrated) read models at ``engine``, through the
     in-memory bus so that each has a real log position; returns how many were new."""
-    from projections.sql.projector import SqlProjector
     from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
+    from services.projector.sql_projector import SqlProjector
 
     broker = InMemoryBroker(partitions=1)
     topics = Topics(prefix=prefix)

@@ -2,14 +2,14 @@
 off; at-least-once).
 
 faust only transports here: each record is decoded by our serde and handed to
-:class:`projections.charging.ChargingHost`, the same fold the plain-consumer host runs, so the
+:class:`services.charging.host.ChargingHost`, the same fold the plain-consumer host runs, so the
 charges are identical whichever host runs. Billable numbers never come from faust's windowed
 tables (they expire by wall clock): the fold's hour buckets are event time. The fold is rebuilt
 on every start by reading its input from the first offset (a fresh consumer group per start),
 and charges already on the ledger topic are never published again.
 
-Run it with ``fairshare charging --host faust`` (or ``python -m projections.faust_host``), with
-``FAIRSHARE_KAFKA_BOOTSTRAP`` and ``FAIRSHARE_TOPIC_PREFIX`` set.
+Run it with ``fairshare charging --host faust`` (or ``python -m services.charging.faust_host``),
+with ``FAIRSHARE_KAFKA_BOOTSTRAP`` and ``FAIRSHARE_TOPIC_PREFIX`` set.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import faust
 
 from events import EventDecodeError, TopicKind, Topics, decode_binary
-from projections.charging import ChargingHost
-from services.bus.port import Delivery, Position
+from events.positions import Delivery, Position
+from services.charging.host import ChargingHost
 
 log = logging.getLogger(__name__)
 

@@ -49,9 +49,9 @@ from projections.cluster_state import (
     QueueKind,
     WorkloadState,
 )
-from services.scheduler.fairshare_order import FairShareOrder
-from services.scheduler.placement import find_placement, largest_node, needs_whole_nodes
-from services.scheduler.preemption import VictimIndex, find_preemption, victim_index
+from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.placement import find_placement, largest_node, needs_whole_nodes
+from services.scheduler.core.preemption import VictimIndex, find_preemption, victim_index
 
 #: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
 UsageSource = Callable[[str], Mapping[str, float]]

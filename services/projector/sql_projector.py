@@ -38,7 +38,8 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
-from projections.sql.tables import (
+from events.positions import Delivery
+from services.read_models.tables import (
     budget_weights,
     budgets,
     decision_records,
@@ -49,7 +50,6 @@ from projections.sql.tables import (
     projector_positions,
     workloads,
 )
-from services.bus.port import Delivery
 
 Effect = Callable[[Connection, Any, int, str], None]
 

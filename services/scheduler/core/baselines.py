@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, QueueKind, WorkloadState
-from services.scheduler.placement import find_placement, largest_node
-from services.scheduler.scheduling_pass import (
+from services.scheduler.core.placement import find_placement, largest_node
+from services.scheduler.core.scheduling_pass import (
     PassContext,
     PassRecorder,
     PassResult,

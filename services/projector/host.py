@@ -9,9 +9,9 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 
 from events import TopicKind, Topics
-from projections.sql.projector import PROJECTOR_NAME, SqlProjector
 from services.bus.kafka import KafkaEventSubscriber
-from services.scheduler.gc_pause import gc_paused
+from services.projector.sql_projector import PROJECTOR_NAME, SqlProjector
+from services.runtime.gc_pause import gc_paused
 
 #: The topics whose events change a read model. Heartbeats (the bulk of the log) reach the
 #: tables only as charges, usage snapshots are the scheduler's, dead letters are the operators'.

@@ -7,7 +7,7 @@
 * ``incremental_pass_p50_ms``: the pass after one event (a workload ends) on that full cluster.
 
 Passes run with the cyclic GC paused, as the scheduler service and the simulator run them
-(services/scheduler/gc_pause.py).
+(services/runtime/gc_pause.py).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from typing import Any
 from events.models import NodeRegistered, WorkloadFinished, WorkloadStarted, WorkloadSubmitted
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
-from services.scheduler.baselines import baseline_policy
-from services.scheduler.gc_pause import gc_paused
-from services.scheduler.scheduling_pass import PassContext, run_pass
+from services.runtime.gc_pause import gc_paused
+from services.scheduler.core.baselines import baseline_policy
+from services.scheduler.core.scheduling_pass import PassContext, run_pass
 from services.simulator.engine import Simulation, SimulationConfig
-from services.simulator.trace import load_budgets, load_trace
+from services.simulator.trace import DEVELOPMENT_TRACES, load_budgets, load_trace
 
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 BENCH_POOL = "bench"
 
 
@@ -117,8 +116,8 @@ def scheduler_benchmark(
     replay: bool = True,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    trace = trace or SHARED_TRACES / "philly-2017-09.csv"
-    budgets = budgets or SHARED_TRACES / "philly-budgets.csv"
+    trace = trace or DEVELOPMENT_TRACES / "philly-2017-09.csv"
+    budgets = budgets or DEVELOPMENT_TRACES / "philly-budgets.csv"
     if replay:
         result.update(_replay(trace, budgets))
     cluster, tree, usage = synthetic_cluster(nodes, pending, leaf_budgets)
@@ -292,7 +291,7 @@ def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
 
 def _charging_process(bootstrap: str, prefix: str, done: Any) -> None:
     from events import Topics
-    from projections.charging import ChargingHost
+    from services.charging.host import ChargingHost
 
     ChargingHost(bootstrap, Topics(prefix=prefix), snapshot_every_s=3600).run(done.is_set)
 
@@ -301,7 +300,7 @@ def _projector_process(bootstrap: str, prefix: str, database_url: str, done: Any
     from sqlalchemy import create_engine
 
     from events import Topics
-    from projections.sql.host import run_projector
+    from services.projector.host import run_projector
 
     run_projector(bootstrap, create_engine(database_url), done.is_set, Topics(prefix=prefix))
 
@@ -320,11 +319,11 @@ def pipeline_benchmark(events: int, kafka: str | None = None) -> dict[str, Any]:
     from events import TopicKind, Topics
     from events.models import LedgerCharge
     from events.ndjson import BadLine, read_events
-    from projections.sql.migrate import migrate
-    from projections.sql.tables import ledger_entries
     from services.brokers import external_broker, start_noida
     from services.bus.admin import ensure_topics
     from services.bus.kafka import KafkaEventPublisher
+    from services.read_models.migrate import migrate
+    from services.read_models.tables import ledger_entries
 
     with tempfile.TemporaryDirectory() as tmp:
         broker = external_broker(kafka) if kafka else start_noida(Path(tmp) / "broker")

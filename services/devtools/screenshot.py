@@ -1,6 +1,6 @@
 """Regenerate ``docs/dashboard.png`` and ``docs/report-charges.png``.
 
-``python -m services.dashboard.screenshot [--traces ../shared/traces] [--out docs]``
+``python -m services.devtools.screenshot [--traces data/traces] [--out docs]``
 
 A short simulated run (the first jobs of the Philly trace, its budgets placed in a tree; the
 hand-made small lab when the traces are absent) is fed into a live view and projected into
@@ -21,6 +21,7 @@ from typing import Any
 from events.envelope import Envelope, new_event
 from events.models import NodeCordoned
 from services.reports.model import Value
+from services.simulator.trace import DEVELOPMENT_TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,7 @@ def _int(value: Value) -> int:
 
 
 def build_events(traces: Path, jobs: int, gpus: int) -> list[Envelope[Any]]:
-    from services.dashboard.demo_data import simulated_lab, small_lab
+    from services.devtools.demo_data import simulated_lab, small_lab
 
     if not (traces / "philly-2017-09.csv").exists():
         return small_lab()
@@ -119,7 +120,7 @@ def plot_charges(engine: Any, out: Path, budgets_shown: int = 6) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "traces")
+    parser.add_argument("--traces", type=Path, default=DEVELOPMENT_TRACES)
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--gpus", type=int, default=32)
@@ -128,11 +129,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from sqlalchemy import create_engine
 
-    from projections.sql.migrate import migrate
     from services.api import create_app, default_tokens
     from services.api.view import LiveView
     from services.bus.memory import InMemoryBroker, InMemoryPublisher
-    from services.dashboard.demo_data import ServerThread, project
+    from services.devtools.demo_data import ServerThread, project
+    from services.read_models.migrate import migrate
 
     events = build_events(args.traces, args.jobs, args.gpus)
     view = LiveView()

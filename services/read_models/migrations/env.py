@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from alembic import context
 
-from projections.sql.tables import metadata
+from services.read_models.tables import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
-    raise RuntimeError("run migrations through projections.sql.migrate.migrate(engine)")
+    raise RuntimeError("run migrations through services.read_models.migrate.migrate(engine)")
 context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
 with context.begin_transaction():
     context.run_migrations()

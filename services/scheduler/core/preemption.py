@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
-from services.scheduler.fairshare_order import FairShareOrder
-from services.scheduler.placement import needs_whole_nodes
+from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.placement import needs_whole_nodes
 
 
 @dataclass(frozen=True)

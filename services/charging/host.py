@@ -21,14 +21,14 @@ from typing import Any
 from events import EventDecodeError, TopicKind, Topics, decode_binary, new_event
 from events.envelope import Envelope, derived_event_id, envelope_class
 from events.models import InputPosition, LedgerCharge, UsageSnapshot
+from events.positions import Delivery
 from events.trusted import trusted
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow
 from services.bus.export import read_to_end
 from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
-from services.bus.port import Delivery
-from services.scheduler.gc_pause import gc_paused
+from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
 SOURCE = "fairshare/charging"
