@@ -34,12 +34,12 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.models.ledger import (
-    HOUR,
     budget_account,
     capacity_account,
     charge_id,
     free_account,
 )
+from events.times import HOUR
 from events.trusted import trusted
 from events.types import utc_epoch_seconds
 

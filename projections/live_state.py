@@ -31,11 +31,11 @@ from events.models import (
     PreemptCommand,
     UsageSnapshot,
 )
+from events.times import HOUR
 from events.types import utc_epoch_seconds
 from projections.budget_tree import BudgetTree, BudgetTreeError
 from projections.cluster_state import ClusterState, ClusterStateError
 from projections.demand import DemandHistory, wanted
-from projections.usage_window import HOUR
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from events.models import BudgetUsage, InputPosition, LedgerCharge, UsageSnapshot
-from projections.usage_window import HOUR, UsageWindow, bucket_of
+from events.times import HOUR
+from projections.usage_window import UsageWindow, bucket_of
 
 
 def count_charge(usage: UsageWindow, charge: LedgerCharge) -> None:

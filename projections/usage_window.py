@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-HOUR = 3600
-DEFAULT_WINDOW_S = 7 * 24 * HOUR
+from events.times import DEFAULT_WINDOW_S, HOUR
 
 
 def bucket_of(t: float) -> int:

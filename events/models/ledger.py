@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from events.models.base import EventData
+from events.times import HOUR
 from events.topics import TopicKind
 from events.types import BudgetPath, GpuSeconds, Identifier, PoolName, UtcDateTime
 
@@ -29,9 +30,6 @@ def capacity_account(pool: str) -> str:
 
 def free_account(pool: str) -> str:
     return f"free:{pool}"
-
-
-HOUR = 3600
 
 
 def charge_id(workload_id: str, attempt: int, bucket: int, revision: int = 0) -> str:

@@ -31,7 +31,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from events.envelope import Envelope, derived_event_id, new_event
@@ -48,6 +47,7 @@ from events.models import (
     WorkloadPreempted,
     WorkloadStarted,
 )
+from events.times import utc_from_epoch as _utc
 from events.topics import TopicKind
 from events.types import utc_epoch_seconds
 from projections.cluster_state import ACTIVE, WorkloadState
@@ -69,10 +69,6 @@ CATCH_UP_TOPICS: tuple[TopicKind, ...] = (*AGENT_TOPICS, TopicKind.HEARTBEATS)
 def fact_id(kind: str, workload_id: str, attempt: int) -> str:
     """The deterministic id of a fact the agent publishes about one run."""
     return derived_event_id("agent", kind, workload_id, str(attempt))
-
-
-def _utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 @dataclass

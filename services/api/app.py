@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
@@ -30,6 +29,8 @@ from events.models import (
     WorkloadCancelled,
     WorkloadSubmitted,
 )
+from events.times import DEFAULT_WINDOW_S
+from events.times import utc_from_epoch as _utc
 from projections.budget_tree import ROOT
 from projections.cluster_state import TERMINAL, WorkloadState
 from projections.live_state import LiveState
@@ -62,10 +63,6 @@ SUBMIT_FIELDS = (
 )
 
 Clock = Callable[[], float]
-
-
-def _utc(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
 
 
 def _field_error(field: str | tuple[str | int, ...], message: str) -> HTTPException:
@@ -120,7 +117,7 @@ def create_app(
     tokens: dict[str, Principal],
     clock: Clock = time.time,
     *,
-    window_s: int = queries.DEFAULT_WINDOW_S,
+    window_s: int = DEFAULT_WINDOW_S,
     read_your_writes_s: float = 5.0,
     flush_timeout_s: float = 10.0,
     engine: Engine | None = None,

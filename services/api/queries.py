@@ -12,6 +12,7 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
+from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState, NodeState, QueueKey, WorkloadState
 from projections.demand import wanted
@@ -20,7 +21,6 @@ from services.scheduler.core.fairshare_order import FairShareOrder
 from services.scheduler.core.placement import largest_node, needs_whole_nodes
 
 #: The lookback window of fair share (DESIGN.md: 7 days, sliding).
-DEFAULT_WINDOW_S = 7 * 24 * 3600
 
 
 def iso(ts: float | None) -> str | None:

@@ -22,8 +22,7 @@ from events.models import (
 )
 from events.models.ledger import parse_charge_id
 from events.ndjson import BadLine
-
-HOUR = 3600
+from events.times import HOUR
 
 
 def verify(log: Iterable[Envelope[Any] | BadLine]) -> tuple[int, list[str]]:

@@ -22,6 +22,7 @@ from events import EventDecodeError, TopicKind, Topics, decode_binary, new_event
 from events.envelope import Envelope, derived_event_id, envelope_class
 from events.models import InputPosition, LedgerCharge, UsageSnapshot
 from events.positions import Delivery
+from events.times import DEFAULT_WINDOW_S
 from events.trusted import trusted
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
@@ -40,7 +41,7 @@ class ChargingHost:
         bootstrap: str,
         topics: Topics | None = None,
         *,
-        window_s: int = 7 * 24 * 3600,
+        window_s: int = DEFAULT_WINDOW_S,
         snapshot_every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

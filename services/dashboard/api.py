@@ -24,6 +24,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine, select
 
 from events.models import PreemptCommand
+from events.times import HOUR
 from projections.budget_tree import ROOT
 from projections.live_state import LiveState
 from services.api import queries
@@ -31,7 +32,6 @@ from services.api.view import LiveView
 from services.read_models.tables import hourly_usage
 
 STATIC = Path(__file__).resolve().parent / "static"
-HOUR = 3600
 
 
 def mount_dashboard(

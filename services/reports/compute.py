@@ -22,10 +22,11 @@ from fractions import Fraction
 from itertools import pairwise
 
 from events.models import BudgetClosed
+from events.times import HOUR
 from projections.budget_tree import ROOT, BudgetTree, BudgetTreeError, parent_of
 from services.reports import periods
 from services.reports.model import Column, Report, Value
-from services.reports.periods import HOUR, Period
+from services.reports.periods import Period
 from services.reports.source import ENDED, Snapshot
 
 REPORTS = ("charges", "utilisation", "users")

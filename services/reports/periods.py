@@ -9,11 +9,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal, get_args
 
+from events.times import DAY, HOUR, WEEK
+
 Period = Literal["hour", "day", "week", "month"]
 PERIODS: tuple[str, ...] = get_args(Period)
-
-HOUR = 3600
-DAY = 24 * HOUR
 
 
 def _dt(ts: int) -> datetime:
@@ -45,7 +44,7 @@ def following(start: int, period: Period) -> int:
     if period == "day":
         return start + DAY
     if period == "week":
-        return start + 7 * DAY
+        return start + WEEK
     if period == "month":
         moment = _dt(start)
         year, month = (

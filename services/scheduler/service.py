@@ -26,6 +26,7 @@ from events import TopicKind, Topics, new_event
 from events.envelope import Envelope, derived_event_id
 from events.models import EventData, GpuHeartbeat, InputPosition, NodeDown, NodeUp, UsageSnapshot
 from events.positions import Delivery
+from events.times import DEFAULT_WINDOW_S
 from projections.live_state import LiveState
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
@@ -74,7 +75,7 @@ class SchedulerConfig:
     #: A node silent for this long is down.
     heartbeat_timeout_s: float = 60.0
     grace_period_s: int = 30
-    window_s: int = 7 * 24 * 3600
+    window_s: int = DEFAULT_WINDOW_S
     poll_s: float = 0.2
 
 

@@ -14,7 +14,6 @@ import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from events.models import (
     BudgetCreated,
@@ -30,11 +29,13 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
+from events.times import DEFAULT_WINDOW_S, HOUR
+from events.times import utc_from_epoch as _utc
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
 from projections.ledger import Ledger
 from projections.usage_snapshots import count_charge, usage_snapshots
-from projections.usage_window import HOUR, UsageWindow, bucket_of, split_by_hour
+from projections.usage_window import UsageWindow, bucket_of, split_by_hour
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
 from services.simulator.trace import ContractRule, TraceJob
@@ -55,7 +56,7 @@ class SimulationConfig:
     gpus_per_node: int = 8
     contract: ContractRule = field(default_factory=ContractRule)
     grace_period_s: int = 30
-    window_s: int = 7 * 24 * 3600
+    window_s: int = DEFAULT_WINDOW_S
     max_preemption_searches: int = 16
     #: Stop at the last arrival (the evaluation period); work still running is cut there.
     stop_at_last_arrival: bool = True
@@ -109,10 +110,6 @@ class SimulationOutcome:
     preemptions: list[PreemptionRecord]
     passes: int
     wall_seconds: float
-
-
-def _utc(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
 
 
 class Simulation:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from projections.usage_window import HOUR, bucket_of
+from events.times import HOUR
+from projections.usage_window import bucket_of
 from services.simulator.engine import POOL, SimulationOutcome
 
 

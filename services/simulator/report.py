@@ -14,7 +14,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from projections.usage_window import HOUR
+from events.times import HOUR
 from services.simulator.engine import SimulationOutcome
 from services.simulator.metrics import busy_seconds_by_hour, hour_length, queue_waits
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import LedgerCharge
-from events.models.ledger import HOUR, charge_id
+from events.models.ledger import charge_id
+from events.times import HOUR
 from services.audit.replay import ChargeMatcher, compare
 
 T0 = 1_700_000_000 - 1_700_000_000 % HOUR

@@ -23,7 +23,8 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
-from projections.ledger import HOUR, Ledger
+from events.times import HOUR
+from projections.ledger import Ledger
 
 T0 = 1_700_000_000 - 1_700_000_000 % HOUR  # on the hour
 

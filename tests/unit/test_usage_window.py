@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from events.times import DEFAULT_WINDOW_S, HOUR
 from projections.usage_window import (
-    DEFAULT_WINDOW_S,
-    HOUR,
     UsageWindow,
     bucket_of,
     split_by_hour,

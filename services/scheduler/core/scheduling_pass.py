@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from sortedcontainers import SortedList
 
@@ -40,6 +39,8 @@ from events.models import (
     WorkloadRequeued,
 )
 from events.models.commands import ReasonCode
+from events.times import DEFAULT_WINDOW_S
+from events.times import utc_from_epoch as _utc
 from events.trusted import trusted
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import (
@@ -62,7 +63,7 @@ class PassContext:
     now: float
     pass_id: int = 0
     input_position: tuple[InputPosition, ...] = ()
-    window_s: int = 7 * 24 * 3600
+    window_s: int = DEFAULT_WINDOW_S
     grace_period_s: int = 30
     #: Bound on preemption searches per pool and pass (each scans the pool's nodes).
     max_preemption_searches: int = 16
@@ -85,10 +86,6 @@ class PassResult:
 def command_id(kind: str, workload: WorkloadState) -> str:
     """Deterministic and readable: one place and at most one preempt per workload attempt."""
     return f"{kind}:{workload.workload_id}:{workload.attempt}"
-
-
-def _utc(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
 
 
 class PassRecorder:

@@ -1,0 +1,20 @@
+"""Time units and conversions shared by every layer.
+
+Every figure of Fairshare is in whole seconds since the epoch, UTC; the usage window is seven
+days. Defined once here, at the bottom of the layers, so that a fold, the scheduler, a report
+and the simulator cannot disagree on what an hour or the window is."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+HOUR = 3600
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+DEFAULT_WINDOW_S = WEEK
+"""The fair-share window: usage older than this no longer counts against a budget."""
+
+
+def utc_from_epoch(seconds: float) -> datetime:
+    """An aware UTC datetime for epoch seconds (the inverse of ``types.utc_epoch_seconds``)."""
+    return datetime.fromtimestamp(seconds, UTC)
