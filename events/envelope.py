@@ -14,7 +14,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
 
 from events.models.base import EventData
-from events.types import UtcDateTime
+from events.types import UtcDateTime, utc_epoch_seconds
 
 DataT = TypeVar("DataT", bound=EventData)
 
@@ -60,6 +60,12 @@ class Envelope(BaseModel, Generic[DataT]):
                 f"{type(self.data).subject_field} ({expected_subject!r})"
             )
         return self
+
+    @property
+    def epoch_seconds(self) -> int:
+        """The event's time in whole seconds since the epoch: the one way every fold is told
+        when a fact happened (charges, windows and read models all count whole seconds)."""
+        return utc_epoch_seconds(self.time)
 
     @property
     def key(self) -> bytes:

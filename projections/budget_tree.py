@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from events.models import (
     BudgetClosed,
@@ -20,12 +19,17 @@ from events.models import (
     MembershipGranted,
     MembershipRevoked,
 )
+from projections.errors import FoldError, MissingFact
 
 ROOT = ""
 
 
-class BudgetTreeError(ValueError):
+class BudgetTreeError(FoldError):
     """An event or request that the tree cannot accept; the message says why."""
+
+
+class MissingBudgetError(BudgetTreeError, MissingFact):
+    """A budget (or the parent of a new one) the tree has not seen created."""
 
 
 def parent_of(path: str) -> str:
@@ -72,9 +76,10 @@ class BudgetTree:
         self._share_cache: dict[tuple[str, int], dict[str, float]] = {}
 
     # -- the fold -------------------------------------------------------------------------
-    def apply(self, data: EventData, at: datetime) -> None:
-        """Fold one budget event in. Raises BudgetTreeError for an event the tree rejects."""
-        when = at.timestamp()
+    def apply(self, data: EventData, at: float) -> None:
+        """Fold one budget event in at ``at`` (epoch seconds, like every fold). Raises
+        BudgetTreeError for an event the tree rejects (MissingBudgetError if it may apply later)."""
+        when = at
         if isinstance(data, BudgetCreated):
             self.create(data.budget, data.weight, when, data.pool_weights)
         elif isinstance(data, BudgetWeightChanged):
@@ -94,7 +99,7 @@ class BudgetTree:
             raise BudgetTreeError(f"budget: {path!r} already exists")
         parent = parent_of(path)
         if parent not in self.nodes:
-            raise BudgetTreeError(f"budget: parent {parent!r} of {path!r} does not exist")
+            raise MissingBudgetError(f"budget: parent {parent!r} of {path!r} does not exist")
         _check_weight(weight)
         node = BudgetNode(path, weights=[(at, weight)])
         for pool, pool_weight in (pool_weights or {}).items():
@@ -123,7 +128,7 @@ class BudgetTree:
     def _node(self, path: str) -> BudgetNode:
         node = self.nodes.get(path)
         if node is None or path == ROOT:
-            raise BudgetTreeError(f"budget: unknown budget {path!r}")
+            raise MissingBudgetError(f"budget: unknown budget {path!r}")
         return node
 
     def _changed(self, at: float) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 from sortedcontainers import SortedList
@@ -42,6 +41,7 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.models.heartbeats import GpuHeartbeat
+from projections.errors import FoldError, MissingFact
 
 Status = Literal[
     "pending", "placed", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
@@ -60,8 +60,13 @@ QueueKind = tuple[bool, int, str]
 PlacementSpec = tuple[tuple[str, tuple[int, ...]], ...]
 
 
-class ClusterStateError(ValueError):
-    pass
+class ClusterStateError(FoldError):
+    """A fact about nodes or workloads that the cluster cannot accept."""
+
+
+class MissingClusterFactError(ClusterStateError, MissingFact):
+    """A node or workload not registered or submitted yet, or GPUs still held by a run whose
+    release (a preemption, an end, on another topic) has not been read yet."""
 
 
 @dataclass(slots=True)
@@ -207,12 +212,12 @@ class ClusterState:
         self.version = 0
 
     # -- the fold --------------------------------------------------------------------------
-    def apply(self, data: EventData, at: datetime | float) -> None:
-        now = at if isinstance(at, float | int) else at.timestamp()
+    def apply(self, data: EventData, at: float) -> None:
+        """Fold one fact in at ``at`` (epoch seconds, like every fold)."""
         self.version += 1
         handler = _HANDLERS.get(type(data))
         if handler is not None:
-            handler(self, data, float(now))
+            handler(self, data, float(at))
 
     # -- nodes -----------------------------------------------------------------------------
     def _index(self, node: NodeState) -> PoolIndex:
@@ -234,7 +239,7 @@ class ClusterState:
                 node.assigned.pop(gpu, None)
             else:
                 if gpu in node.assigned and node.assigned[gpu] != holder:
-                    raise ClusterStateError(
+                    raise MissingClusterFactError(
                         f"placement: GPU {gpu} of {node.name} is already assigned to "
                         f"{node.assigned[gpu]}"
                     )
@@ -280,7 +285,7 @@ class ClusterState:
     def _node(self, name: str) -> NodeState:
         node = self.nodes.get(name)
         if node is None:
-            raise ClusterStateError(f"node: unknown node {name!r}")
+            raise MissingClusterFactError(f"node: unknown node {name!r}")
         return node
 
     def _on_cordoned(self, e: NodeCordoned, now: float) -> None:
@@ -356,7 +361,7 @@ class ClusterState:
     def _workload(self, workload_id: str) -> WorkloadState:
         workload = self.workloads.get(workload_id)
         if workload is None:
-            raise ClusterStateError(f"workload_id: unknown workload {workload_id!r}")
+            raise MissingClusterFactError(f"workload_id: unknown workload {workload_id!r}")
         return workload
 
     def _on_cancelled(self, e: WorkloadCancelled, now: float) -> None:
@@ -385,7 +390,7 @@ class ClusterState:
                     raise ClusterStateError(f"placement: {node_name} has no GPU {gpu}")
                 holder = node.assigned.get(gpu)
                 if holder is not None and holder != workload.workload_id:
-                    raise ClusterStateError(
+                    raise MissingClusterFactError(
                         f"placement: GPU {gpu} of {node_name} is already assigned to {holder}"
                     )
 

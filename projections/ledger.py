@@ -41,7 +41,6 @@ from events.models.ledger import (
 )
 from events.times import HOUR
 from events.trusted import trusted
-from events.types import utc_epoch_seconds
 
 RunKey = tuple[str, int]  # (workload, attempt)
 
@@ -98,9 +97,10 @@ class Ledger:
         self.entries: list[LedgerCharge] = []
         self.entry_ids: set[str] = set()
 
-    def apply(self, data: EventData, at: datetime | float) -> list[LedgerCharge]:
-        """Fold one event in; returns the charges it posted (usually none)."""
-        now = int(at) if isinstance(at, float | int) else utc_epoch_seconds(at)
+    def apply(self, data: EventData, at: float) -> list[LedgerCharge]:
+        """Fold one event in at ``at`` (epoch seconds, like every fold; charges are in whole
+        seconds, so it is floored); returns the charges it posted (usually none)."""
+        now = int(at)
         if isinstance(data, WorkloadSubmitted):
             self.budgets.setdefault(data.workload_id, data.budget)
             return []

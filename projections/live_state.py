@@ -13,7 +13,6 @@ stop the reader.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +32,10 @@ from events.models import (
 )
 from events.times import HOUR
 from events.types import utc_epoch_seconds
-from projections.budget_tree import BudgetTree, BudgetTreeError
-from projections.cluster_state import ClusterState, ClusterStateError
+from projections.budget_tree import BudgetTree
+from projections.cluster_state import ClusterState
 from projections.demand import DemandHistory, wanted
+from projections.errors import FoldError, MissingFact
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,6 @@ _BUDGET_EVENTS = (
 #: last-seen time to the max, a snapshot replaces an older one): their ids are not kept, so a
 #: long-running reader's memory does not grow with every heartbeat of every node.
 _IDEMPOTENT = (GpuHeartbeat, UsageSnapshot)
-#: How the folds say that a fact depends on one not read yet: something not created yet, or
-#: GPUs whose release (a preemption, an end, on another topic) has not been read yet.
-_MISSING = re.compile(r"unknown|does not exist|already assigned")
 MAX_WAITING = 1_000
 #: A fact still waiting when the log has moved this far past it will not apply: rejected.
 WAIT_LIMIT_S = 600.0
@@ -122,9 +119,7 @@ class LiveState:
             progress = False
             for envelope in waiting:
                 progress |= self._apply(envelope)
-        expired = [
-            e for e in self.waiting if utc_epoch_seconds(e.time) < self.latest_time - WAIT_LIMIT_S
-        ]
+        expired = [e for e in self.waiting if e.epoch_seconds < self.latest_time - WAIT_LIMIT_S]
         if expired:
             self.waiting = [e for e in self.waiting if e not in expired]
             for envelope in expired:
@@ -152,10 +147,10 @@ class LiveState:
 
     def _apply(self, envelope: Envelope[Any]) -> bool:
         data = envelope.data
-        now = float(utc_epoch_seconds(envelope.time))
+        now = float(envelope.epoch_seconds)
         try:
             if isinstance(data, _BUDGET_EVENTS):
-                self.tree.apply(data, envelope.time)
+                self.tree.apply(data, now)
             elif isinstance(data, UsageSnapshot):
                 current = self.usage.get(data.pool)
                 if current is None or data.window_end >= current.window_end:
@@ -169,12 +164,14 @@ class LiveState:
                     self.commands.setdefault(data.workload_id, []).append(CommandRecord(now, data))
                 else:
                     self._apply_to_cluster(data, now)
-        except (BudgetTreeError, ClusterStateError) as error:
-            reason = str(error)
-            if _MISSING.search(reason) and len(self.waiting) < MAX_WAITING:
+        except MissingFact as error:
+            if len(self.waiting) < MAX_WAITING:
                 self.waiting.append(envelope)
                 return False
-            self._reject(envelope, reason)
+            self._reject(envelope, str(error))
+            return False
+        except FoldError as error:
+            self._reject(envelope, str(error))
             return False
         self.latest_time = max(self.latest_time, now)
         self.events += 1
@@ -192,7 +189,7 @@ class LiveState:
         ):
             self.command_ids.add(data.command_id)
             self.commands.setdefault(data.workload_id, []).append(
-                CommandRecord(float(utc_epoch_seconds(envelope.time)), data)
+                CommandRecord(float(envelope.epoch_seconds), data)
             )
 
     # -- reading ---------------------------------------------------------------------------

@@ -49,7 +49,6 @@ from events.models import (
 )
 from events.times import utc_from_epoch as _utc
 from events.topics import TopicKind
-from events.types import utc_epoch_seconds
 from projections.cluster_state import ACTIVE, WorkloadState
 from projections.live_state import LiveState
 from services.agents.adapter import ClusterAdapter, NodeSpec, RunEnded, RunRequest
@@ -135,7 +134,7 @@ class ClusterAgent:
         if isinstance(envelope.data, GpuHeartbeat):
             # Heartbeats only move "last heartbeat" times: fold them without remembering their
             # ids (they are most of the log, and a repeated one changes nothing).
-            self.state.cluster.apply(envelope.data, float(utc_epoch_seconds(envelope.time)))
+            self.state.cluster.apply(envelope.data, float(envelope.epoch_seconds))
             return
         self.state.apply(envelope)
 

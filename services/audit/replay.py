@@ -59,7 +59,7 @@ def _replay(log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool) -> Re
         if isinstance(data, LedgerCharge):
             offer_recorded(data)
         else:
-            for charge in ledger.apply(data, item.time):
+            for charge in ledger.apply(data, item.epoch_seconds):
                 offer_recomputed(charge)
     result.recorded_count = matcher.recorded
     result.recomputed_count = matcher.recomputed

@@ -76,7 +76,7 @@ class ChargingHost:
         )
         self._latest_time = max(self._latest_time, envelope.time.timestamp())
         fresh = []
-        for charge in self.ledger.apply(envelope.data, envelope.time):
+        for charge in self.ledger.apply(envelope.data, envelope.epoch_seconds):
             fresh.append(charge)
             count_charge(self.usage, charge)
             # Trusted construction: the charge and the envelope's values come from validated

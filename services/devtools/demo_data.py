@@ -45,6 +45,7 @@ from events.models import (
     WorkloadSubmitted,
     charge_id,
 )
+from events.types import utc_epoch_seconds
 from projections.ledger import Ledger
 
 #: A Monday, 06:00 UTC.
@@ -63,7 +64,7 @@ class _Log:
 
     def add(self, data: EventData, at: datetime) -> None:
         self.events.append(self._envelope(data, at))
-        for charge in self.ledger.apply(data, at):
+        for charge in self.ledger.apply(data, utc_epoch_seconds(at)):
             self.events.append(self._envelope(charge, at))
 
     def _envelope(self, data: EventData, at: datetime) -> Envelope[Any]:

@@ -17,7 +17,6 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from fractions import Fraction
 from itertools import pairwise
 
@@ -168,7 +167,7 @@ def build_tree(snap: Snapshot) -> BudgetTree:
     for budget in snap.budgets:
         if budget.closed_at is not None and budget.budget in tree.nodes:
             closed = BudgetClosed(budget=budget.budget, closed_by="read-models")
-            tree.apply(closed, datetime.fromtimestamp(budget.closed_at, UTC))
+            tree.apply(closed, float(budget.closed_at))
     return tree
 
 

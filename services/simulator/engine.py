@@ -30,7 +30,6 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.times import DEFAULT_WINDOW_S, HOUR
-from events.times import utc_from_epoch as _utc
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
 from projections.ledger import Ledger
@@ -144,7 +143,7 @@ class Simulation:
         self.tree = BudgetTree()
         for budget in sorted(weights):
             created = BudgetCreated(budget=budget, weight=weights[budget], created_by="simulator")
-            self.tree.apply(created, _utc(self.now))
+            self.tree.apply(created, self.now)
             self.record(created)
         self.cluster = ClusterState()
         for i in range(config.gpus // config.gpus_per_node):

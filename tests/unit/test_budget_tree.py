@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 
 import pytest
 
@@ -26,8 +25,9 @@ def tree_of(*budgets: tuple[str, float], at: float = T) -> BudgetTree:
     return tree
 
 
-def when(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
+def when(ts: float) -> float:
+    """An event time as the folds take it: epoch seconds."""
+    return ts
 
 
 # -- shares ----------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from events.envelope import new_event
 from events.models import (
     BudgetCreated,
     GpuHeartbeat,
@@ -195,14 +196,17 @@ def test_submit_after_the_workload_ended_does_not_revive_it() -> None:
     assert not any(q for kinds in s.cluster.pending["p"].values() for q in kinds.values())
 
 
-def test_submit_accepts_a_datetime_as_event_time() -> None:
+def test_submit_takes_its_time_from_the_envelope_in_epoch_seconds() -> None:
+    """Every fold is told when a fact happened the same way: the envelope's epoch seconds."""
     s = scenario()
-    s.cluster.apply(
+    submitted = new_event(
         WorkloadSubmitted(
             workload_id="w", budget="a", pools=("p",), gpus=1, min_runtime_s=0, submitter="u"
         ),
-        datetime.fromtimestamp(T0 + 7, UTC),
+        source="test",
+        time=datetime.fromtimestamp(T0 + 7, UTC),
     )
+    s.cluster.apply(submitted.data, submitted.epoch_seconds)
     assert s.cluster.workloads["w"].submitted_at == T0 + 7
     assert not s.cluster.workloads["w"].allocated
 
