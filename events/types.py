@@ -13,7 +13,8 @@ from typing import Annotated, Any
 from pydantic import Field, GetCoreSchemaHandler, StringConstraints
 from pydantic_core import core_schema
 
-#: Longest contract a workload may ask for, system-wide (DESIGN.md: "default cap 8 h").
+#: Longest contract a workload may ask for, system-wide (docs/design.md section 2.2: a default
+#: cap of 8 h).
 #: A pool may set a lower cap; the scheduling core checks that one.
 MAX_MIN_RUNTIME_S = 8 * 3600
 
@@ -100,7 +101,7 @@ GpuIndex = Annotated[int, Field(ge=0, le=1023)]
 #: Whole seconds, never negative.
 Seconds = Annotated[int, Field(ge=0)]
 
-#: Integer GPU-seconds: the unit of every charge (DESIGN.md "Charges").
+#: Integer GPU-seconds: the unit of every charge (docs/design.md section 2.8).
 GpuSeconds = Annotated[int, Field(ge=0)]
 
 #: A contract length: 0 (unallocated, free, preemptible) up to the system cap.

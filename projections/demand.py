@@ -1,18 +1,19 @@
 """Demand over time: the GPUs each leaf budget's allocated work wanted, per pool.
 
 What a budget is *owed* is not its share of the cluster but ``min(share x capacity, demand)``
-moment by moment (DESIGN.md section 5): a team that asked for nothing is owed nothing. Demand
-is a step function per (pool, leaf budget); it changes when allocated work is submitted, placed
-(from every acceptable pool to the one it runs in), requeued, or ends.
+moment by moment (docs/design.md section 6; the rule is :mod:`projections.owed`): a team that asked
+for nothing is owed nothing. Demand is a step function per (pool, leaf budget); it changes when
+allocated work is submitted, placed (from every acceptable pool to the one it runs in),
+requeued, or ends.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
-from itertools import pairwise
 
 from projections.cluster_state import ClusterState, WorkloadState
+from projections.owed import owed as integrate_owed
 
 #: Statuses in which a workload still wants GPUs (preempted/lost only while awaiting requeue).
 _WAITING = ("pending",)
@@ -72,23 +73,18 @@ class DemandHistory:
         entitled_gpus: Callable[[float], Mapping[str, float]],
         breaks: Iterable[float],
     ) -> dict[str, float]:
-        """GPU-seconds owed to every leaf budget in ``[lo, hi)``: the integral of
-        ``min(entitled GPUs, demand)``. ``entitled_gpus(t)`` is share x capacity per budget at
-        ``t``; ``breaks`` are the instants it changes at. (An inner budget is owed what its
-        leaves are: a sibling's unused entitlement is owed to no one.)"""
+        """GPU-seconds owed to every leaf budget in ``[lo, hi)`` (:func:`projections.owed.owed`).
+        ``entitled_gpus(t)`` is share x capacity per budget at ``t``; ``breaks`` are the instants
+        it changes at. Every leaf's steps cut every leaf's pieces, so that ``entitled_gpus`` is
+        asked once per piece for all the leaves."""
         leaves = sorted(budget for (p, budget) in self.steps if p == pool)
         if not leaves or hi <= lo:
             return {}
         cuts = {lo, hi, *(b for b in breaks if lo < b < hi)}
         for leaf in leaves:
             cuts.update(t for t, _ in self.steps[(pool, leaf)] if lo < t < hi)
-        owed: dict[str, float] = {}
-        points = sorted(cuts)
-        for a, b in pairwise(points):
-            entitled: Mapping[str, float] | None = None
-            for leaf in leaves:
-                gpus = self.level(pool, leaf, a)
-                if gpus > 0:
-                    entitled = entitled if entitled is not None else entitled_gpus(a)
-                    owed[leaf] = owed.get(leaf, 0.0) + min(entitled.get(leaf, 0.0), gpus) * (b - a)
-        return owed
+
+        def wanted(a: float, b: float) -> dict[str, float]:
+            return {leaf: self.level(pool, leaf, a) * (b - a) for leaf in leaves}
+
+        return integrate_owed(sorted(cuts), wanted, entitled_gpus)

@@ -1,4 +1,4 @@
-"""Every event and command of Fairshare (DESIGN.md section 2), as frozen pydantic models."""
+"""Every event and command of Fairshare (docs/design.md section 3), as frozen pydantic models."""
 
 from events.models.base import EventData
 from events.models.budgets import (

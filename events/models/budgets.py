@@ -1,7 +1,7 @@
 """Budget tree, weights and memberships (topic: budgets, keyed by budget path).
 
-A weight change takes effect from its event time onward (DESIGN.md section 1), so the event time
-of these facts matters and is never rewritten.
+A weight change takes effect from its event time onward (docs/design.md section 2), so the
+event time of these facts matters and is never rewritten.
 """
 
 from __future__ import annotations

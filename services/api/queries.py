@@ -1,28 +1,32 @@
-"""Read-only computations over a LiveState: workloads, nodes, the queue with its reasons,
-preemption records, and the budget report.
+"""The read side of the API: answers built from a LiveState, in the API's words.
 
-Nothing here changes the state it reads (the scheduling pass mutates its input, so it is never
-called here): the queue order is recomputed with its own :class:`FairShareOrder`, charging that
-object only, exactly as the pass orders its candidates.
+What to say is decided elsewhere (the queue order and why work waits in the scheduling core's
+:mod:`~services.scheduler.core.why_pending`, the figures in the folds); this module only turns
+it into the answers of :mod:`services.api.models` and the sentences clients have always read.
+Nothing here changes the state it reads.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
+from events.models import PreemptCommand
 from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
-from projections.cluster_state import ClusterState, NodeState, QueueKey, WorkloadState
+from projections.cluster_state import ClusterState, NodeState, WorkloadState
 from projections.demand import wanted
-from projections.live_state import LiveState
+from projections.live_state import CommandRecord, LiveState
+from services.api import models as m
+from services.api.errors import NotFound
+from services.scheduler.core import why_pending as why
 from services.scheduler.core.fairshare_order import FairShareOrder
-from services.scheduler.core.placement import largest_node, needs_whole_nodes
-
-#: The lookback window of fair share (DESIGN.md: 7 days, sliding).
 
 
+@overload
+def iso(ts: float) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
@@ -34,64 +38,72 @@ def _ratio(value: float) -> float | None:
     return None if value == float("inf") else value
 
 
-# -- workloads and nodes ----------------------------------------------------------------------
-def workload_view(workload: WorkloadState) -> dict[str, Any]:
+def _fmt(value: float) -> str:
+    return "none" if value == float("inf") else f"{value:.4g}"
+
+
+# -- lookups that answer 404 --------------------------------------------------------------------
+def workload_or_404(state: LiveState, workload_id: str) -> WorkloadState:
+    workload = state.cluster.workloads.get(workload_id)
+    if workload is None:
+        raise NotFound(f"unknown workload {workload_id!r}")
+    return workload
+
+
+def budget_or_404(state: LiveState, budget: str) -> None:
+    if budget == ROOT or budget not in state.tree.nodes:
+        raise NotFound(f"unknown budget {budget!r}")
+
+
+def node_or_404(state: LiveState, node: str, user: str | None = None) -> NodeState:
+    found = state.cluster.nodes.get(node)
+    if found is None:
+        raise NotFound(f"unknown node {node!r}", user=user)
+    return found
+
+
+def pools_or_404(state: LiveState, pool: str | None) -> list[str]:
+    """Every known pool, or just ``pool`` if it is known."""
+    pools = known_pools(state)
+    if pool is None:
+        return pools
+    if pool not in pools:
+        raise NotFound(f"unknown pool {pool!r}")
+    return [pool]
+
+
+def known_pools(state: LiveState) -> list[str]:
+    return sorted(set(state.cluster.pools) | set(state.cluster.pending) | set(state.usage))
+
+
+# -- workloads and nodes ------------------------------------------------------------------------
+def workload_view(workload: WorkloadState) -> m.WorkloadView:
     contract_end = None
     if workload.allocated and workload.started_at is not None:
         contract_end = workload.started_at + workload.min_runtime_s
-    return {
-        "workload_id": workload.workload_id,
-        "budget": workload.budget,
-        "submitter": workload.submitter,
-        "status": workload.status,
-        "pools": list(workload.pools),
-        "gpus": workload.gpus,
-        "gang": workload.gang,
-        "min_runtime_s": workload.min_runtime_s,
-        "allocated": workload.allocated,
-        "resumable": workload.resumable,
-        "priority": workload.priority,
-        "spec": workload.spec,
-        "attempt": workload.attempt,
-        "pool": workload.pool,
-        "placement": [{"node": node, "gpus": list(gpus)} for node, gpus in workload.placement],
-        "submitted_at": iso(workload.submitted_at),
-        "placed_at": iso(workload.placed_at),
-        "started_at": iso(workload.started_at),
-        "contract_ends_at": iso(contract_end),
-        "preempting": workload.preempting,
-        "cancel_requested": workload.cancel_requested,
-    }
-
-
-def node_state(node: NodeState) -> str:
-    if node.down:
-        return "down"
-    if node.drained:
-        return "drained"
-    if node.cordoned:
-        return "draining" if node.holders else "cordoned"
-    if not node.assigned:
-        return "idle"
-    return "allocated" if node.free == 0 else "mixed"
-
-
-def node_view(node: NodeState) -> dict[str, Any]:
-    return {
-        "node": node.name,
-        "cluster": node.cluster,
-        "pool": node.pool,
-        "gpu_type": node.gpu_type,
-        "gpus": node.gpus,
-        "used_gpus": len(node.assigned),
-        "free_gpus": node.free,
-        "state": node_state(node),
-        "cordoned": node.cordoned,
-        "down": node.down,
-        "drained": node.drained,
-        "workloads": sorted(node.holders),
-        "last_heartbeat": iso(node.last_heartbeat),
-    }
+    return m.WorkloadView(
+        workload_id=workload.workload_id,
+        budget=workload.budget,
+        submitter=workload.submitter,
+        status=workload.status,
+        pools=list(workload.pools),
+        gpus=workload.gpus,
+        gang=workload.gang,
+        min_runtime_s=workload.min_runtime_s,
+        allocated=workload.allocated,
+        resumable=workload.resumable,
+        priority=workload.priority,
+        spec=workload.spec,
+        attempt=workload.attempt,
+        pool=workload.pool,
+        placement=[m.PlacementPart(node=n, gpus=list(g)) for n, g in workload.placement],
+        submitted_at=iso(workload.submitted_at),
+        placed_at=iso(workload.placed_at),
+        started_at=iso(workload.started_at),
+        contract_ends_at=iso(contract_end),
+        preempting=workload.preempting,
+        cancel_requested=workload.cancel_requested,
+    )
 
 
 def matches(
@@ -115,7 +127,445 @@ def matches(
     )
 
 
-# -- the queue --------------------------------------------------------------------------------
+def workload_list(
+    state: LiveState,
+    *,
+    status: str | None,
+    budget: str | None,
+    submitter: str | None,
+    pool: str | None,
+    limit: int,
+) -> m.WorkloadList:
+    """Newest first."""
+    found = [
+        w
+        for w in state.cluster.workloads.values()
+        if matches(w, status=status, budget=budget, submitter=submitter, pool=pool)
+    ]
+    found.sort(key=lambda w: (-w.submitted_at, w.workload_id))
+    return m.WorkloadList(total=len(found), workloads=[workload_view(w) for w in found[:limit]])
+
+
+def node_state(node: NodeState) -> str:
+    if node.down:
+        return "down"
+    if node.drained:
+        return "drained"
+    if node.cordoned:
+        return "draining" if node.holders else "cordoned"
+    if not node.assigned:
+        return "idle"
+    return "allocated" if node.free == 0 else "mixed"
+
+
+def node_view(node: NodeState) -> m.NodeView:
+    return m.NodeView(
+        node=node.name,
+        cluster=node.cluster,
+        pool=node.pool,
+        gpu_type=node.gpu_type,
+        gpus=node.gpus,
+        used_gpus=len(node.assigned),
+        free_gpus=node.free,
+        state=node_state(node),
+        cordoned=node.cordoned,
+        down=node.down,
+        drained=node.drained,
+        workloads=sorted(node.holders),
+        last_heartbeat=iso(node.last_heartbeat),
+    )
+
+
+def node_list(state: LiveState, pool: str | None) -> m.NodeList:
+    return m.NodeList(
+        nodes=[
+            node_view(n)
+            for _, n in sorted(state.cluster.nodes.items())
+            if pool is None or n.pool == pool
+        ]
+    )
+
+
+def me(state: LiveState, user: str, admin: bool) -> m.Me:
+    roles = {
+        path: sorted(node.members[user])
+        for path, node in sorted(state.tree.nodes.items())
+        if node.members.get(user)
+    }
+    return m.Me(user=user, admin=admin, roles=roles)
+
+
+# -- the queue ----------------------------------------------------------------------------------
+def pending_queue(
+    state: LiveState, pool: str, now: float, window_s: int = DEFAULT_WINDOW_S
+) -> why.PoolQueue:
+    return why.PoolQueue(
+        state.cluster, state.tree, pool, now, state.usage_in_window(pool, now), window_s
+    )
+
+
+def pool_queue(
+    state: LiveState,
+    pool: str,
+    now: float,
+    window_s: int = DEFAULT_WINDOW_S,
+    *,
+    reasons: bool = True,
+) -> m.PoolQueueView:
+    """``pool``'s pending work in order, with position (1-based) and, if asked, reasons."""
+    queue = pending_queue(state, pool, now, window_s)
+    entries = []
+    for position, workload in enumerate(queue.ordered, start=1):
+        entries.append(
+            m.QueueEntry(
+                position=position,
+                workload_id=workload.workload_id,
+                budget=workload.budget,
+                submitter=workload.submitter,
+                gpus=workload.gpus,
+                gang=workload.gang,
+                min_runtime_s=workload.min_runtime_s,
+                allocated=workload.allocated,
+                priority=workload.priority,
+                submitted_at=iso(workload.submitted_at),
+                budget_rank=queue.rank(workload.budget),
+                usage_ratio=_ratio(queue.usage_ratio(workload.budget)),
+                reasons=reason_views(queue.reasons(position), now) if reasons else None,
+            )
+        )
+    nodes = [n for n in state.cluster.nodes.values() if n.pool == pool]
+    usable = [n for n in nodes if n.schedulable]
+    return m.PoolQueueView(
+        pool=pool,
+        capacity=state.cluster.capacity(pool),
+        free_gpus=sum(n.free for n in usable),
+        largest_free_gpus=max((n.free for n in usable), default=0),
+        cordoned_nodes=sorted(n.name for n in nodes if n.cordoned),
+        queue_length=len(queue.ordered),
+        pending=entries,
+    )
+
+
+def queue_view(
+    state: LiveState,
+    now: float,
+    window_s: int,
+    *,
+    pool: str | None,
+    budget: str | None,
+    submitter: str | None,
+    reasons: bool,
+) -> m.QueueView:
+    """Every pool's queue (or ``pool``'s), entries filtered by budget subtree and submitter
+    (positions stay those of the whole queue)."""
+    result = []
+    for name in pools_or_404(state, pool):
+        entry = pool_queue(state, name, now, window_s, reasons=reasons)
+        entry.pending = [
+            item
+            for item in entry.pending
+            if (budget is None or item.budget == budget or item.budget.startswith(budget + "/"))
+            and (submitter is None or item.submitter == submitter)
+        ]
+        result.append(entry)
+    return m.QueueView(as_of=iso(now), window_s=window_s, pools=result)
+
+
+def why_view(state: LiveState, workload_id: str, now: float, window_s: int) -> m.WhyView:
+    """Why a workload is pending (per acceptable pool) and its decision records."""
+    workload = workload_or_404(state, workload_id)
+    pending = []
+    if workload.status == "pending":
+        for pool in workload.pools:
+            queue = pending_queue(state, pool, now, window_s)
+            for position, queued in enumerate(queue.ordered, start=1):
+                if queued.workload_id != workload_id:
+                    continue
+                pending.append(
+                    m.PendingInPool(
+                        pool=pool,
+                        position=position,
+                        queue_length=len(queue.ordered),
+                        budget_rank=queue.rank(queued.budget),
+                        usage_ratio=_ratio(queue.usage_ratio(queued.budget)),
+                        reasons=reason_views(queue.reasons(position), now),
+                    )
+                )
+    placements, preemptions = _records(state, workload_id)
+    return m.WhyView(
+        workload_id=workload_id,
+        status=workload.status,
+        attempt=workload.attempt,
+        as_of=iso(now),
+        pending=pending,
+        placements=placements,
+        preemptions=preemptions,
+    )
+
+
+# -- reasons, in words --------------------------------------------------------------------------
+def reason_views(reasons: tuple[why.PendingReason, ...], now: float) -> list[m.Reason]:
+    return [reason_view(reason, now) for reason in reasons]
+
+
+def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
+    """One typed reason of the core as the API says it (code, sentence, details)."""
+    match reason:
+        case why.NoShare(budget=budget, pool=pool):
+            message = (
+                f"{budget} has no share of {pool} (closed, or not in the tree): its work is "
+                "considered last"
+            )
+            return m.PlainReason(code=reason.code.value, message=message)
+        case why.NoNodes(pool=pool):
+            message = f"no node is registered in pool {pool}"
+            return m.PlainReason(code=reason.code.value, message=message)
+        case why.Unallocated():
+            message = (
+                "it runs unallocated (min_runtime 0): it never preempts, and waits for idle GPUs"
+            )
+            return m.PlainReason(code=reason.code.value, message=message)
+        case why.FairShare():
+            return _fair_share(reason)
+        case why.BudgetQueue(budget=budget, workloads_ahead=ahead):
+            message = (
+                f"{len(ahead)} workload(s) of {budget} come first (higher priority or submitted "
+                "earlier)"
+            )
+            return m.BudgetQueueReason(
+                code="budget-queue", message=message, workloads_ahead=list(ahead[:20])
+            )
+        case why.TooLarge() | why.FitsNow() | why.InsufficientCapacity():
+            return _capacity(reason)
+        case why.Contract():
+            return _contract(reason, now)
+        case why.Starting(workloads=workloads):
+            message = (
+                "placed work has not started yet (its contract starts when it does): "
+                + ", ".join(workloads[:10])
+            )
+            return m.WorkloadsReason(
+                code="starting", message=message, workloads=list(workloads[:10])
+            )
+        case why.RanksAhead():
+            return _ranks_ahead(reason)
+        case why.CordonedNodes(pool=pool, nodes=nodes, gpus=gpus):
+            message = (
+                f"{len(nodes)} node(s) of {pool} are cordoned ({gpus} GPUs take no new work): "
+                + ", ".join(nodes)
+            )
+            return m.CordonedReason(
+                code="cordoned-nodes", message=message, nodes=list(nodes), gpus=gpus
+            )
+        case why.DownNodes(pool=pool, nodes=nodes):
+            message = f"{len(nodes)} node(s) of {pool} are down: {', '.join(nodes)}"
+            return m.DownReason(code="down-nodes", message=message, nodes=list(nodes))
+
+
+def _rank(rank: int | None) -> str:
+    return "-" if rank is None else str(rank)
+
+
+def _fair_share(reason: why.FairShare) -> m.FairShareReason:
+    message = (
+        f"{reason.workloads_ahead} workload(s) of budget(s) ranking ahead of {reason.budget} "
+        f"(rank {_rank(reason.rank)}, usage ratio {_fmt(reason.usage_ratio)}) come first: "
+        + ", ".join(
+            f"{b.budget} (rank {_rank(b.rank)}, usage ratio {_fmt(b.usage_ratio)})"
+            for b in reason.ahead
+        )
+    )
+    return m.FairShareReason(
+        code="fair-share",
+        message=message,
+        budget=reason.budget,
+        budget_rank=reason.rank,
+        budget_usage_ratio=_ratio(reason.usage_ratio),
+        budgets_ahead=[
+            m.BudgetAheadView(
+                budget=b.budget,
+                rank=b.rank,
+                usage_ratio=_ratio(b.usage_ratio),
+                workloads_ahead=b.workloads_ahead,
+            )
+            for b in reason.ahead
+        ],
+    )
+
+
+def _capacity(reason: why.TooLarge | why.FitsNow | why.InsufficientCapacity) -> m.CapacityReason:
+    fit = reason.offer
+    shape = "on whole nodes" if fit.needs_whole_nodes else "on one node"
+    if isinstance(reason, why.TooLarge):
+        if reason.limit == "pool":
+            message = (
+                f"needs {reason.gpus} GPUs but {reason.pool} has only {reason.limit_gpus} GPUs "
+                "on nodes that are up"
+            )
+        else:
+            message = (
+                f"needs {reason.gpus} GPUs on one node; the largest node of {reason.pool} has "
+                f"{reason.limit_gpus}"
+            )
+    elif isinstance(reason, why.FitsNow):
+        where = fit.largest_free_node if not fit.needs_whole_nodes else "idle nodes"
+        message = (
+            f"{reason.gpus} GPU(s) are free {shape} ({where}): the next scheduling pass should "
+            "place it, unless work ahead of it takes them first"
+        )
+    else:
+        if fit.needs_whole_nodes:
+            offer = f"{fit.free_gpus_on_idle_nodes} GPU(s) are on fully idle nodes"
+        else:
+            offer = f"the largest free block is {fit.largest_free_gpus} GPU(s)" + (
+                f" on {fit.largest_free_node}" if fit.largest_free_node else ""
+            )
+        message = (
+            f"needs {reason.gpus} GPU(s) {shape}; {offer} ({fit.free_gpus} free in {reason.pool})"
+        )
+    return m.CapacityReason(
+        code=reason.code.value,
+        message=message,
+        fits_now=fit.fits_now,
+        needs_whole_nodes=fit.needs_whole_nodes,
+        free_gpus=fit.free_gpus,
+        largest_free_node=fit.largest_free_node,
+        largest_free_gpus=fit.largest_free_gpus,
+        free_gpus_on_idle_nodes=fit.free_gpus_on_idle_nodes,
+        capacity=fit.capacity,
+        largest_node_gpus=fit.largest_node_gpus,
+    )
+
+
+def _contract(reason: why.Contract, now: float) -> m.ContractReason:
+    first = reason.waits_on
+    end = first.ends_at
+    message = (
+        "preemption is blocked by a min_runtime: it waits on "
+        f"{first.workload_id} ({first.budget}, {first.gpus} GPU(s), "
+        f"min_runtime {first.min_runtime_s} s), "
+        f"whose contract ends at {iso(end)} (in {max(0, round(end - now))} s)"
+    )
+    return m.ContractReason(
+        code="contract",
+        message=message,
+        waits_on=first.workload_id,
+        contract_ends_at=iso(end),
+        contracts=[
+            m.ContractView(
+                workload_id=hold.workload_id,
+                budget=hold.budget,
+                gpus=hold.gpus,
+                min_runtime_s=hold.min_runtime_s,
+                contract_ends_at=iso(hold.ends_at),
+            )
+            for hold in reason.holds[:10]
+        ],
+    )
+
+
+def _ranks_ahead(reason: why.RanksAhead) -> m.WorkloadsReason:
+    shown = reason.workloads[:10]
+    message = (
+        "running work past its contract belongs to budgets that rank ahead of "
+        f"{reason.budget} even after counting this request, so it may not be preempted: "
+        + ", ".join(f"{w.workload_id} ({w.budget}, rank {_rank(w.rank)})" for w in shown)
+    )
+    return m.WorkloadsReason(
+        code="ranks-ahead", message=message, workloads=[w.workload_id for w in shown]
+    )
+
+
+# -- decision records ---------------------------------------------------------------------------
+def _records(
+    state: LiveState, workload_id: str
+) -> tuple[list[m.PlacementRecord], list[m.PreemptionRecord]]:
+    """The place and preempt commands of a workload, with their decision records."""
+    placements: list[m.PlacementRecord] = []
+    preemptions: list[m.PreemptionRecord] = []
+    for record in state.commands.get(workload_id, []):
+        command = record.command
+        if isinstance(command, PreemptCommand):
+            preemptions.append(_preemption(state, record, command))
+            continue
+        placements.append(
+            m.PlacementRecord(
+                **_decision_fields(record),
+                placement=[
+                    m.PlacementPart(node=part.node, gpus=list(part.gpus))
+                    for part in command.placement.nodes
+                ],
+            )
+        )
+    return placements, preemptions
+
+
+def _decision_fields(record: CommandRecord) -> dict[str, Any]:
+    command = record.command
+    decision = command.decision
+    return {
+        "time": iso(record.time),
+        "command_id": command.command_id,
+        "attempt": command.attempt,
+        "pool": command.pool,
+        "reason": decision.reason,
+        "detail": decision.detail,
+        "pass_id": decision.pass_id,
+        "input_position": [p.model_dump() for p in decision.input_position],
+        "budgets": [b.model_dump() for b in decision.budgets],
+    }
+
+
+def _preemption(
+    state: LiveState, record: CommandRecord, command: PreemptCommand
+) -> m.PreemptionRecord:
+    decision = command.decision
+    preemptor = state.cluster.workloads.get(decision.preemptor or "")
+    preemptor_budget = None if preemptor is None else preemptor.budget
+    fields = _decision_fields(record)
+    return m.PreemptionRecord(
+        **fields,
+        preemptor=decision.preemptor,
+        preemptor_budget=preemptor_budget,
+        requeue=command.requeue,
+        grace_period_s=command.grace_period_s,
+        message=_preempt_message(decision.reason, decision.preemptor, preemptor_budget, fields),
+    )
+
+
+def _preempt_message(
+    reason: str, preemptor: str | None, preemptor_budget: str | None, fields: dict[str, Any]
+) -> str:
+    standings = "; ".join(
+        f"{b['budget']} rank {b['rank']}, usage ratio {b['usage_ratio']:.4g}"
+        for b in fields["budgets"]
+    )
+    text = {
+        "preempt-for": f"preempted to make room for {preemptor}"
+        + (f" ({preemptor_budget})" if preemptor_budget else ""),
+        "drain": "preempted because its node is cordoned and its contract was over",
+        "node-lost": "its node stopped sending heartbeats",
+        "cancel": "cancelled by its submitter",
+    }.get(reason, reason)
+    where = f" (pass {fields['pass_id']}"
+    if fields["input_position"]:
+        where += ", decided at " + ", ".join(
+            f"{p['topic']}/{p['partition']}@{p['offset']}" for p in fields["input_position"]
+        )
+    where += ")"
+    return text + (f"; budgets: {standings}" if standings else "") + where
+
+
+def command_records(state: LiveState, workload_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The decision records as plain dicts, for readers that index them (the dashboard)."""
+    placements, preemptions = _records(state, workload_id)
+    return {
+        "placements": [r.model_dump() for r in placements],
+        "preemptions": [r.model_dump() for r in preemptions],
+    }
+
+
+# -- budgets ------------------------------------------------------------------------------------
 def _order(state: LiveState, pool: str, now: float, window_s: int) -> FairShareOrder:
     return FairShareOrder(
         state.tree,
@@ -127,415 +577,22 @@ def _order(state: LiveState, pool: str, now: float, window_s: int) -> FairShareO
     )
 
 
-def queue_order(state: LiveState, pool: str, now: float, window_s: int) -> list[WorkloadState]:
-    """Pending work of ``pool`` in the order a scheduling pass considers it: allocated work in
-    hierarchical fair-share order (each pick charging its budget ``gpus x min_runtime`` before
-    the next, as the pass does for a placement), then unallocated work in the same order.
-    Work of budgets without a share (closed, or unknown) comes last."""
-    cluster = state.cluster
-    queues = cluster.pending.get(pool, {})
-    order = _order(state, pool, now, window_s)
-    ordered: list[WorkloadState] = []
-    for allocated in (True, False):
-        per_leaf: dict[str, deque[QueueKey]] = {}
-        for budget, kinds in queues.items():
-            keys = sorted(key for kind, q in kinds.items() if kind[0] == allocated for key in q)
-            if keys:
-                per_leaf[budget] = deque(keys)
-        orphans = sorted(b for b in per_leaf if b not in order.shares or order.children.get(b))
-        order.activate(sorted(b for b in per_leaf if b not in orphans))
-        while True:
-            leaf = order.best_leaf()
-            if leaf is None:
-                break
-            waiting = per_leaf[leaf]
-            workload = cluster.workloads[waiting.popleft()[2]]
-            ordered.append(workload)
-            if allocated:
-                order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
-            if not waiting:
-                order.deactivate(leaf)
-        for budget in orphans:
-            ordered.extend(cluster.workloads[key[2]] for key in per_leaf[budget])
-    return ordered
+#: How ``owed_gpu_s`` is computed, sent with every budget report.
+OWED = (
+    "GPU-seconds over the window of min(share x capacity, demand), moment by moment, per leaf; "
+    "an inner budget's is the sum of its leaves'"
+)
 
 
-def _fit(cluster: ClusterState, pool: str, workload: WorkloadState) -> dict[str, Any]:
-    """What the pool offers this gang right now."""
-    nodes = [n for n in cluster.nodes.values() if n.pool == pool]
-    usable = [n for n in nodes if n.schedulable]
-    node_size = largest_node(cluster, pool)
-    whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
-    largest = max(usable, key=lambda n: (n.free, n.name), default=None)
-    free_total = sum(n.free for n in usable)
-    if whole:
-        free_whole = sum(n.gpus for n in usable if n.free == n.gpus)
-        fits = free_whole >= workload.gpus
-    else:
-        free_whole = None
-        fits = largest is not None and largest.free >= workload.gpus
-    return {
-        "fits_now": fits,
-        "needs_whole_nodes": whole,
-        "free_gpus": free_total,
-        "largest_free_node": None if largest is None else largest.name,
-        "largest_free_gpus": 0 if largest is None else largest.free,
-        "free_gpus_on_idle_nodes": free_whole,
-        "capacity": sum(n.gpus for n in usable),
-        "largest_node_gpus": node_size,
-    }
-
-
-def pending_reasons(
-    state: LiveState,
-    pool: str,
-    workload: WorkloadState,
-    ahead: list[WorkloadState],
-    ranking: FairShareOrder,
-    now: float,
-) -> list[dict[str, Any]]:
-    """Why ``workload`` is still pending in ``pool``, most decisive first."""
-    cluster = state.cluster
-    reasons: list[dict[str, Any]] = []
-    ranks = ranking.ranks()
-    mine = workload.budget
-    if mine not in ranking.shares:
-        reasons.append(
-            {
-                "code": "no-share",
-                "message": f"{mine} has no share of {pool} (closed, or not in the tree): its "
-                "work is considered last",
-            }
-        )
-    pool_nodes = [n for n in cluster.nodes.values() if n.pool == pool]
-    if not pool_nodes:
-        reasons.append({"code": "no-nodes", "message": f"no node is registered in pool {pool}"})
-        return reasons
-    other = sorted(
-        {w.budget for w in ahead if w.budget != mine},
-        key=lambda b: (ranks.get(b, len(ranks) + 1), b),
-    )
-    if other:
-        reasons.append(
-            {
-                "code": "fair-share",
-                "message": f"{sum(1 for w in ahead if w.budget != mine)} workload(s) of "
-                f"budget(s) ranking ahead of {mine} (rank {ranks.get(mine, '-')}, usage "
-                f"ratio {_fmt(ranking.ratio(mine))}) come first: "
-                + ", ".join(
-                    f"{b} (rank {ranks.get(b, '-')}, usage ratio {_fmt(ranking.ratio(b))})"
-                    for b in other
-                ),
-                "budget": mine,
-                "budget_rank": ranks.get(mine),
-                "budget_usage_ratio": _ratio(ranking.ratio(mine)),
-                "budgets_ahead": [
-                    {
-                        "budget": b,
-                        "rank": ranks.get(b),
-                        "usage_ratio": _ratio(ranking.ratio(b)),
-                        "workloads_ahead": sum(1 for w in ahead if w.budget == b),
-                    }
-                    for b in other
-                ],
-            }
-        )
-    same = [w.workload_id for w in ahead if w.budget == mine]
-    if same:
-        reasons.append(
-            {
-                "code": "budget-queue",
-                "message": f"{len(same)} workload(s) of {mine} come first (higher priority or "
-                "submitted earlier)",
-                "workloads_ahead": same[:20],
-            }
-        )
-    fit = _fit(cluster, pool, workload)
-    shape = "on whole nodes" if fit["needs_whole_nodes"] else "on one node"
-    if workload.gpus > sum(n.gpus for n in pool_nodes if not n.down):
-        reasons.append(
-            {
-                "code": "too-large",
-                "message": f"needs {workload.gpus} GPUs but {pool} has only "
-                f"{sum(n.gpus for n in pool_nodes if not n.down)} GPUs on nodes that are up",
-                **fit,
-            }
-        )
-    elif not fit["needs_whole_nodes"] and workload.gpus > fit["largest_node_gpus"]:
-        reasons.append(
-            {
-                "code": "too-large",
-                "message": f"needs {workload.gpus} GPUs on one node; the largest node of "
-                f"{pool} has {fit['largest_node_gpus']}",
-                **fit,
-            }
-        )
-    elif fit["fits_now"]:
-        where = fit["largest_free_node"] if not fit["needs_whole_nodes"] else "idle nodes"
-        reasons.append(
-            {
-                "code": "fits-now",
-                "message": f"{workload.gpus} GPU(s) are free {shape} ({where}): the next "
-                "scheduling pass should place it, unless work ahead of it takes them first",
-                **fit,
-            }
-        )
-    else:
-        if fit["needs_whole_nodes"]:
-            offer = f"{fit['free_gpus_on_idle_nodes']} GPU(s) are on fully idle nodes"
-        else:
-            offer = f"the largest free block is {fit['largest_free_gpus']} GPU(s)" + (
-                f" on {fit['largest_free_node']}" if fit["largest_free_node"] else ""
-            )
-        reasons.append(
-            {
-                "code": "insufficient-capacity",
-                "message": f"needs {workload.gpus} GPU(s) {shape}; {offer} "
-                f"({fit['free_gpus']} free in {pool})",
-                **fit,
-            }
-        )
-        reasons.extend(_blockers(state, pool, workload, ranking, now))
-    cordoned = sorted(n.name for n in pool_nodes if n.cordoned and not n.down)
-    down = sorted(n.name for n in pool_nodes if n.down)
-    if cordoned:
-        gpus = sum(cluster.nodes[n].gpus for n in cordoned)
-        reasons.append(
-            {
-                "code": "cordoned-nodes",
-                "message": f"{len(cordoned)} node(s) of {pool} are cordoned ({gpus} GPUs take "
-                f"no new work): {', '.join(cordoned)}",
-                "nodes": cordoned,
-                "gpus": gpus,
-            }
-        )
-    if down:
-        reasons.append(
-            {
-                "code": "down-nodes",
-                "message": f"{len(down)} node(s) of {pool} are down: {', '.join(down)}",
-                "nodes": down,
-            }
-        )
-    return reasons
-
-
-def _blockers(
-    state: LiveState, pool: str, workload: WorkloadState, ranking: FairShareOrder, now: float
-) -> list[dict[str, Any]]:
-    """Why preemption does not free room: the contracts (min_runtime) of running work, and
-    running work whose budget ranks ahead even after counting this request."""
-    cluster = state.cluster
-    if not workload.allocated:
-        return [
-            {
-                "code": "unallocated",
-                "message": "it runs unallocated (min_runtime 0): it never preempts, and waits "
-                "for idle GPUs",
-            }
-        ]
-    node_size = largest_node(cluster, pool)
-    whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
-    protected: list[tuple[float, WorkloadState]] = []
-    not_started: list[WorkloadState] = []
-    ahead: list[WorkloadState] = []
-    extra = float(workload.gpus * workload.min_runtime_s)
-    for running in cluster.active_in(pool):
-        if running.preempting:
-            continue
-        nodes = [cluster.nodes.get(node) for node, _gpus in running.placement]
-        if not any(
-            n is not None and n.schedulable and (whole or n.gpus >= workload.gpus) for n in nodes
-        ):
-            continue  # freeing it could not make room for this gang
-        if not running.allocated:
-            continue  # unallocated work is always preemptible
-        if running.started_at is None:
-            not_started.append(running)
-        elif not running.contract_over(now):
-            protected.append((running.started_at + running.min_runtime_s, running))
-        elif not ranking.ranks_behind(running.budget, workload.budget, extra):
-            ahead.append(running)
-    reasons: list[dict[str, Any]] = []
-    if protected:
-        protected.sort(key=lambda item: (item[0], item[1].workload_id))
-        end, first = protected[0]
-        reasons.append(
-            {
-                "code": "contract",
-                "message": "preemption is blocked by a min_runtime: it waits on "
-                f"{first.workload_id} ({first.budget}, {first.gpus} GPU(s), "
-                f"min_runtime {first.min_runtime_s} s), "
-                f"whose contract ends at {iso(end)} (in {max(0, round(end - now))} s)",
-                "waits_on": first.workload_id,
-                "contract_ends_at": iso(end),
-                "contracts": [
-                    {
-                        "workload_id": w.workload_id,
-                        "budget": w.budget,
-                        "gpus": w.gpus,
-                        "min_runtime_s": w.min_runtime_s,
-                        "contract_ends_at": iso(t),
-                    }
-                    for t, w in protected[:10]
-                ],
-            }
-        )
-    if not_started:
-        names = ", ".join(w.workload_id for w in not_started[:10])
-        reasons.append(
-            {
-                "code": "starting",
-                "message": f"placed work has not started yet (its contract starts when it "
-                f"does): {names}",
-                "workloads": [w.workload_id for w in not_started[:10]],
-            }
-        )
-    if ahead:
-        ranks = ranking.ranks()
-        reasons.append(
-            {
-                "code": "ranks-ahead",
-                "message": "running work past its contract belongs to budgets that rank ahead of "
-                f"{workload.budget} even after counting this request, so it may not be "
-                "preempted: "
-                + ", ".join(
-                    f"{w.workload_id} ({w.budget}, rank {ranks.get(w.budget, '-')})"
-                    for w in ahead[:10]
-                ),
-                "workloads": [w.workload_id for w in ahead[:10]],
-            }
-        )
-    return reasons
-
-
-def _fmt(value: float) -> str:
-    return "none" if value == float("inf") else f"{value:.4g}"
-
-
-def pool_queue(
-    state: LiveState,
-    pool: str,
-    now: float,
-    window_s: int = DEFAULT_WINDOW_S,
-    *,
-    reasons: bool = True,
-    only: str | None = None,
-) -> dict[str, Any]:
-    """``pool``'s pending work in order with position (1-based) and reasons; ``only``
-    restricts the entries (not the positions) to one workload."""
-    ordered = queue_order(state, pool, now, window_s)
-    ranking = _order(state, pool, now, window_s)
-    ranks = ranking.ranks()
-    entries = []
-    for position, workload in enumerate(ordered, start=1):
-        if only is not None and workload.workload_id != only:
-            continue
-        entry = {
-            "position": position,
-            "workload_id": workload.workload_id,
-            "budget": workload.budget,
-            "submitter": workload.submitter,
-            "gpus": workload.gpus,
-            "gang": workload.gang,
-            "min_runtime_s": workload.min_runtime_s,
-            "allocated": workload.allocated,
-            "priority": workload.priority,
-            "submitted_at": iso(workload.submitted_at),
-            "budget_rank": ranks.get(workload.budget),
-            "usage_ratio": _ratio(ranking.ratio(workload.budget)),
-        }
-        if reasons:
-            entry["reasons"] = pending_reasons(
-                state, pool, workload, ordered[: position - 1], ranking, now
-            )
-        entries.append(entry)
-    nodes = [n for n in state.cluster.nodes.values() if n.pool == pool]
-    usable = [n for n in nodes if n.schedulable]
-    return {
-        "pool": pool,
-        "capacity": state.cluster.capacity(pool),
-        "free_gpus": sum(n.free for n in usable),
-        "largest_free_gpus": max((n.free for n in usable), default=0),
-        "cordoned_nodes": sorted(n.name for n in nodes if n.cordoned),
-        "queue_length": len(ordered),
-        "pending": entries,
-    }
-
-
-def known_pools(state: LiveState) -> list[str]:
-    return sorted(set(state.cluster.pools) | set(state.cluster.pending) | set(state.usage))
-
-
-# -- decision records -------------------------------------------------------------------------
-def command_records(state: LiveState, workload_id: str) -> dict[str, list[dict[str, Any]]]:
-    """The place and preempt commands of a workload, with their decision records."""
-    from events.models import PreemptCommand
-
-    out: dict[str, list[dict[str, Any]]] = {"placements": [], "preemptions": []}
-    for record in state.commands.get(workload_id, []):
-        command = record.command
-        decision = command.decision
-        item: dict[str, Any] = {
-            "time": iso(record.time),
-            "command_id": command.command_id,
-            "attempt": command.attempt,
-            "pool": command.pool,
-            "reason": decision.reason,
-            "detail": decision.detail,
-            "pass_id": decision.pass_id,
-            "input_position": [p.model_dump() for p in decision.input_position],
-            "budgets": [b.model_dump() for b in decision.budgets],
-        }
-        if isinstance(command, PreemptCommand):
-            preemptor = state.cluster.workloads.get(decision.preemptor or "")
-            item.update(
-                preemptor=decision.preemptor,
-                preemptor_budget=None if preemptor is None else preemptor.budget,
-                requeue=command.requeue,
-                grace_period_s=command.grace_period_s,
-                message=_preempt_message(decision.reason, decision.preemptor, item),
-            )
-            out["preemptions"].append(item)
-        else:
-            item["placement"] = [
-                {"node": part.node, "gpus": list(part.gpus)} for part in command.placement.nodes
-            ]
-            out["placements"].append(item)
-    return out
-
-
-def _preempt_message(reason: str, preemptor: str | None, item: dict[str, Any]) -> str:
-    standings = "; ".join(
-        f"{b['budget']} rank {b['rank']}, usage ratio {b['usage_ratio']:.4g}"
-        for b in item["budgets"]
-    )
-    text = {
-        "preempt-for": f"preempted to make room for {preemptor}"
-        + (f" ({item['preemptor_budget']})" if item.get("preemptor_budget") else ""),
-        "drain": "preempted because its node is cordoned and its contract was over",
-        "node-lost": "its node stopped sending heartbeats",
-        "cancel": "cancelled by its submitter",
-    }.get(reason, reason)
-    where = f" (pass {item['pass_id']}"
-    if item["input_position"]:
-        where += ", decided at " + ", ".join(
-            f"{p['topic']}/{p['partition']}@{p['offset']}" for p in item["input_position"]
-        )
-    where += ")"
-    return text + (f"; budgets: {standings}" if standings else "") + where
-
-
-# -- budgets ----------------------------------------------------------------------------------
 def budget_report(
     state: LiveState, now: float, window_s: int = DEFAULT_WINDOW_S, pools: list[str] | None = None
-) -> dict[str, Any]:
+) -> m.BudgetReport:
     """The tree with, per pool: share, window usage, usage ratio, rank, owed and delivered.
 
     * usage = delivered = allocated GPU-seconds of the subtree in the window (the latest usage
       snapshot plus running allocated work since it, :meth:`LiveState.usage_in_window`);
     * owed = for a leaf, the integral over the window of min(share x capacity, its demand)
-      (DESIGN.md section 5: a budget that asked for nothing is owed nothing), from the demand
+      (docs/design.md section 6: a budget that asked for nothing is owed nothing), from the demand
       history the live state keeps, with the shares of each moment; for an inner budget, the
       sum of its leaves' (as in the charges report: a sibling's unused entitlement is owed to
       no one);
@@ -543,55 +600,67 @@ def budget_report(
       ``entitled_gpus`` = min(share x capacity, demand now): what it is owed at this instant.
     """
     tree = state.tree
-    cluster = state.cluster
     pools = known_pools(state) if pools is None else pools
-    orders = {pool: _order(state, pool, now, window_s) for pool in pools}
-    demand = {pool: _demand(cluster, tree, pool) for pool in pools}
-    owed_in_window = {pool: _owed(state, pool, now, window_s) for pool in pools}
+    figures = {pool: _PoolFigures(state, pool, now, window_s) for pool in pools}
     budgets = []
     for path in sorted(p for p in tree.nodes if p != ROOT):
         node = tree.nodes[path]
-        per_pool: dict[str, Any] = {}
-        for pool in pools:
-            order = orders[pool]
-            capacity = cluster.capacity(pool)
-            share = order.shares.get(path)
-            used = order.usage.get(path, 0.0)
-            owed = None if share is None else owed_in_window[pool].get(path, 0.0)
-            wanted = demand[pool].get(path, 0)
-            per_pool[pool] = {
-                "share": share,
-                "usage_gpu_s": round(used, 3),
-                "usage_ratio": None if share is None else _ratio(order.ratio(path)),
-                "rank": order.ranks().get(path) if node.is_leaf else None,
-                "sibling_rank": _sibling_rank(order, path),
-                "owed_gpu_s": None if owed is None else round(owed, 3),
-                "delivered_gpu_s": round(used, 3),
-                "delivered_ratio": None if not owed else round(used / owed, 6),
-                "demand_gpus": wanted,
-                "entitled_gpus": None if share is None else min(share * capacity, wanted),
-            }
         budgets.append(
-            {
-                "budget": path,
-                "parent": parent_of(path) or None,
-                "depth": path.count("/"),
-                "leaf": node.is_leaf,
-                "closed": not node.open_at(now),
-                "weight": node.weight_at("", now),
-                "pool_weights": {p: node.weight_at(p, now) for p in sorted(node.pool_weights)},
-                "members": {u: sorted(r) for u, r in sorted(node.members.items()) if r},
-                "pools": per_pool,
-            }
+            m.BudgetView(
+                budget=path,
+                parent=parent_of(path) or None,
+                depth=path.count("/"),
+                leaf=node.is_leaf,
+                closed=not node.open_at(now),
+                weight=node.weight_at("", now),
+                pool_weights={p: node.weight_at(p, now) for p in sorted(node.pool_weights)},
+                members={u: sorted(r) for u, r in sorted(node.members.items()) if r},
+                pools={pool: figures[pool].of(path, node.is_leaf) for pool in pools},
+            )
         )
-    return {
-        "as_of": iso(now),
-        "window_s": window_s,
-        "pools": [{"pool": p, "capacity": cluster.capacity(p)} for p in pools],
-        "owed": "GPU-seconds over the window of min(share x capacity, demand), moment by moment, "
-        "per leaf; an inner budget's is the sum of its leaves'",
-        "budgets": budgets,
-    }
+    return m.BudgetReport(
+        as_of=iso(now),
+        window_s=window_s,
+        pools=[m.PoolCapacity(pool=p, capacity=state.cluster.capacity(p)) for p in pools],
+        owed=OWED,
+        budgets=budgets,
+    )
+
+
+def budget_detail(state: LiveState, budget: str, now: float, window_s: int) -> m.BudgetDetail:
+    budget_or_404(state, budget)
+    report = budget_report(state, now, window_s)
+    entry = next(b for b in report.budgets if b.budget == budget)
+    return m.BudgetDetail(**dict(entry), as_of=report.as_of, window_s=window_s)
+
+
+class _PoolFigures:
+    """One pool's figures for every budget, computed once per report."""
+
+    def __init__(self, state: LiveState, pool: str, now: float, window_s: int) -> None:
+        self.order = _order(state, pool, now, window_s)
+        self.capacity = state.cluster.capacity(pool)
+        self.demand = _demand(state.cluster, state.tree, pool)
+        self.owed = _owed(state, pool, now, window_s)
+
+    def of(self, path: str, leaf: bool) -> m.PoolFigures:
+        order = self.order
+        share = order.shares.get(path)
+        used = order.usage.get(path, 0.0)
+        owed = None if share is None else self.owed.get(path, 0.0)
+        demand = self.demand.get(path, 0)
+        return m.PoolFigures(
+            share=share,
+            usage_gpu_s=round(used, 3),
+            usage_ratio=None if share is None else _ratio(order.ratio(path)),
+            rank=order.ranks().get(path) if leaf else None,
+            sibling_rank=_sibling_rank(order, path),
+            owed_gpu_s=None if owed is None else round(owed, 3),
+            delivered_gpu_s=round(used, 3),
+            delivered_ratio=None if not owed else round(used / owed, 6),
+            demand_gpus=demand,
+            entitled_gpus=None if share is None else min(share * self.capacity, demand),
+        )
 
 
 def _sibling_rank(order: FairShareOrder, path: str) -> int | None:

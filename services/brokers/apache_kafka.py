@@ -389,44 +389,11 @@ def start_apache_kafka(
     broker_port, controller_port = _choose_ports(data_dir, port)
     _ensure_ports_free(data_dir, {"port": broker_port, "controller port": controller_port})
     write_ports(data_dir, {"port": broker_port, "controller_port": controller_port})
-
-    log_dir = data_dir / "kraft-logs"
-    server_config = data_dir / "server.properties"
-    log4j_config = data_dir / "log4j2.properties"
-    server_config.write_text(
-        render_server_properties(
-            port=broker_port, controller_port=controller_port, log_dir=log_dir
-        ),
-        encoding="utf-8",
-    )
-    log4j_config.write_text(render_log4j2_properties(), encoding="utf-8")
-    _format_storage(java, libs, server_config, log_dir)
+    server_config, log4j_config = _write_config(data_dir, broker_port, controller_port)
+    _format_storage(java, libs, server_config, data_dir / "kraft-logs")
 
     broker_log = data_dir / "broker.log"
-    command = [
-        str(java),
-        "-Xmx512m",
-        "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={log4j_config}",
-        "-cp",
-        f"{libs}/*",
-        "kafka.Kafka",
-        str(server_config),
-    ]
-    with broker_log.open("ab") as log_file:
-        log_offset = log_file.tell()
-        try:
-            process = subprocess.Popen(
-                command,
-                cwd=data_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise BrokerStartError(f"could not start {java}: {exc}") from exc
-
+    process, log_offset = _launch(java, libs, data_dir, server_config, log4j_config, broker_log)
     lock = threading.Lock()
 
     def stop() -> None:
@@ -468,3 +435,54 @@ def start_apache_kafka(
         ),
         stop=stop,
     )
+
+
+def _write_config(data_dir: Path, broker_port: int, controller_port: int) -> tuple[Path, Path]:
+    """server.properties and log4j2.properties, rewritten on every start so a changed port or
+    a newer version of this module takes effect on a kept data dir."""
+    server_config = data_dir / "server.properties"
+    log4j_config = data_dir / "log4j2.properties"
+    server_config.write_text(
+        render_server_properties(
+            port=broker_port, controller_port=controller_port, log_dir=data_dir / "kraft-logs"
+        ),
+        encoding="utf-8",
+    )
+    log4j_config.write_text(render_log4j2_properties(), encoding="utf-8")
+    return server_config, log4j_config
+
+
+def _launch(
+    java: Path,
+    libs: Path,
+    data_dir: Path,
+    server_config: Path,
+    log4j_config: Path,
+    broker_log: Path,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The broker's JVM, and where this start's output begins in ``broker_log`` (it is
+    appended to across starts, and an error message shows only this start's part)."""
+    command = [
+        str(java),
+        "-Xmx512m",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j_config}",
+        "-cp",
+        f"{libs}/*",
+        "kafka.Kafka",
+        str(server_config),
+    ]
+    with broker_log.open("ab") as log_file:
+        log_offset = log_file.tell()
+        try:
+            process = subprocess.Popen(
+                command,
+                cwd=data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BrokerStartError(f"could not start {java}: {exc}") from exc
+    return process, log_offset

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from .handle import (
@@ -104,30 +105,11 @@ def _describe(result: subprocess.CompletedProcess[str]) -> str:
     return tail_text(output) or "(no output)"
 
 
-def start_noida(
-    data_dir: Path,
-    *,
-    port: int | None = None,
-    startup_timeout_s: float = 30,
-    stop_at_exit: bool = True,
-) -> BrokerHandle:
-    """Start noida-db with only its Kafka service, on ``data_dir``; wait until it serves.
-
-    The Kafka port is remembered in ``data_dir/ports.json``, so a restart on the same
-    directory comes back on the same address unless ``port`` says otherwise. If a
-    noida-db server is already running on ``data_dir`` (for example left behind by a
-    crashed session) it is adopted, as long as its Kafka port is the one asked for.
-    ``stop()`` runs ``noida-db down``, which keeps the data. Because noida-db
-    daemonizes, the server would outlive this interpreter; with ``stop_at_exit``
-    (the default) ``stop()`` is also registered to run at interpreter exit, pass
-    False for a broker meant to keep running (e.g. ``fairshare up``).
-    """
-    data_dir = data_dir.expanduser().resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    binary = find_noida_binary()
+def _bring_up(binary: Path, data_dir: Path, port: int | None) -> tuple[str, int]:
+    """``noida-db up`` on ``data_dir`` (or adopt the server already running there); the Kafka
+    host and port it serves, remembered in ``ports.json`` for the next start."""
     stored = read_ports(data_dir).get("port")
     wanted = port if port is not None else stored or free_port()
-
     directory = ["--data-dir", str(data_dir)]
     up = _run_noida(binary, ["up", "--only", "kafka", "--kafka-port", str(wanted), *directory])
     if up.returncode != 0:
@@ -155,7 +137,11 @@ def start_noida(
     write_ports(data_dir, {"port": actual})
     if adopted:
         _log.info("adopting the noida-db server already running on %s", data_dir)
+    return host, actual
 
+
+def _stopper(binary: Path, data_dir: Path) -> Callable[[], None]:
+    """``noida-db down`` (which keeps the data), once, however often it is called."""
     lock = threading.Lock()
     stopped = False
 
@@ -166,12 +152,38 @@ def start_noida(
                 return
             stopped = True
             atexit.unregister(stop)
-            down = _run_noida(binary, ["down", *directory])
+            down = _run_noida(binary, ["down", "--data-dir", str(data_dir)])
             if down.returncode != 0:
                 # Not raised: stop() runs in teardown paths where an exception would
                 # hide the real test failure. `down` on a stopped server exits 0.
                 _log.warning("`noida-db down` failed for %s:\n%s", data_dir, _describe(down))
 
+    return stop
+
+
+def start_noida(
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    startup_timeout_s: float = 30,
+    stop_at_exit: bool = True,
+) -> BrokerHandle:
+    """Start noida-db with only its Kafka service, on ``data_dir``; wait until it serves.
+
+    The Kafka port is remembered in ``data_dir/ports.json``, so a restart on the same
+    directory comes back on the same address unless ``port`` says otherwise. If a
+    noida-db server is already running on ``data_dir`` (for example left behind by a
+    crashed session) it is adopted, as long as its Kafka port is the one asked for.
+    ``stop()`` runs ``noida-db down``, which keeps the data. Because noida-db
+    daemonizes, the server would outlive this interpreter; with ``stop_at_exit``
+    (the default) ``stop()`` is also registered to run at interpreter exit, pass
+    False for a broker meant to keep running (e.g. ``fairshare up``).
+    """
+    data_dir = data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    binary = find_noida_binary()
+    host, actual = _bring_up(binary, data_dir, port)
+    stop = _stopper(binary, data_dir)
     if stop_at_exit:
         atexit.register(stop)
     bootstrap = f"{host}:{actual}"

@@ -1,6 +1,6 @@
 """The bus over confluent-kafka (librdkafka): the adapter every service uses in production.
 
-Producer settings follow DESIGN.md section 4: idempotent, ``acks=all``, and the
+Producer settings follow docs/design.md section 5: idempotent, ``acks=all``, and the
 ``murmur2_random`` partitioner so that keys land on the same partitions as with Java clients and
 aiokafka (faust). Events travel in CloudEvents binary mode.
 """

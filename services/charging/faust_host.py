@@ -24,12 +24,13 @@ import faust
 from events import EventDecodeError, TopicKind, Topics, decode_binary
 from events.positions import Delivery, Position
 from services.charging.host import ChargingHost
+from services.charging.kafka import kafka_charging_host
 
 log = logging.getLogger(__name__)
 
 
 def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
-    host = ChargingHost(bootstrap, topics, snapshot_every_s=30)
+    host = kafka_charging_host(bootstrap, topics, snapshot_every_s=30)
     app = faust.App(
         f"fairshare-charging-{time.time_ns()}",  # a fresh group: the fold replays from 0
         broker=f"kafka://{bootstrap}",

@@ -9,16 +9,19 @@ Consumers dedupe by charge id in any case (at-least-once everywhere).
 
 Usage snapshots carry, per pool, each leaf budget's allocated and unallocated GPU-seconds in the
 window as the ledger has confirmed them, with the input positions they were computed at.
+
+The host speaks only to the bus port (a publisher, a subscriber, the charges already recorded),
+so it runs on the in-memory bus in unit tests; ``services.charging.kafka`` wires it to Kafka.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from events import EventDecodeError, TopicKind, Topics, decode_binary, new_event
+from events import new_event
 from events.envelope import Envelope, derived_event_id, envelope_class
 from events.models import InputPosition, LedgerCharge, UsageSnapshot
 from events.positions import Delivery
@@ -27,8 +30,7 @@ from events.trusted import trusted
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow
-from services.bus.export import read_to_end
-from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
+from services.bus.port import EventPublisher, EventSubscriber
 from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
@@ -38,15 +40,19 @@ SOURCE = "fairshare/charging"
 class ChargingHost:
     def __init__(
         self,
-        bootstrap: str,
-        topics: Topics | None = None,
+        publisher: EventPublisher,
+        recorded_charges: Callable[[], Iterable[LedgerCharge]],
+        subscribe: Callable[[], EventSubscriber] | None = None,
         *,
         window_s: int = DEFAULT_WINDOW_S,
         snapshot_every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.bootstrap = bootstrap
-        self.topics = topics or Topics()
+        """``recorded_charges`` reads the charges already on the ledger topic; ``subscribe``
+        opens a subscriber of the input topics from their first offset (needed by :meth:`run`
+        only: a faust worker feeds :meth:`handle` itself)."""
+        self._recorded_charges = recorded_charges
+        self._subscribe = subscribe
         # The host publishes each charge as it is posted and keeps only the ids (dedupe), so
         # its memory does not grow with a copy of the whole ledger.
         self.ledger = Ledger(keep_entries=False)
@@ -57,16 +63,12 @@ class ChargingHost:
         self.clock = clock
         self._last_snapshot = -1e18
         self._latest_time = 0.0
-        self.publisher = KafkaEventPublisher(bootstrap, self.topics, client_id="charging")
+        self.publisher = publisher
 
     def restore(self) -> None:
         """Learn every charge already on the ledger topic, so none is published twice."""
-        for record in read_to_end(self.bootstrap, [self.topics.name(TopicKind.LEDGER)]):
-            try:
-                charge = decode_binary(record.value, record.headers).data
-            except EventDecodeError:
-                continue  # not a charge: the ledger topic's consumers dead-letter it
-            if isinstance(charge, LedgerCharge) and self.ledger.record(charge):
+        for charge in self._recorded_charges():
+            if self.ledger.record(charge):
                 count_charge(self.usage, charge)
 
     def handle(self, delivery: Delivery) -> list[LedgerCharge]:
@@ -125,13 +127,10 @@ class ChargingHost:
                 self.publish_snapshots()
 
     def run(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> None:
+        if self._subscribe is None:
+            raise RuntimeError("this charging host was built without a subscriber to run")
         self.restore()
-        subscriber = KafkaEventSubscriber(
-            self.bootstrap,
-            f"charging-{time.time_ns()}",  # always from the first offset: the fold is rebuilt
-            [TopicKind.WORKLOADS, TopicKind.HEARTBEATS],
-            self.topics,
-        )
+        subscriber = self._subscribe()
         try:
             unflushed = 0
             while not should_stop():

@@ -1,17 +1,52 @@
-"""An httpx client of the Fairshare API: one method per endpoint, JSON in and out."""
+"""An httpx client of the Fairshare API: one method per endpoint, answers parsed into the API's
+own models (:mod:`services.api.models`), so a caller reads typed attributes and a change of
+the API's answers shows up in the type checker, not in a KeyError at a user's terminal."""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from services.api.models import (
+    BudgetReport,
+    CancelAnswer,
+    Me,
+    MemberAnswer,
+    NodeAnswer,
+    NodeList,
+    QueueView,
+    SubmitAnswer,
+    SubmitRequest,
+    WeightAnswer,
+    WhyView,
+    WorkloadList,
+    WorkloadView,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_API = "http://127.0.0.1:8000"
+
+T = TypeVar("T")
+
+_SUBMIT: TypeAdapter[SubmitAnswer] = TypeAdapter(SubmitAnswer)
+_CANCEL: TypeAdapter[CancelAnswer] = TypeAdapter(CancelAnswer)
+_WEIGHT: TypeAdapter[WeightAnswer] = TypeAdapter(WeightAnswer)
+_MEMBER: TypeAdapter[MemberAnswer] = TypeAdapter(MemberAnswer)
+_NODE: TypeAdapter[NodeAnswer] = TypeAdapter(NodeAnswer)
+_WORKLOADS = TypeAdapter(WorkloadList)
+_WORKLOAD = TypeAdapter(WorkloadView)
+_WHY = TypeAdapter(WhyView)
+_QUEUE = TypeAdapter(QueueView)
+_BUDGETS = TypeAdapter(BudgetReport)
+_NODES = TypeAdapter(NodeList)
+_ME = TypeAdapter(Me)
 
 
 class ApiError(RuntimeError):
@@ -67,6 +102,7 @@ class FairshareClient:
     def request(
         self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None
     ) -> Any:
+        """The answer's JSON as it came (errors raised as :class:`ApiError`)."""
         url = f"{self.base_url}{path}"
         headers = {"Accept": "application/json"}
         if self.token:
@@ -87,69 +123,94 @@ class FairshareClient:
         self.last_status = response.status_code
         return body
 
+    def _call(
+        self,
+        answer: TypeAdapter[T],
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> T:
+        body = self.request(method, path, json=json, params=params)
+        try:
+            return answer.validate_python(body)
+        except ValidationError as error:
+            url = f"{self.base_url}{path}"
+            raise ApiError(
+                self.last_status, f"unexpected answer from the API: {error}", url
+            ) from None
+
     # -- workloads ----------------------------------------------------------------------------
-    def submit(self, request: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/workloads", json=request)
-        return result
+    def submit(self, request: SubmitRequest | Mapping[str, Any]) -> SubmitAnswer:
+        """A mapping is sent as it is: the API validates it and names a bad field (422)."""
+        body = request.model_dump(mode="json") if isinstance(request, SubmitRequest) else request
+        return self._call(_SUBMIT, "POST", "/workloads", json=dict(body))
 
-    def cancel(self, workload_id: str, reason: str = "") -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "POST", f"/workloads/{quote(workload_id, safe='')}/cancel", json={"reason": reason}
-        )
-        return result
+    def cancel(self, workload_id: str, reason: str = "") -> CancelAnswer:
+        path = f"/workloads/{quote(workload_id, safe='')}/cancel"
+        return self._call(_CANCEL, "POST", path, json={"reason": reason})
 
-    def workloads(self, **filters: str | None) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/workloads", params=filters)
-        return result
+    def workloads(
+        self,
+        *,
+        status: str | None = None,
+        budget: str | None = None,
+        submitter: str | None = None,
+        pool: str | None = None,
+        limit: int | None = None,
+    ) -> WorkloadList:
+        filters = {
+            "status": status,
+            "budget": budget,
+            "submitter": submitter,
+            "pool": pool,
+            "limit": limit,
+        }
+        return self._call(_WORKLOADS, "GET", "/workloads", params=filters)
 
-    def workload(self, workload_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", f"/workloads/{quote(workload_id, safe='')}")
-        return result
+    def workload(self, workload_id: str) -> WorkloadView:
+        return self._call(_WORKLOAD, "GET", f"/workloads/{quote(workload_id, safe='')}")
 
-    def why(self, workload_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "GET", f"/workloads/{quote(workload_id, safe='')}/why"
-        )
-        return result
+    def why(self, workload_id: str) -> WhyView:
+        return self._call(_WHY, "GET", f"/workloads/{quote(workload_id, safe='')}/why")
 
-    def queue(self, **filters: str | None) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/queue", params=filters)
-        return result
+    def queue(
+        self,
+        *,
+        pool: str | None = None,
+        budget: str | None = None,
+        submitter: str | None = None,
+        reasons: bool | None = None,
+    ) -> QueueView:
+        filters = {"pool": pool, "budget": budget, "submitter": submitter, "reasons": reasons}
+        return self._call(_QUEUE, "GET", "/queue", params=filters)
 
     # -- budgets and nodes --------------------------------------------------------------------
-    def budgets(self, pool: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/budgets", params={"pool": pool})
-        return result
+    def budgets(self, pool: str | None = None) -> BudgetReport:
+        return self._call(_BUDGETS, "GET", "/budgets", params={"pool": pool})
 
     def set_weight(
         self, budget: str, weight: float, pool: str | None = None, reason: str = ""
-    ) -> dict[str, Any]:
+    ) -> WeightAnswer:
         body: dict[str, Any] = {"weight": weight, "reason": reason}
         if pool is not None:
             body["pool"] = pool
-        result: dict[str, Any] = self.request("PUT", f"/budgets/{budget}/weight", json=body)
-        return result
+        return self._call(_WEIGHT, "PUT", f"/budgets/{budget}/weight", json=body)
 
-    def add_member(self, budget: str, user: str, role: str = "member") -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "POST", f"/budgets/{budget}/members", json={"user": user, "role": role}
-        )
-        return result
+    def add_member(self, budget: str, user: str, role: str = "member") -> MemberAnswer:
+        body = {"user": user, "role": role}
+        return self._call(_MEMBER, "POST", f"/budgets/{budget}/members", json=body)
 
-    def nodes(self, pool: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/nodes", params={"pool": pool})
-        return result
+    def nodes(self, pool: str | None = None) -> NodeList:
+        return self._call(_NODES, "GET", "/nodes", params={"pool": pool})
 
-    def cordon(self, node: str, reason: str = "") -> dict[str, Any]:
-        result: dict[str, Any] = self.request(
-            "POST", f"/nodes/{quote(node, safe='')}/cordon", json={"reason": reason}
-        )
-        return result
+    def cordon(self, node: str, reason: str = "") -> NodeAnswer:
+        path = f"/nodes/{quote(node, safe='')}/cordon"
+        return self._call(_NODE, "POST", path, json={"reason": reason})
 
-    def uncordon(self, node: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", f"/nodes/{quote(node, safe='')}/uncordon")
-        return result
+    def uncordon(self, node: str) -> NodeAnswer:
+        return self._call(_NODE, "POST", f"/nodes/{quote(node, safe='')}/uncordon")
 
-    def me(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("GET", "/me")
-        return result
+    def me(self) -> Me:
+        return self._call(_ME, "GET", "/me")

@@ -157,29 +157,56 @@ def small_lab(t0: datetime = T0) -> list[Envelope[Any]]:
         log.add(
             NodeRegistered(node=node, cluster=CLUSTER, pool=POOL, gpus=4, gpu_type="A100"), t0 - h
         )
+    work = _LabWork.submitted()
+    _first_hours(log, t0, work)
+    _preemption(log, t0, work)
+    _last_hours(log, t0, work)
+    _correction(log, t0)
+    return log.events
 
-    def submit(workload_id: str, budget: str, gpus: int, runtime: int, who: str) -> Any:
-        return WorkloadSubmitted(
-            workload_id=workload_id,
-            budget=budget,
-            pools=(POOL,),
-            gpus=gpus,
-            min_runtime_s=runtime,
-            submitter=who,
+
+@dataclasses.dataclass(frozen=True)
+class _LabWork:
+    """The lab's six submissions, shared by the phases of its morning."""
+
+    v1: WorkloadSubmitted
+    r1: WorkloadSubmitted
+    u1: WorkloadSubmitted
+    v2: WorkloadSubmitted
+    v3: WorkloadSubmitted
+    r2: WorkloadSubmitted
+
+    @staticmethod
+    def submitted() -> _LabWork:
+        def submit(workload_id: str, budget: str, gpus: int, runtime: int, who: str) -> Any:
+            return WorkloadSubmitted(
+                workload_id=workload_id,
+                budget=budget,
+                pools=(POOL,),
+                gpus=gpus,
+                min_runtime_s=runtime,
+                submitter=who,
+            )
+
+        return _LabWork(
+            v1=submit("vision-train-1", "lab/vision", 4, 2 * 3600, "ana"),
+            r1=submit("robot-sim-1", "lab/robotics", 2, 1800, "bo"),
+            u1=submit("ops-burst-1", "ops", 2, 0, "chen"),
+            v2=submit("vision-train-2", "lab/vision", 4, 3600, "ana"),
+            v3=submit("vision-eval-3", "lab/vision", 2, 3600, "dan"),
+            r2=submit("robot-big-2", "lab/robotics", 8, 3600, "bo"),
         )
 
-    v1 = submit("vision-train-1", "lab/vision", 4, 2 * 3600, "ana")
-    r1 = submit("robot-sim-1", "lab/robotics", 2, 1800, "bo")
-    u1 = submit("ops-burst-1", "ops", 2, 0, "chen")
-    v2 = submit("vision-train-2", "lab/vision", 4, 3600, "ana")
-    v3 = submit("vision-eval-3", "lab/vision", 2, 3600, "dan")
-    r2 = submit("robot-big-2", "lab/robotics", 8, 3600, "bo")
-    log.add(v1, t0)
-    _run(log, v1, "n1", (0, 1, 2, 3), t0, pass_id=1)
-    log.add(r1, t0 + timedelta(minutes=10))
-    _run(log, r1, "n2", (0, 1), t0 + timedelta(minutes=10), pass_id=2)
-    log.add(u1, t0 + timedelta(minutes=20))
-    _run(log, u1, "n2", (2, 3), t0 + timedelta(minutes=20), pass_id=3)
+
+def _first_hours(log: _Log, t0: datetime, work: _LabWork) -> None:
+    """Allocated vision and robotics work, an ops burst beside it, a node cordoned."""
+    h = timedelta(hours=1)
+    log.add(work.v1, t0)
+    _run(log, work.v1, "n1", (0, 1, 2, 3), t0, pass_id=1)
+    log.add(work.r1, t0 + timedelta(minutes=10))
+    _run(log, work.r1, "n2", (0, 1), t0 + timedelta(minutes=10), pass_id=2)
+    log.add(work.u1, t0 + timedelta(minutes=20))
+    _run(log, work.u1, "n2", (2, 3), t0 + timedelta(minutes=20), pass_id=3)
     log.add(NodeCordoned(node="n3", cordoned_by="admin", reason="firmware"), t0 + 0.5 * h)
     for hour in (1, 2):
         at = t0 + hour * h
@@ -195,7 +222,12 @@ def small_lab(t0: datetime = T0) -> list[Envelope[Any]]:
             },
             at,
         )
-    log.add(v2, t0 + 2 * h)
+
+
+def _preemption(log: _Log, t0: datetime, work: _LabWork) -> None:
+    """A second vision job preempts (and requeues) the robotics one."""
+    h = timedelta(hours=1)
+    log.add(work.v2, t0 + 2 * h)
     preempt_at = t0 + 2 * h + timedelta(minutes=5)
     log.add(
         PreemptCommand(
@@ -232,25 +264,33 @@ def small_lab(t0: datetime = T0) -> list[Envelope[Any]]:
         ),
         preempt_at + timedelta(seconds=31),
     )
+
+
+def _last_hours(log: _Log, t0: datetime, work: _LabWork) -> None:
+    """Runs end and new ones start; robot-big-2 (8 GPUs) is left pending."""
+    h = timedelta(hours=1)
     log.add(
         WorkloadFinished(workload_id="vision-train-1", attempt=1, outcome="succeeded", exit_code=0),
         t0 + 3 * h,
     )
-    _run(log, v2, "n1", (0, 1, 2, 3), t0 + 3 * h + timedelta(seconds=10), pass_id=5)
-    log.add(r2, t0 + 3 * h + timedelta(minutes=30))
+    _run(log, work.v2, "n1", (0, 1, 2, 3), t0 + 3 * h + timedelta(seconds=10), pass_id=5)
+    log.add(work.r2, t0 + 3 * h + timedelta(minutes=30))
     log.add(
         WorkloadFinished(workload_id="ops-burst-1", attempt=1, outcome="succeeded", exit_code=0),
         t0 + 4 * h,
     )
-    log.add(v3, t0 + 4 * h + timedelta(minutes=10))
-    _run(log, v3, "n2", (0, 1), t0 + 4 * h + timedelta(minutes=15), pass_id=6)
+    log.add(work.v3, t0 + 4 * h + timedelta(minutes=10))
+    _run(log, work.v3, "n2", (0, 1), t0 + 4 * h + timedelta(minutes=15), pass_id=6)
     for hour in (4, 5, 6):
         at = t0 + hour * h
         _heartbeat(log, "n1", {i: ("vision-train-2", 1) for i in range(4)}, at)
         occupants = {0: ("vision-eval-3", 1), 1: ("vision-eval-3", 1)} if hour > 4 else {}
         _heartbeat(log, "n2", occupants, at)
-    # An auditor's correction of the first hour of vision-train-1 (10 GPU-minutes too many):
-    # a new entry that references the original, never an edit of it.
+
+
+def _correction(log: _Log, t0: datetime) -> None:
+    """An auditor's correction of the first hour of vision-train-1 (10 GPU-minutes too many):
+    a new entry that references the original, never an edit of it."""
     first_hour = int(t0.timestamp()) // 3600
     original = charge_id("vision-train-1", 1, first_hour, 0)
     log.events.append(
@@ -268,10 +308,9 @@ def small_lab(t0: datetime = T0) -> list[Envelope[Any]]:
                 amount=600,
                 corrects=original,
             ),
-            t0 + 6 * h,
+            t0 + timedelta(hours=6),
         )
     )
-    return log.events
 
 
 def simulated_lab(

@@ -23,6 +23,7 @@ from itertools import pairwise
 from events.models import BudgetClosed
 from events.times import HOUR
 from projections.budget_tree import ROOT, BudgetTree, BudgetTreeError, parent_of
+from projections.owed import owed_pieces
 from services.reports import periods
 from services.reports.model import Column, Report, Value
 from services.reports.periods import Period
@@ -227,42 +228,62 @@ def _demand_intervals(snap: Snapshot) -> dict[tuple[str, str], list[tuple[int, i
     return out
 
 
-def _sweep(
-    intervals: Iterable[tuple[int, int, int]],
-    lo: int,
-    hi: int,
-    rate: Callable[[int], float],
-    breaks: Iterable[int],
-    demand: dict[int, int],
-    owed: dict[int, float],
-) -> None:
-    """Add, per hour, the demand (GPU-seconds) and what is owed: the integral of
-    ``min(rate(t), demand(t))`` (``rate`` = share x capacity, in GPUs). ``breaks`` are the
-    instants the rate changes at (shares change when budgets are created, closed or
-    reweighted), so the rate is constant on every piece."""
+def _demand_changes(intervals: Iterable[tuple[int, int, int]], lo: int, hi: int) -> dict[int, int]:
+    """Instant -> change of the GPUs wanted there, of ``intervals`` clipped to ``[lo, hi)``."""
     changes: dict[int, int] = defaultdict(int)
     for start, end, gpus in intervals:
         start, end = max(start, lo), min(end, hi)
         if start < end:
             changes[start] += gpus
             changes[end] -= gpus
-    if not changes:
-        return
-    for at in breaks:
-        changes[at] += 0
-    points = sorted(changes)
+    return changes
+
+
+def _demand_levels(changes: dict[int, int], breaks: Iterable[int]) -> dict[int, int]:
+    """Instant -> GPUs wanted from then on, cut at every change, every break (the rate changes
+    there) and every hour while something is wanted (demand and owed are summed per hour)."""
+    points = sorted({*changes, *breaks})
+    levels: dict[int, int] = {}
     level = 0
     for at, nxt in pairwise(points):
-        level += changes[at]
-        if level <= 0:
-            continue
-        a = at
-        while a < nxt:
-            hour = a // HOUR * HOUR
-            b = min(nxt, hour + HOUR)
-            demand[hour] = demand.get(hour, 0) + level * (b - a)
-            owed[hour] = owed.get(hour, 0.0) + min(rate(a), float(level)) * (b - a)
-            a = b
+        level += changes.get(at, 0)
+        levels[at] = level
+        if level > 0:
+            levels.update(dict.fromkeys(range((at // HOUR + 1) * HOUR, nxt, HOUR), level))
+    if points:
+        levels[points[-1]] = level + changes.get(points[-1], 0)
+    return levels
+
+
+def _sweep(
+    intervals: Iterable[tuple[int, int, int]],
+    lo: int,
+    hi: int,
+    rate: Callable[[int], float],
+    breaks: Iterable[int],
+) -> tuple[dict[int, int], dict[int, float]]:
+    """Per hour, the demand (GPU-seconds) and what is owed (:func:`projections.owed.owed_pieces`
+    with ``rate`` = share x capacity as the entitlement). ``breaks`` are the instants the rate
+    changes at (shares change when budgets are created, closed or reweighted), so that it is
+    constant on every piece."""
+    demand: dict[int, int] = {}
+    owed: dict[int, float] = {}
+    changes = _demand_changes(intervals, lo, hi)
+    if not changes:
+        return demand, owed
+    levels = _demand_levels(changes, breaks)
+
+    def wanted(a: int, b: int) -> dict[None, float]:
+        return {None: levels[a] * (b - a)}
+
+    def entitled(at: int) -> dict[None, float]:
+        return {None: rate(at)}
+
+    for a, b, piece in owed_pieces(sorted(levels), wanted, entitled):
+        hour = a // HOUR * HOUR
+        demand[hour] = demand.get(hour, 0) + levels[a] * (b - a)
+        owed[hour] = owed.get(hour, 0.0) + piece[None]
+    return demand, owed
 
 
 def _pieces(lo: int, hi: int, breaks: list[int]) -> Iterable[tuple[int, int, int]]:
@@ -287,6 +308,22 @@ class _Figures:
     owed: int = 0
     preemptions: int = 0
 
+    def sums(self) -> dict[str, int]:
+        """What the leaf adds to its ancestors' subtotals (corrections included)."""
+        return {
+            "allocated": self.charges.allocated + self.corrections.allocated,
+            "unallocated": self.charges.unallocated + self.corrections.unallocated,
+            "entitlement": self.entitlement,
+            "demand": self.demand,
+            "owed": self.owed,
+            "workloads": len(self.charges.workloads),
+            "preemptions": self.preemptions,
+        }
+
+
+#: (period start, pool, leaf budget) -> its figures (created on first use).
+_FigureMap = defaultdict[tuple[int, str, str], _Figures]
+
 
 def charges(
     snap: Snapshot,
@@ -303,122 +340,149 @@ def charges(
     if bounds is None:
         return report
     report.start, report.end = bounds
-    tiles = periods.tiles(*bounds, period)
     tree = build_tree(snap)
     pools = [p for p in snap.pools() if pool is None or p == pool]
-    figures: dict[tuple[int, str, str], _Figures] = defaultdict(_Figures)
+    figures = _charged(snap, period)
+    _entitled_and_owed(figures, snap, tree, pools, period, *_covered(snap, *bounds))
+    position = _position_values(snap)
+    for period_start, period_end in periods.tiles(*bounds, period):
+        head = _period_values(period, period_start, period_end)
+        for pool_ in pools:
+            block = _Block.of(figures, tree, pool_, budget, period_start, period_end)
+            report.rows.extend({**head, **row, **position} for row in block.rows())
+    return report
 
-    def period_of(ts: int) -> int:
-        return periods.floor(ts, period)
 
+def _charged(snap: Snapshot, period: Period) -> _FigureMap:
+    """The ledger's charges and corrections, and the preemptions, per leaf and period."""
+    figures: _FigureMap = defaultdict(_Figures)
     for entry in snap.entries:
-        key = (period_of(entry.bucket_start), entry.pool, entry.budget)
+        key = (periods.floor(entry.bucket_start, period), entry.pool, entry.budget)
         line = figures[key].corrections if entry.correction else figures[key].charges
         line.add(entry.allocated, entry.gpu_s, entry.workload_id)
-    for (at, pool_, leaf, _user), count in _preemptions(snap, period).items():
-        figures[(at, pool_, leaf)].preemptions += count
+    for (at, pool, leaf, _user), count in _preemptions(snap, period).items():
+        figures[(at, pool, leaf)].preemptions += count
+    return figures
 
-    # Entitlement and owed, hour by hour, summed per period and rounded once per leaf-period.
-    lo, hi = _covered(snap, *bounds)
+
+def _entitled_and_owed(
+    figures: _FigureMap,
+    snap: Snapshot,
+    tree: BudgetTree,
+    pools: list[str],
+    period: Period,
+    lo: int,
+    hi: int,
+) -> None:
+    """Entitlement, demand and owed of every leaf in every pool over ``[lo, hi)``: hour by
+    hour, summed per period and rounded once per leaf-period."""
     leaves = tree.leaves()
     intervals = _demand_intervals(snap)
     share_changes = [math.ceil(t) for t in tree.change_times(lo, hi)]
-    for pool_ in pools:
+    for pool in pools:
         # Shares and the pool's GPUs are constant between these instants.
         breaks = sorted({*share_changes, *snap.capacity_changes(lo, hi)})
-        for leaf in sorted({*leaves, *(b for b, p in intervals if p == pool_)}):
+        for leaf in sorted({*leaves, *(b for b, p in intervals if p == pool)}):
 
-            def rate(at: int, leaf: str = leaf, pool_: str = pool_) -> float:
-                return tree.shares(pool_, float(at)).get(leaf, 0.0) * snap.capacity_at(pool_, at)
+            def rate(at: int, leaf: str = leaf, pool: str = pool) -> float:
+                return tree.shares(pool, float(at)).get(leaf, 0.0) * snap.capacity_at(pool, at)
 
             entitled: dict[int, float] = defaultdict(float)
             for hour, a, b in _pieces(lo, hi, breaks):
-                entitled[period_of(hour)] += rate(a) * (b - a)
-            demand: dict[int, int] = {}
-            owed: dict[int, float] = {}
-            _sweep(intervals.get((leaf, pool_), ()), lo, hi, rate, breaks, demand, owed)
+                entitled[periods.floor(hour, period)] += rate(a) * (b - a)
+            demand, owed = _sweep(intervals.get((leaf, pool), ()), lo, hi, rate, breaks)
             per_period_owed: dict[int, float] = defaultdict(float)
             per_period_demand: dict[int, int] = defaultdict(int)
             for h in sorted(owed):
-                per_period_owed[period_of(h)] += owed[h]
-                per_period_demand[period_of(h)] += demand[h]
+                per_period_owed[periods.floor(h, period)] += owed[h]
+                per_period_demand[periods.floor(h, period)] += demand[h]
             for at in sorted({*entitled, *per_period_owed}):
-                f = figures[(at, pool_, leaf)]
+                f = figures[(at, pool, leaf)]
                 f.entitlement = round(entitled.get(at, 0.0))
                 f.demand = per_period_demand.get(at, 0)
                 f.owed = min(round(per_period_owed.get(at, 0.0)), f.entitlement, f.demand)
 
-    position = _position_values(snap)
-    for period_start, period_end in tiles:
-        for pool_ in pools:
 
-            def shares(path: str, pool_: str = pool_, at: int = period_start) -> float | None:
-                node = tree.nodes.get(path)
-                if node is None or not node.weights:
-                    return None
-                return tree.shares(pool_, max(float(at), node.weights[0][0])).get(path)
-
-            rows = _charges_block(
-                figures, tree, shares, period_start, pool_, budget, period_start, period_end
-            )
-            for row in rows:
-                report.rows.append(
-                    {**_period_values(period, period_start, period_end), **row, **position}
-                )
-    return report
-
-
-def _charges_block(
-    figures: dict[tuple[int, str, str], _Figures],
-    tree: BudgetTree,
-    shares: Callable[[str], float | None],
-    at: int,
-    pool: str,
-    root: str | None,
-    period_start: int,
-    period_end: int,
-) -> list[dict[str, Value]]:
+@dataclass
+class _Block:
     """The rows of one pool in one period: the tree depth first, each inner budget's subtotal
     before its children, each leaf's charges then its corrections, the pool's total last."""
-    leaves = {b for (a, p, b) in figures if a == at and p == pool}
-    for path, node in tree.nodes.items():
-        if path != ROOT and node.is_leaf and _open_during(tree, path, period_start, period_end):
-            leaves.add(path)
-    leaves = {b for b in leaves if _in_subtree(b, root)}
-    if not leaves:
-        return []
-    children: dict[str, set[str]] = defaultdict(set)
-    for leaf in leaves:
-        chain = _ancestors(leaf)
-        for parent, child in zip([ROOT, *chain], chain, strict=False):
-            children[parent].add(child)
 
-    rows: list[dict[str, Value]] = []
-    empty = _Figures()
+    figures: _FigureMap
+    tree: BudgetTree
+    pool: str
+    at: int
+    #: Inner budget (and ROOT) -> its children that lead to a leaf shown.
+    children: dict[str, set[str]]
 
-    def totals(path: str) -> dict[str, int]:
-        if path in children:
-            sums: dict[str, int] = defaultdict(int)
-            for child in children[path]:
-                for k, v in totals(child).items():
-                    sums[k] += v
-            return sums
-        f = figures.get((at, pool, path), empty)
-        return {
-            "allocated": f.charges.allocated + f.corrections.allocated,
-            "unallocated": f.charges.unallocated + f.corrections.unallocated,
-            "entitlement": f.entitlement,
-            "demand": f.demand,
-            "owed": f.owed,
-            "workloads": len(f.charges.workloads),
-            "preemptions": f.preemptions,
-        }
+    @classmethod
+    def of(
+        cls,
+        figures: _FigureMap,
+        tree: BudgetTree,
+        pool: str,
+        root: str | None,
+        start: int,
+        end: int,
+    ) -> _Block:
+        """The leaves with figures in the period or open during it, within ``root``'s
+        subtree."""
+        leaves = {b for (a, p, b) in figures if a == start and p == pool}
+        for path, node in tree.nodes.items():
+            if path != ROOT and node.is_leaf and _open_during(tree, path, start, end):
+                leaves.add(path)
+        children: dict[str, set[str]] = defaultdict(set)
+        for leaf in leaves:
+            if _in_subtree(leaf, root):
+                chain = _ancestors(leaf)
+                for parent, child in zip([ROOT, *chain], chain, strict=False):
+                    children[parent].add(child)
+        return cls(figures, tree, pool, start, children)
 
-    def base(path: str, line: str, leaf: bool) -> dict[str, Value]:
+    def rows(self) -> list[dict[str, Value]]:
+        if not self.children:
+            return []
+        rows: list[dict[str, Value]] = []
+        for top in sorted(self.children[ROOT]):
+            self._walk(top, rows)
+        rows.append(self._summary(TOTAL, "total"))
+        return rows
+
+    def _walk(self, path: str, rows: list[dict[str, Value]]) -> None:
+        if path in self.children:
+            rows.append(self._summary(path, "subtotal"))
+            for child in sorted(self.children[path]):
+                self._walk(child, rows)
+        else:
+            rows.extend(self._leaf(path))
+
+    def _figures(self, path: str) -> _Figures:
+        found = self.figures.get((self.at, self.pool, path))
+        return found if found is not None else _Figures()
+
+    def _totals(self, path: str) -> dict[str, int]:
+        if path not in self.children:
+            return self._figures(path).sums()
+        sums: dict[str, int] = defaultdict(int)
+        for child in self.children[path]:
+            for k, v in self._totals(child).items():
+                sums[k] += v
+        return sums
+
+    def _share(self, path: str) -> float | None:
+        """The share at the period's start, or at the budget's creation if that is later."""
+        if path in (TOTAL, ROOT):
+            return 1.0
+        node = self.tree.nodes.get(path)
+        if node is None or not node.weights:
+            return None
+        return self.tree.shares(self.pool, max(float(self.at), node.weights[0][0])).get(path)
+
+    def _base(self, path: str, line: str, leaf: bool) -> dict[str, Value]:
         chain = _ancestors(path) if path != TOTAL else []
-        share = 1.0 if path in (TOTAL, ROOT) else shares(path)
+        share = self._share(path)
         return {
-            "pool": pool,
+            "pool": self.pool,
             "budget": path,
             "parent": None if path == TOTAL else parent_of(path) or None,
             "ancestors": "|".join(chain[:-1]),
@@ -428,26 +492,21 @@ def _charges_block(
             "share": None if share is None else Fraction(share),
         }
 
-    def summary(path: str, line: str) -> dict[str, Value]:
-        t = totals(ROOT if path == TOTAL else path)
+    def _summary(self, path: str, line: str) -> dict[str, Value]:
+        t = self._totals(ROOT if path == TOTAL else path)
         return {
-            **base(path, line, False),
+            **self._base(path, line, False),
             **{k: t[k] for k in ("allocated", "unallocated", "entitlement", "demand", "owed")},
             "delivered_over_owed": _ratio(t["allocated"], t["owed"]),
             "workloads": t["workloads"],
             "preemptions": t["preemptions"],
         }
 
-    def walk(path: str) -> None:
-        if path in children:
-            rows.append(summary(path, "subtotal"))
-            for child in sorted(children[path]):
-                walk(child)
-            return
-        f = figures.get((at, pool, path), empty)
-        rows.append(
+    def _leaf(self, path: str) -> list[dict[str, Value]]:
+        f = self._figures(path)
+        rows: list[dict[str, Value]] = [
             {
-                **base(path, "charges", True),
+                **self._base(path, "charges", True),
                 "allocated": f.charges.allocated,
                 "unallocated": f.charges.unallocated,
                 "entitlement": f.entitlement,
@@ -459,11 +518,11 @@ def _charges_block(
                 "workloads": len(f.charges.workloads),
                 "preemptions": f.preemptions,
             }
-        )
+        ]
         if f.corrections.workloads:
             rows.append(
                 {
-                    **base(path, "correction", True),
+                    **self._base(path, "correction", True),
                     "allocated": f.corrections.allocated,
                     "unallocated": f.corrections.unallocated,
                     "entitlement": None,
@@ -474,11 +533,7 @@ def _charges_block(
                     "preemptions": None,
                 }
             )
-
-    for top in sorted(children[ROOT]):
-        walk(top)
-    rows.append(summary(TOTAL, "total"))
-    return rows
+        return rows
 
 
 def _open_during(tree: BudgetTree, path: str, start: int, end: int) -> bool:

@@ -215,7 +215,27 @@ def load(
 
 
 def _load(connection: Connection, start: int | None, end: int | None, projector: str) -> Snapshot:
-    positions = sorted(
+    positions = _positions(connection, projector)
+    horizon = _horizon(connection)
+    entries = _entries(connection, start, end)
+    charged_pools, workload_pools = _charged_pools(connection)
+    return Snapshot(
+        positions=positions,
+        horizon=horizon,
+        entries=entries,
+        workloads=_workloads(connection),
+        nodes=_nodes(connection),
+        budgets=_budgets(connection),
+        node_history=_node_history(connection),
+        weights=_weights(connection),
+        preemptions=_preemptions(connection),
+        charged_pools=charged_pools,
+        workload_pools=workload_pools,
+    )
+
+
+def _positions(connection: Connection, projector: str) -> list[tuple[str, int, int]]:
+    return sorted(
         (str(t), int(p), int(o))
         for t, p, o in connection.execute(
             select(
@@ -225,7 +245,10 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
             ).where(projector_positions.c.projector == projector)
         )
     )
-    horizon = _max(
+
+
+def _horizon(connection: Connection) -> int | None:
+    return _max(
         connection,
         ledger_entries.c.event_time,
         workloads.c.submitted_at,
@@ -238,6 +261,9 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         node_states.c.effective_at,
         decision_records.c.event_time,
     )
+
+
+def _entries(connection: Connection, start: int | None, end: int | None) -> list[Entry]:
     query = select(
         ledger_entries.c.charge_id,
         ledger_entries.c.workload_id,
@@ -269,6 +295,14 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
                 gpu_s=seconds,
             )
         )
+    return entries
+
+
+def _charged_pools(
+    connection: Connection,
+) -> tuple[dict[tuple[str, int], set[str]], dict[str, set[str]]]:
+    """Pools charged per (workload, attempt) and per workload, from every ledger entry (not
+    only those of the report's range: a workload's pools do not depend on the range)."""
     charged_pools: dict[tuple[str, int], set[str]] = {}
     workload_pools: dict[str, set[str]] = {}
     for charge, pool in connection.execute(
@@ -278,7 +312,11 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         parsed = parse_charge_id(charge)
         if parsed is not None:
             charged_pools.setdefault((parsed[0], parsed[1]), set()).add(pool)
-    found = {
+    return charged_pools, workload_pools
+
+
+def _workloads(connection: Connection) -> dict[str, Workload]:
+    return {
         row.workload_id: Workload(
             workload_id=row.workload_id,
             budget=row.budget,
@@ -292,11 +330,17 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         )
         for row in connection.execute(select(workloads).order_by(workloads.c.workload_id))
     }
-    node_rows = [
+
+
+def _nodes(connection: Connection) -> list[Node]:
+    return [
         Node(row.node, row.pool, int(row.gpus), row.state, int(row.changed_at))
         for row in connection.execute(select(nodes).order_by(nodes.c.node))
     ]
-    budget_rows = [
+
+
+def _budgets(connection: Connection) -> list[Budget]:
+    return [
         Budget(
             budget=row.budget,
             weight=float(row.weight),
@@ -306,7 +350,10 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         )
         for row in connection.execute(select(budgets).order_by(budgets.c.budget))
     ]
-    node_changes = [
+
+
+def _node_history(connection: Connection) -> list[NodeChange]:
+    return [
         NodeChange(row.node, row.pool, int(row.gpus), row.state, int(row.effective_at))
         for row in connection.execute(
             select(node_states).order_by(
@@ -314,7 +361,10 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
             )
         )
     ]
-    weight_rows = [
+
+
+def _weights(connection: Connection) -> list[WeightChange]:
+    return [
         WeightChange(row.budget, row.pool, float(row.weight), int(row.effective_at))
         for row in connection.execute(
             select(budget_weights).order_by(
@@ -325,7 +375,10 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
             )
         )
     ]
-    preemptions = [
+
+
+def _preemptions(connection: Connection) -> list[Preemption]:
+    return [
         Preemption(row.workload_id, int(row.attempt), row.reason, int(row.event_time))
         for row in connection.execute(
             select(
@@ -338,19 +391,6 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
             .order_by(decision_records.c.command_id)
         )
     ]
-    return Snapshot(
-        positions=positions,
-        horizon=horizon,
-        entries=entries,
-        workloads=found,
-        nodes=node_rows,
-        budgets=budget_rows,
-        preemptions=preemptions,
-        weights=weight_rows,
-        node_history=node_changes,
-        charged_pools=charged_pools,
-        workload_pools=workload_pools,
-    )
 
 
 def _workload_of(charge: str) -> str:

@@ -1,8 +1,16 @@
 """Options and checks every ``fairshare`` service command shares (the main CLI and the
-sub-apps of the agents and the API), so that ``--kafka`` means the same everywhere."""
+sub-apps of the agents and the API), so that ``--kafka`` means the same everywhere.
+
+The consoles and the data-dir default live here too, so that the commands each package
+registers print and store alike. ``services.runtime`` imports ``services.brokers`` and
+``services.bus`` (:func:`bootstrap_or_exit`), so a command module inside those two packages
+cannot use this one without an import cycle between packages.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,7 +30,11 @@ PrefixOption = Annotated[
     str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
 ]
 
-_errors = Console(stderr=True, soft_wrap=True)
+#: Where local state goes by default (broker data, the SQLite file, logs).
+DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def bootstrap_or_exit(kafka: str | None, topics: Topics) -> str:
@@ -35,6 +47,6 @@ def bootstrap_or_exit(kafka: str | None, topics: Topics) -> str:
         bootstrap = external_broker(kafka).bootstrap
         ensure_topics(bootstrap, topics)
     except (BrokerStartError, TopicSetupError) as error:
-        _errors.print(f"[red]no broker:[/] {error}")
+        err_console.print(f"[red]no broker:[/] {error}")
         raise typer.Exit(2) from error
     return bootstrap

@@ -8,9 +8,8 @@ When it takes the lease it first reads the log to its end, so it sees every comm
 previous leader issued; command ids are derived from (kind, workload, attempt), so a decision
 already in the log is never issued again.
 
-Liveness is decided here too: a node whose heartbeats stop for ``heartbeat_timeout_s`` is
-declared down (its workloads are then lost and requeued by the pass), and a down node that
-heartbeats again is declared up.
+Liveness is published here too, before each pass; which nodes are down, or up again, is decided
+by the pure :func:`~services.scheduler.core.liveness.liveness_facts` from the heartbeats folded.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 
 from events import TopicKind, Topics, new_event
 from events.envelope import Envelope, derived_event_id
-from events.models import EventData, GpuHeartbeat, InputPosition, NodeDown, NodeUp, UsageSnapshot
+from events.models import EventData, GpuHeartbeat, InputPosition, UsageSnapshot
 from events.positions import Delivery
 from events.times import DEFAULT_WINDOW_S
 from projections.live_state import LiveState
@@ -32,6 +31,7 @@ from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
 from services.runtime.gc_pause import gc_paused
+from services.scheduler.core.liveness import liveness_facts
 from services.scheduler.core.scheduling_pass import (
     PassContext,
     PassResult,
@@ -183,7 +183,7 @@ class SchedulerService:
     # -- one pass ------------------------------------------------------------------------
     def schedule(self, now: float) -> PassResult:
         cluster = self.state.cluster
-        liveness = self._liveness(now)
+        liveness = liveness_facts(cluster, now, self.config.heartbeat_timeout_s)
         for fact in liveness:
             cluster.apply(fact, now)
         pass_id = max(self._last_pass_id + 1, int(now * 1000))
@@ -220,25 +220,6 @@ class SchedulerService:
                 },
             )
         return result
-
-    def _liveness(self, now: float) -> list[EventData]:
-        facts: list[EventData] = []
-        timeout = self.config.heartbeat_timeout_s
-        for name in sorted(self.state.cluster.nodes):
-            node = self.state.cluster.nodes[name]
-            if node.last_heartbeat is None:
-                continue
-            silent = now - node.last_heartbeat
-            if not node.down and silent > timeout:
-                facts.append(
-                    NodeDown(
-                        node=name,
-                        last_heartbeat=datetime.fromtimestamp(node.last_heartbeat, UTC),
-                    )
-                )
-            elif node.down and silent <= timeout:
-                facts.append(NodeUp(node=name))
-        return facts
 
     def _input_position(self) -> tuple[InputPosition, ...]:
         return tuple(

@@ -1,7 +1,7 @@
-"""The measures of DESIGN.md section 5, computed from a simulation's outcome.
+"""The measures of docs/design.md section 6, computed from a simulation's outcome.
 
 * owed GPU-hours delivered: each hour a budget is owed ``min(share x capacity, its demand that
-  hour)``; per budget ``min(1, delivered / owed)`` over the period; overall
+  hour)`` (:func:`owed_by_hour`); per budget ``min(1, delivered / owed)`` over the period; overall
   ``sum(min(delivered_b, owed_b)) / sum(owed_b)``; and the strict hourly version
   ``sum_h min(delivered, owed) / sum_h owed``;
 * occupancy: busy GPU-hours / capacity GPU-hours over the hours where demand exceeds capacity;
@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from events.times import HOUR
+from projections.owed import owed_pieces
 from projections.usage_window import bucket_of
 from services.simulator.engine import POOL, SimulationOutcome
 
@@ -62,6 +63,28 @@ def hour_length(outcome: SimulationOutcome, bucket: int) -> float:
     return max(0.0, hi - lo)
 
 
+def owed_by_hour(outcome: SimulationOutcome) -> dict[str, dict[int, float]]:
+    """Budget -> hour -> GPU-seconds owed (:func:`projections.owed.owed_pieces`), each hour of
+    the period one piece. The outcome holds demand only as GPU-seconds per hour, so an hour is
+    owed ``min(share x capacity x its length, its demand)``: exact while demand stays on one
+    side of the entitlement through the hour, more than the moment-by-moment integral when it
+    crosses it within the hour."""
+    hour_at = {max(outcome.start, hour * HOUR): hour for hour in hours_of(outcome)}
+    entitled_gpus = {b: outcome.shares.get(b, 0.0) * outcome.capacity_gpus for b in outcome.demand}
+
+    def wanted(a: float, _b: float) -> dict[str, float]:
+        return {b: outcome.demand[b].get(hour_at[a], 0.0) for b in sorted(outcome.demand)}
+
+    def entitled(_at: float) -> dict[str, float]:
+        return entitled_gpus
+
+    owed: dict[str, dict[int, float]] = {b: {} for b in outcome.demand}
+    for a, _b, piece in owed_pieces([*hour_at, outcome.end], wanted, entitled):
+        for budget, gpu_s in piece.items():
+            owed[budget][hour_at[a]] = gpu_s
+    return owed
+
+
 def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
     capacity = outcome.capacity_gpus
     hours = hours_of(outcome)
@@ -69,15 +92,15 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
     owed_total = delivered_capped = hourly_min = 0.0
     busy_by_hour = busy_seconds_by_hour(outcome)
     demand_by_hour = dict.fromkeys(hours, 0.0)
+    owed_hourly = owed_by_hour(outcome)
     for budget in sorted(outcome.demand):
         allocated, _unallocated = outcome.usage.hourly(POOL, budget)
         share = outcome.shares.get(budget, 0.0)
         owed = delivered = hourly = 0.0
         for hour in hours:
-            length = hour_length(outcome, hour)
             demand_s = outcome.demand[budget].get(hour, 0.0)
             got_s = allocated.get(hour, 0.0)
-            owed_s = min(share * capacity * length, demand_s)
+            owed_s = owed_hourly[budget].get(hour, 0.0)
             owed += owed_s
             delivered += got_s
             hourly += min(got_s, owed_s)

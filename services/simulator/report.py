@@ -35,7 +35,7 @@ def write_metrics(path: Path, metrics: dict[str, dict[str, Any]], config: dict[s
 
 
 def summary_table(metrics: dict[str, dict[str, Any]]) -> Table:
-    table = Table(title="policies side by side (DESIGN.md section 5)")
+    table = Table(title="policies side by side (docs/design.md section 6)")
     columns = [
         ("owed delivered", "owed_delivered", "{:.1%}"),
         ("hourly", "owed_delivered_hourly", "{:.1%}"),

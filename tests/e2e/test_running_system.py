@@ -108,6 +108,8 @@ def _kill(stack: Stack, name: str) -> None:
 
 
 def test_the_running_system(stack: Stack) -> None:
+    # Long on purpose: one scenario against one running system, each step building on the
+    # state the previous one left (starting the services again per step would take minutes).
     config = stack.config
     api = Api(config.api_url)
     _until(

@@ -78,6 +78,8 @@ def _published(bus: KafkaBus, *types: type[EventData]) -> list[Envelope[Any]]:
 
 
 def test_the_simulated_agent_runs_a_placed_workload_through_kafka(bus: KafkaBus) -> None:
+    # Long on purpose: one workload's life through a real broker, each step waiting on the
+    # facts the previous one produced.
     now = datetime.now(UTC)
     publisher = bus.publisher()
 

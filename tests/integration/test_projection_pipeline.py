@@ -14,6 +14,7 @@ from events import TopicKind, new_event
 from events.models import DeadLetter, LedgerCharge, NodeRegistered, UsageSnapshot
 from projections.ledger import Ledger
 from services.charging.host import ChargingHost
+from services.charging.kafka import kafka_charging_host
 from services.projector.host import run_projector
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
@@ -50,6 +51,8 @@ def _charge_host_until(host: ChargingHost, charges: int, timeout_s: float = 60) 
 
 @pytest.mark.broker_fast
 def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_path: Path) -> None:
+    # Long on purpose: one pipeline run through a real broker, checked stage by stage (charges,
+    # a restart of the host, snapshots, dead letters, read models, the audit).
     facts = _facts()
     expected = Ledger()
     for data, t in facts:
@@ -60,7 +63,7 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
     publisher.publish_raw(bus.topics.name(TopicKind.HEARTBEATS), b"node-x", b"{not json")
     publisher.flush()
 
-    host = ChargingHost(bus.broker.bootstrap, bus.topics, snapshot_every_s=0)
+    host = kafka_charging_host(bus.broker.bootstrap, bus.topics, snapshot_every_s=0)
     _charge_host_until(host, len(expected.entries))
     assert host.published == len(expected.entries)
 
@@ -77,7 +80,7 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
         if not isinstance(data, NodeRegistered):
             publisher.publish(new_event(data, source="tests", time=_at(t)))  # type: ignore[type-var]
     publisher.flush()
-    restarted = ChargingHost(bus.broker.bootstrap, bus.topics, snapshot_every_s=3600)
+    restarted = kafka_charging_host(bus.broker.bootstrap, bus.topics, snapshot_every_s=3600)
     deadline = time.monotonic() + 60
     inputs = 2 * sum(1 for data, _t in facts if not isinstance(data, NodeRegistered))
     restarted.run(

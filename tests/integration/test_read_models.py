@@ -21,8 +21,8 @@ from events.envelope import derived_event_id
 from events.models import EventData, LedgerCharge, WorkloadPreempted
 from events.positions import Delivery
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
+from services.projector import sql_projector as projector_module
 from services.projector.sql_projector import SqlProjector
-from services.read_models import projector as projector_module
 from services.read_models.migrate import migrate
 from services.read_models.tables import hourly_usage, ledger_entries, metadata, workloads
 from services.scheduler.core.scheduling_pass import run_pass

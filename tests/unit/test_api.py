@@ -79,6 +79,8 @@ def build_world() -> World:
     its contract, n2 (4 GPUs) half held by r2 of lab/a inside its contract, n3 (4 GPUs)
     cordoned; pending: pb1 (lab/b, 1 GPU, submitted first) and pa1 (lab/a, 4 GPUs); v1 (lab/b)
     was preempted earlier to make room for pa0."""
+    # Long on purpose: the world is one story told fact by fact, in log order; the API tests
+    # assert against exactly this history.
     w = World()
     t = T0 - timedelta(days=1)
     for budget in ("lab", "lab/a", "lab/b"):
@@ -601,3 +603,30 @@ def test_tokens_file(tmp_path: Any) -> None:
         path.write_text(bad)
         with pytest.raises(TokenFileError, match=needle):
             load_tokens(path)
+
+
+# -- the application layer, without HTTP --------------------------------------------------------
+def test_writes_refuse_with_domain_errors_and_publish_nothing(world: World) -> None:
+    from services.api import application
+    from services.api.auth import Principal
+    from services.api.errors import Conflict, Forbidden, Invalid, NotFound
+    from services.api.models import SubmitRequest
+
+    ctx = world.app.state.application
+    bo, ana = Principal("bo"), Principal("ana")
+    with pytest.raises(Forbidden, match="bo neither submitted"):
+        application.cancel(ctx, bo, "pa1")
+    with pytest.raises(NotFound, match="unknown workload 'nope'"):
+        application.cancel(ctx, ana, "nope")
+    with pytest.raises(Invalid) as invalid:
+        application.submit(ctx, ana, SubmitRequest.model_validate(body(pools=["p", "q"])))
+    assert invalid.value.field == ("pools", 1)
+    assert world.records() == []
+    done = application.submit(ctx, ana, SubmitRequest.model_validate(body()))
+    assert done.outcome is application.Outcome.DONE
+    assert done.answer.status == "pending"
+    with pytest.raises(Conflict, match="other gpus"):
+        application.submit(ctx, ana, SubmitRequest.model_validate(body(gpus=3)))
+    again = application.submit(ctx, ana, SubmitRequest.model_validate(body()))
+    assert again.outcome is application.Outcome.UNCHANGED
+    assert len(world.records()) == 1

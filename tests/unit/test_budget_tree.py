@@ -1,4 +1,4 @@
-"""The budget tree fold (DESIGN.md section 1, "Budget tree"): shares, weight histories, errors."""
+"""The budget tree fold (docs/design.md section 2.1): shares, weight histories, errors."""
 
 from __future__ import annotations
 

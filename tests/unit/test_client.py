@@ -202,3 +202,39 @@ def test_bad_duration() -> None:
 def test_validation_details_name_the_field() -> None:
     detail = [{"loc": ["body", "pools", 1], "msg": "unknown pool 'q'"}]
     assert format_detail(detail) == "pools.1: unknown pool 'q'"
+
+
+def test_client_commands_merge_into_another_app(world: World) -> None:
+    from services.client import client_app
+    from services.client.commands import client_commands
+
+    names = {command.name for command in client_app.registered_commands}
+    assert names == {
+        "submit",
+        "cancel",
+        "list",
+        "queue",
+        "show",
+        "why",
+        "share",
+        "nodes",
+        "cordon",
+        "uncordon",
+    }
+    root = typer.Typer()
+
+    @root.command()
+    def other() -> None:
+        """A command of the app the client is mounted into."""
+
+    root.add_typer(
+        client_commands(lambda api, token: FairshareClient(api, token, http=world.client))
+    )
+    result = runner.invoke(root, ["queue", "--json"], env={"FAIRSHARE_TOKEN": "ana-token"})
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["pools"][0]["queue_length"] == 2
+    result = runner.invoke(
+        root, ["budgets", "add-member", "lab/b", "dan"], env={"FAIRSHARE_TOKEN": "chen-token"}
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "granted" in result.stdout

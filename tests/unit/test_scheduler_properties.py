@@ -3,7 +3,7 @@
 Each example drives several passes the way the simulator does: between passes a tiny agent
 starts placed work once its GPUs are physically free, stops preempted work after the grace
 period and finishes work after its duration; nodes are cordoned, uncordoned, go down and come
-back, and submitters cancel work. The invariants of DESIGN.md section 1 are checked after every
+back, and submitters cancel work. The invariants of docs/design.md section 2 are checked after every
 pass.
 """
 

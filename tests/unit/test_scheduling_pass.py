@@ -1,4 +1,4 @@
-"""One scheduling pass, by example (DESIGN.md section 1): order, placement, preemption,
+"""One scheduling pass, by example (docs/design.md section 2): order, placement, preemption,
 maintenance and the decision records that explain them."""
 
 from __future__ import annotations
@@ -321,7 +321,8 @@ def test_fewest_victims_across_nodes() -> None:
 
 def test_no_victim_is_preempted_that_the_placement_does_not_need() -> None:
     """An unallocated 1-GPU run cannot make room for a 3-GPU request; the allocated 3-GPU run
-    alone can. Preempting both is one victim more than needed (DESIGN: "the fewest victims")."""
+    alone can. Preempting both is one victim more than needed (docs/design.md section 2.6:
+    "the fewest victims")."""
     s = Scenario(nodes=(("n0", 4),))
     s.running("b-free", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=0)
     s.running("b-big", "b", (("n0", (1, 2, 3)),), started_at=T0, min_runtime_s=60)

@@ -1,4 +1,4 @@
-"""The windowed usage fold (DESIGN.md section 1, "Fair-share order" and "Charges")."""
+"""The windowed usage fold (docs/design.md sections 2.5 and 2.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Choosing victims for a pending allocated workload that does not fit (DESIGN.md, Preemption).
+"""Choosing victims for a pending allocated workload that does not fit (docs/design.md section 2.6).
 
 Eligible victims, in tiers: (0) unallocated work, always; (1) allocated work past its
 ``min_runtime`` whose budget ranks behind the preemptor's even after the preemptor's own request

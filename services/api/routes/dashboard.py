@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -28,10 +27,10 @@ from events.times import HOUR
 from projections.budget_tree import ROOT
 from projections.live_state import LiveState
 from services.api import queries
+from services.api.deps import principal
 from services.api.view import LiveView
+from services.dashboard import STATIC
 from services.read_models.tables import hourly_usage
-
-STATIC = Path(__file__).resolve().parent / "static"
 
 
 def mount_dashboard(
@@ -65,8 +64,6 @@ def _pages() -> APIRouter:
 def dashboard_router(
     view: LiveView, clock: Callable[[], float], *, engine: Engine | None = None
 ) -> APIRouter:
-    from services.api.app import principal  # the API's own token rule (imported late: no cycle)
-
     router = APIRouter(
         prefix="/dashboard/api", tags=["dashboard"], dependencies=[Depends(principal)]
     )

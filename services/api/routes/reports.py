@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from sqlalchemy import Engine
 
+from services.api.deps import principal
 from services.reports import REPORTS, periods, report_bytes
 from services.reports.periods import Period
 from services.reports.writers import MEDIA_TYPES, Format
@@ -43,8 +44,6 @@ class EngineSource:
 
 def reports_router(engine: Engine | None = None) -> APIRouter:
     """The reports' routes; every route needs a valid bearer token (the API's rule)."""
-    from services.api.app import principal  # the API's own dependency (imported late: no cycle)
-
     source = EngineSource(engine)
     router = APIRouter(prefix="/reports", tags=["reports"], dependencies=[Depends(principal)])
 

@@ -1,0 +1,349 @@
+"""The API's application layer: every write as a plain function, with no HTTP in it.
+
+Each write follows one path: the view must have read the log (else :class:`Unavailable`),
+the request is validated against the state (:class:`Invalid`, :class:`NotFound`), the caller
+authorised (:class:`Forbidden`), conflicts refused (:class:`Conflict`); only then is the event
+published and flushed (:class:`Unavailable` if the log did not take it: the client retries the
+same request, which is idempotent), and the function waits, bounded, until the view has folded
+it (read-your-writes). Nothing refused is ever published. The result says whether anything
+changed, so the HTTP layer can pick its status code; the errors are mapped to HTTP once, in
+:mod:`services.api.app`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from events.envelope import Envelope, new_event
+from events.models import (
+    BudgetWeightChanged,
+    EventData,
+    MembershipGranted,
+    NodeCordoned,
+    NodeUncordoned,
+    WorkloadCancelled,
+    WorkloadSubmitted,
+)
+from events.times import DEFAULT_WINDOW_S, utc_from_epoch
+from projections.cluster_state import TERMINAL, WorkloadState
+from projections.live_state import LiveState
+from services.api import auth, queries
+from services.api import models as m
+from services.api.auth import Principal
+from services.api.errors import Conflict, Forbidden, Invalid, Unavailable
+from services.api.view import LiveView
+from services.bus.port import EventPublisher, PublishError
+
+log = logging.getLogger(__name__)
+
+SOURCE = "fairshare-api"
+#: Fields of a submission that must match for a repeated submit to be the same request.
+SUBMIT_FIELDS = (
+    "budget",
+    "pools",
+    "gpus",
+    "gang",
+    "min_runtime_s",
+    "resumable",
+    "priority",
+    "submitter",
+    "spec",
+)
+
+Clock = Callable[[], float]
+A = TypeVar("A")
+
+
+class Outcome(Enum):
+    #: Nothing published: the state already was what was asked.
+    UNCHANGED = "unchanged"
+    #: Published, and the view has folded it: the answer is the new state.
+    DONE = "done"
+    #: Recorded in the log, not yet visible in the view: the answer says what was recorded.
+    ACCEPTED = "accepted"
+
+
+@dataclass(frozen=True)
+class Result(Generic[A]):
+    outcome: Outcome
+    answer: A
+
+
+class Submissions:
+    """Submissions this process published that its view has not folded yet.
+
+    Idempotency must hold across the gap between flush and fold: a repeated submit in that gap
+    is compared with what was published instead of being published again. ``lock`` keeps two
+    submits of one id from both publishing."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._unseen: dict[str, WorkloadSubmitted] = {}
+
+    def unseen(self, workload_id: str) -> WorkloadSubmitted | None:
+        return self._unseen.get(workload_id)
+
+    def published(self, data: WorkloadSubmitted) -> None:
+        self._unseen[data.workload_id] = data
+
+    def folded(self, workload_id: str) -> None:
+        self._unseen.pop(workload_id, None)
+
+
+class Application:
+    """What every request works on: the view (read), the log (write), the clock and the
+    limits, and the locks that keep concurrent writes consistent."""
+
+    def __init__(
+        self,
+        view: LiveView,
+        publisher: EventPublisher,
+        clock: Clock,
+        *,
+        window_s: int = DEFAULT_WINDOW_S,
+        read_your_writes_s: float = 5.0,
+        flush_timeout_s: float = 10.0,
+    ) -> None:
+        self.view = view
+        self.publisher = publisher
+        self.clock = clock
+        self.window_s = window_s
+        self.read_your_writes_s = read_your_writes_s
+        self.flush_timeout_s = flush_timeout_s
+        self.submissions = Submissions()
+        self._publish_lock = threading.Lock()
+
+    def ready(self) -> None:
+        """Writes wait until the view has read the log's history: checks against a partial
+        state could accept what the whole log refuses."""
+        self.view.sync()
+        if not self.view.caught_up:
+            raise Unavailable(
+                "the API is still reading the event log; retry shortly", retry_after_s=2
+            )
+
+    def publish(self, data: EventData, who: Principal, retry: str = "") -> Envelope[Any]:
+        """Publish and flush one event; ``retry`` tells the client what to send again."""
+        envelope = new_event(data, source=SOURCE, time=utc_from_epoch(self.clock()))
+        with self._publish_lock:
+            try:
+                self.publisher.publish(envelope)
+                self.publisher.flush(self.flush_timeout_s)
+            except PublishError as error:
+                log.warning(
+                    "event log did not accept a request",
+                    extra={"type": envelope.type, "subject": envelope.subject, "error": str(error)},
+                )
+                raise Unavailable(
+                    f"the event log did not accept the request ({error}); it was not "
+                    f"recorded. Retry the same request{retry}: it is idempotent",
+                    retry_after_s=1,
+                    user=who.user,
+                ) from error
+        log.info(
+            "event published",
+            extra={
+                "type": envelope.type,
+                "subject": envelope.subject,
+                "event_id": envelope.id,
+                "user": who.user,
+            },
+        )
+        return envelope
+
+    def visible(self, envelope: Envelope[Any]) -> bool:
+        """Whether the view folded ``envelope`` within the read-your-writes bound."""
+        return self.view.wait_for(envelope.id, self.read_your_writes_s)
+
+
+# -- workloads ----------------------------------------------------------------------------------
+def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.SubmitAnswer]:
+    """UNCHANGED: the same workload exists; ACCEPTED: recorded but not visible yet (also for a
+    repeat of such a submit); same id with other content: :class:`Conflict`."""
+    app.ready()
+    data = WorkloadSubmitted(
+        workload_id=body.workload_id,
+        budget=body.budget,
+        pools=tuple(body.pools),
+        gpus=body.gpus,
+        gang=body.gang,
+        min_runtime_s=body.min_runtime_s,
+        resumable=body.resumable,
+        priority=body.priority,
+        submitter=who.user,
+        spec=body.spec,
+    )
+    workload_id = body.workload_id
+    with app.submissions.lock:
+        with app.view.read() as state:
+            existing = state.cluster.workloads.get(workload_id)
+            if existing is not None:
+                app.submissions.folded(workload_id)
+                _same_submission(_fields(existing), data)
+                return Result(Outcome.UNCHANGED, queries.workload_view(existing))
+            earlier = app.submissions.unseen(workload_id)
+            if earlier is None:
+                check_submission(state, who, body, app.clock())
+        if earlier is not None:
+            _same_submission(earlier.model_dump(), data)
+            return Result(Outcome.ACCEPTED, m.AlreadyAccepted(workload_id=workload_id))
+        envelope = app.publish(data, who, f" with the same workload_id {workload_id!r}")
+        app.submissions.published(data)
+    if app.visible(envelope):
+        with app.view.read() as state:
+            app.submissions.folded(workload_id)
+            return Result(Outcome.DONE, queries.workload_view(state.cluster.workloads[workload_id]))
+    return Result(
+        Outcome.ACCEPTED, m.WorkloadAccepted(event_id=envelope.id, workload_id=workload_id)
+    )
+
+
+def check_submission(state: LiveState, who: Principal, body: m.SubmitRequest, now: float) -> None:
+    """What the request body alone cannot say: a known leaf budget, known pools, the caller's
+    membership, an open budget."""
+    queries.budget_or_404(state, body.budget)
+    node = state.tree.nodes[body.budget]
+    if not node.is_leaf:
+        raise Invalid(
+            "budget",
+            f"{body.budget} is not a leaf budget (it has {', '.join(node.children)}); "
+            "submit to one of its children",
+        )
+    for index, pool in enumerate(body.pools):
+        if pool not in state.cluster.pools:
+            known = ", ".join(sorted(state.cluster.pools)) or "none"
+            raise Invalid(("pools", index), f"unknown pool {pool!r} (known: {known})")
+    refusal = auth.may_submit(who, state.tree, body.budget)
+    if refusal is not None:
+        raise Forbidden(refusal, user=who.user)
+    closed = [a for a in state.tree.ancestors(body.budget) if not state.tree.nodes[a].open_at(now)]
+    if closed:
+        raise Conflict(f"budget {body.budget} is closed ({closed[0]} was closed)")
+
+
+def _fields(workload: WorkloadState) -> dict[str, Any]:
+    return {
+        "budget": workload.budget,
+        "pools": tuple(workload.pools),
+        "gpus": workload.gpus,
+        "gang": workload.gang,
+        "min_runtime_s": workload.min_runtime_s,
+        "resumable": workload.resumable,
+        "priority": workload.priority,
+        "submitter": workload.submitter,
+        "spec": workload.spec,
+    }
+
+
+def _same_submission(existing: dict[str, Any], data: WorkloadSubmitted) -> None:
+    differing = [f for f in SUBMIT_FIELDS if existing.get(f) != getattr(data, f)]
+    if differing:
+        raise Conflict(
+            f"workload {data.workload_id} was already submitted with other "
+            f"{', '.join(differing)}; choose a new workload_id"
+        )
+
+
+def cancel(
+    app: Application, who: Principal, workload_id: str, reason: str = ""
+) -> Result[m.CancelAnswer]:
+    """Cancel a workload (its submitter, a manager of its budget, or an admin). UNCHANGED if
+    it already is cancelled or being cancelled; running work stops when the scheduler's
+    preempt command is carried out."""
+    app.ready()
+    with app.view.read() as state:
+        workload = queries.workload_or_404(state, workload_id)
+        refusal = auth.may_cancel(who, state.tree, workload.budget, workload.submitter)
+        if refusal is not None:
+            raise Forbidden(refusal, user=who.user)
+        if workload.status == "cancelled" or workload.cancel_requested:
+            return Result(Outcome.UNCHANGED, queries.workload_view(workload))
+        if workload.status in TERMINAL:
+            raise Conflict(
+                f"workload {workload_id} already ended ({workload.status})", user=who.user
+            )
+    envelope = app.publish(
+        WorkloadCancelled(workload_id=workload_id, cancelled_by=who.user, reason=reason), who
+    )
+    if app.visible(envelope):
+        with app.view.read() as state:
+            return Result(Outcome.DONE, queries.workload_view(state.cluster.workloads[workload_id]))
+    return Result(
+        Outcome.ACCEPTED, m.WorkloadAccepted(event_id=envelope.id, workload_id=workload_id)
+    )
+
+
+# -- budgets ------------------------------------------------------------------------------------
+def set_weight(
+    app: Application, who: Principal, budget: str, body: m.WeightRequest
+) -> Result[m.WeightAnswer]:
+    """Set a budget's weight (in every pool, or in ``body.pool``): a manager of its parent."""
+    app.ready()
+    with app.view.read() as state:
+        queries.budget_or_404(state, budget)
+        refusal = auth.may_set_weight(who, state.tree, budget)
+        if refusal is not None:
+            raise Forbidden(refusal, user=who.user)
+        if not state.tree.nodes[budget].open_at(app.clock()):
+            raise Conflict(f"budget {budget} is closed", user=who.user)
+    data = BudgetWeightChanged(
+        budget=budget, weight=body.weight, pool=body.pool, changed_by=who.user, reason=body.reason
+    )
+    envelope = app.publish(data, who)
+    if not app.visible(envelope):
+        return Result(Outcome.ACCEPTED, m.BudgetAccepted(event_id=envelope.id, budget=budget))
+    answer = m.WeightSet(budget=budget, weight=body.weight, pool=body.pool, event_id=envelope.id)
+    return Result(Outcome.DONE, answer)
+
+
+def add_member(
+    app: Application, who: Principal, budget: str, body: m.MemberRequest
+) -> Result[m.MemberAnswer]:
+    """Grant ``body.user`` a role on the budget's subtree: a manager of the budget (or above).
+    UNCHANGED if the role is already held."""
+    app.ready()
+    with app.view.read() as state:
+        queries.budget_or_404(state, budget)
+        refusal = auth.may_manage(who, state.tree, budget)
+        if refusal is not None:
+            raise Forbidden(refusal, user=who.user)
+        if body.role in state.tree.nodes[budget].members.get(body.user, set()):
+            grant = m.MemberGrant(budget=budget, user=body.user, role=body.role, changed=False)
+            return Result(Outcome.UNCHANGED, grant)
+    data = MembershipGranted(budget=budget, user=body.user, role=body.role, granted_by=who.user)
+    envelope = app.publish(data, who)
+    if not app.visible(envelope):
+        return Result(Outcome.ACCEPTED, m.BudgetAccepted(event_id=envelope.id, budget=budget))
+    grant = m.MemberGrant(budget=budget, user=body.user, role=body.role, changed=True)
+    return Result(Outcome.DONE, grant)
+
+
+# -- nodes --------------------------------------------------------------------------------------
+def set_cordon(
+    app: Application, who: Principal, node: str, cordon: bool, reason: str = ""
+) -> Result[m.NodeAnswer]:
+    """Cordon (stop new placements; work drains as contracts end) or uncordon a node: admins.
+    UNCHANGED if it already is so."""
+    app.ready()
+    refusal = auth.may_operate_nodes(who)
+    if refusal is not None:
+        raise Forbidden(refusal, user=who.user)
+    with app.view.read() as state:
+        found = queries.node_or_404(state, node, user=who.user)
+        if found.cordoned == cordon:
+            return Result(Outcome.UNCHANGED, queries.node_view(found))
+    data: EventData = (
+        NodeCordoned(node=node, cordoned_by=who.user, reason=reason)
+        if cordon
+        else NodeUncordoned(node=node, uncordoned_by=who.user)
+    )
+    envelope = app.publish(data, who)
+    if not app.visible(envelope):
+        return Result(Outcome.ACCEPTED, m.NodeAccepted(event_id=envelope.id, node=node))
+    with app.view.read() as state:
+        return Result(Outcome.DONE, queries.node_view(state.cluster.nodes[node]))

@@ -1,0 +1,52 @@
+"""Why the API refuses a request, in its own terms; :mod:`services.api.app` maps each to HTTP
+in one place.
+
+The application layer and the read side raise these instead of HTTP exceptions so that the
+rules can be called (and tested) without a web framework, and so that one status code and one
+body shape belong to each kind of refusal.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A refused request; ``message`` is what the client is told, ``user`` who asked (for the
+    log line, when known)."""
+
+    def __init__(self, message: str, *, user: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.user = user
+
+
+class NotFound(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
+    """An unknown budget, workload, node or pool (404)."""
+
+
+class Forbidden(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
+    """The caller may not do this; the message names the rule (403)."""
+
+
+class Conflict(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
+    """The request contradicts the state: the same workload id with other content, a closed
+    budget, cancelling finished work (409)."""
+
+
+class Invalid(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
+    """A field that is well-formed but not acceptable here: a budget that is not a leaf, an
+    unknown pool (422, naming the field as FastAPI's own validation errors do)."""
+
+    def __init__(
+        self, field: str | tuple[str | int, ...], message: str, *, user: str | None = None
+    ) -> None:
+        super().__init__(message, user=user)
+        self.field: tuple[str | int, ...] = (field,) if isinstance(field, str) else field
+
+
+class Unavailable(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
+    """Nothing was recorded: the view is still reading the log, or the log did not take the
+    event; the same request may be retried after ``retry_after_s`` (503)."""
+
+    def __init__(self, message: str, *, retry_after_s: int, user: str | None = None) -> None:
+        super().__init__(message, user=user)
+        self.retry_after_s = retry_after_s

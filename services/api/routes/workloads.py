@@ -1,0 +1,90 @@
+"""``/workloads``: submit, list, show, cancel, and why one waits or was preempted."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from services.api import application, queries
+from services.api.application import Outcome
+from services.api.deps import Context, User
+from services.api.models import (
+    CancelAnswer,
+    CancelRequest,
+    SubmitAnswer,
+    SubmitRequest,
+    WhyView,
+    WorkloadList,
+    WorkloadView,
+)
+
+router = APIRouter(tags=["workloads"])
+
+_SUBMITTED = {
+    Outcome.DONE: status.HTTP_201_CREATED,
+    Outcome.UNCHANGED: status.HTTP_200_OK,
+    Outcome.ACCEPTED: status.HTTP_202_ACCEPTED,
+}
+#: A cancel is accepted, not done, until the scheduler has stopped the work.
+_CANCELLED = {
+    Outcome.DONE: status.HTTP_202_ACCEPTED,
+    Outcome.UNCHANGED: status.HTTP_200_OK,
+    Outcome.ACCEPTED: status.HTTP_202_ACCEPTED,
+}
+
+
+@router.post("/workloads", status_code=status.HTTP_201_CREATED)
+def submit(body: SubmitRequest, who: User, response: Response, ctx: Context) -> SubmitAnswer:
+    """Submit a workload. Same id and same content again: 200 with the existing one;
+    same id, other content: 409."""
+    result = application.submit(ctx, who, body)
+    response.status_code = _SUBMITTED[result.outcome]
+    return result.answer
+
+
+@router.get("/workloads")
+def list_workloads(
+    who: User,
+    ctx: Context,
+    status_: Annotated[str | None, Query(alias="status")] = None,
+    budget: str | None = None,
+    submitter: str | None = None,
+    pool: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+) -> WorkloadList:
+    """Workloads, newest first, filtered by status, budget (its subtree), submitter, pool."""
+    with ctx.view.read() as state:
+        return queries.workload_list(
+            state, status=status_, budget=budget, submitter=submitter, pool=pool, limit=limit
+        )
+
+
+@router.get("/workloads/{workload_id}")
+def get_workload(workload_id: str, who: User, ctx: Context) -> WorkloadView:
+    with ctx.view.read() as state:
+        return queries.workload_view(queries.workload_or_404(state, workload_id))
+
+
+@router.post("/workloads/{workload_id}/cancel")
+def cancel(
+    workload_id: str,
+    who: User,
+    response: Response,
+    ctx: Context,
+    body: CancelRequest | None = None,
+) -> CancelAnswer:
+    """Cancel a workload (its submitter, a manager of its budget, or an admin). Running
+    work is stopped by the scheduler's preempt command; the answer is 202 until then."""
+    result = application.cancel(ctx, who, workload_id, body.reason if body else "")
+    response.status_code = _CANCELLED[result.outcome]
+    return result.answer
+
+
+@router.get("/workloads/{workload_id}/why")
+def why(workload_id: str, who: User, ctx: Context) -> WhyView:
+    """Why a workload is pending (per pool: position and reasons) and why it was
+    preempted (the decision records of its preempt commands)."""
+    now = ctx.clock()
+    with ctx.view.read() as state:
+        return queries.why_view(state, workload_id, now, ctx.window_s)

@@ -1,0 +1,142 @@
+"""``fairshare audit replay | verify | explain`` and ``fairshare events export``: the audit
+and the file it can work from.
+
+The export is here rather than beside ``services.bus.export`` because the command shares the
+``--kafka`` option of ``services.runtime``, which imports ``services.bus``: a command module in
+the bus would close an import cycle between packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from events import Topics
+from services.runtime.cli_options import KafkaOption, PrefixOption, console, err_console
+
+audit_app = typer.Typer(no_args_is_help=True, help="Replay, verify and explain the event log.")
+events_app = typer.Typer(no_args_is_help=True, help="Export the event log.")
+
+EventsOption = Annotated[
+    Path | None, typer.Option("--events", help="an exported event log (one envelope per line)")
+]
+
+
+def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> Iterable[Any]:
+    """The whole log, from a file or (with --kafka) from the live topics."""
+    from services.audit.sources import log_from_file, log_from_kafka
+
+    if events is not None:
+        if not events.is_file():
+            err_console.print(f"[red]--events:[/] {events} is not a file")
+            raise typer.Exit(2)
+        return log_from_file(events)
+    if kafka:
+        from events.ndjson import BadLine
+
+        log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix)))
+        invalid = [item for item in log if isinstance(item, BadLine)]
+        if invalid:
+            # Records that never were events: consumers dead-lettered them; they are no facts.
+            err_console.print(
+                f"{len(invalid)} invalid record(s) on the topics skipped (they are in the "
+                f"dead-letter topic), first: {invalid[0].reason}"
+            )
+        return [item for item in log if not isinstance(item, BadLine)]
+    err_console.print("[red]give --events FILE or --kafka BOOTSTRAP[/]")
+    raise typer.Exit(2)
+
+
+@audit_app.command("replay")
+def audit_replay(
+    events: EventsOption = None,
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="compare with the ledger stored in these read models instead"),
+    ] = None,
+) -> None:
+    """Recompute every charge from the facts and compare, entry by entry, with the charges
+    recorded in the log (or stored in the read models, with --database-url)."""
+    from services.audit.replay import compare, replay
+    from services.audit.sources import stored_charges
+
+    result = replay(_log(events, kafka, topic_prefix), keep_recomputed=bool(database_url))
+    if database_url:
+        stored = stored_charges(database_url)
+        result.recorded_count = len(stored)
+        result.differences = compare(stored, result.recomputed, check_order=False)
+    for bad in result.bad_lines:
+        err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
+    for difference in result.differences:
+        console.print(difference, highlight=False)
+    where = "in the read models" if database_url else "in the log"
+    console.print(
+        f"{result.events} events, {result.recorded_count} charges {where}, "
+        f"{result.recomputed_count} recomputed from the facts"
+    )
+    if result.identical:
+        console.print("identical")
+        return
+    raise typer.Exit(1)
+
+
+@audit_app.command("verify")
+def audit_verify(
+    events: EventsOption = None,
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """Check the ledger's invariants over the log."""
+    from services.audit.verify import verify
+
+    checked, problems = verify(_log(events, kafka, topic_prefix))
+    for problem in problems:
+        console.print(f"[red]violation:[/] {problem}", highlight=False)
+    console.print(f"{checked} charges checked, {len(problems)} violation(s)")
+    if problems:
+        raise typer.Exit(1)
+
+
+@audit_app.command("explain")
+def audit_explain(
+    workload: Annotated[str, typer.Argument(help="the workload id")],
+    events: EventsOption = None,
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """The causal chain of one workload: submission, decisions, runs, charges, end."""
+    from services.audit.explain import explain
+
+    for line in explain(_log(events, kafka, topic_prefix), workload):
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+@events_app.command("export")
+def events_export(
+    out: Annotated[Path, typer.Option(help="file to write (one envelope per line)")],
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """Copy every event from Kafka (up to its current end) into a file an auditor can take."""
+    from services.brokers import BrokerStartError, external_broker
+    from services.bus.export import export_events
+
+    try:
+        broker = external_broker(kafka)
+    except BrokerStartError as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    result = export_events(broker.bootstrap, out, Topics(prefix=topic_prefix))
+    console.print(
+        f"{result.events} events from {result.partitions} partition(s) written to {out}"
+        + (
+            f"; {result.skipped} invalid record(s) skipped (see the dead-letter topic)"
+            if result.skipped
+            else ""
+        )
+    )

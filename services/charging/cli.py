@@ -1,0 +1,49 @@
+"""``fairshare charging``: the ledger fold as a service, on either host."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from events import Topics
+from services.runtime.cli_options import (
+    KafkaOption,
+    PrefixOption,
+    bootstrap_or_exit,
+    console,
+    err_console,
+)
+
+#: ``charging``, merged into the top level of ``fairshare``.
+charging_app = typer.Typer()
+
+
+@charging_app.command()
+def charging(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    host: Annotated[str, typer.Option(help="plain (confluent consumer) or faust")] = "plain",
+) -> None:
+    """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = bootstrap_or_exit(kafka, topics)
+    if host == "faust":
+        os.environ["FAIRSHARE_KAFKA_BOOTSTRAP"] = bootstrap
+        os.environ["FAIRSHARE_TOPIC_PREFIX"] = topic_prefix
+        from services.charging.faust_host import main as faust_main
+
+        faust_main()
+        return
+    if host != "plain":
+        err_console.print("[red]--host:[/] plain or faust")
+        raise typer.Exit(2)
+    from services.charging.kafka import kafka_charging_host
+    from services.runtime.signals import stop_requested_on_signals
+
+    charging_host = kafka_charging_host(bootstrap, topics)
+    console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    with stop_requested_on_signals() as stop:
+        charging_host.run(stop)
+    console.print(f"published {charging_host.published} charge(s)")

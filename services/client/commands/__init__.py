@@ -1,0 +1,71 @@
+"""Typer commands of the API client, Slurm-familiar where it helps.
+
+``submit`` (sbatch), ``cancel`` (scancel), ``queue`` (squeue), ``list``, ``show``, ``why``,
+``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol update state=drain),
+``budgets set-weight`` and ``budgets add-member``. Every read command takes ``--json`` to print
+the API's JSON as it came. HTTP errors print the status and the API's detail and exit 1.
+
+The commands are plain functions (:mod:`.workloads`, :mod:`.budgets`, :mod:`.nodes`);
+:data:`client_app` holds them at its top level, so ``app.add_typer(client_app)`` (no name)
+merges them into another Typer app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from services.client.commands import budgets, nodes, workloads
+from services.client.commands.common import ClientFactory, ClientSource, parse_duration
+
+__all__ = ["ClientFactory", "client_app", "client_commands", "parse_duration", "register"]
+
+#: Top-level commands, in the order ``--help`` lists them.
+COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("submit", workloads.submit),
+    ("cancel", workloads.cancel),
+    ("list", workloads.list_workloads),
+    ("queue", workloads.queue),
+    ("show", workloads.show),
+    ("why", workloads.why),
+    ("share", budgets.share),
+    ("nodes", nodes.nodes),
+    ("cordon", nodes.cordon),
+    ("uncordon", nodes.uncordon),
+)
+BUDGET_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("set-weight", budgets.set_weight),
+    ("add-member", budgets.add_member),
+)
+
+
+def _add_commands(app: typer.Typer, client_factory: ClientFactory | None) -> None:
+    settings: dict[str, Any] = {}
+    if client_factory is not None:
+        settings["obj"] = ClientSource(client_factory)
+    for name, command in COMMANDS:
+        app.command(name, context_settings=settings)(command)
+    budgets_app = typer.Typer(no_args_is_help=True, help="Manage budgets (managers, admins).")
+    for name, command in BUDGET_COMMANDS:
+        budgets_app.command(name, context_settings=settings)(command)
+    app.add_typer(budgets_app, name="budgets")
+
+
+def client_commands(client_factory: ClientFactory | None = None) -> typer.Typer:
+    """A Typer app of the client's commands (no name, no callback, so it can be merged),
+    making clients with ``client_factory`` (default: :class:`FairshareClient`)."""
+    app = typer.Typer(no_args_is_help=True, help="The Fairshare API's command-line client.")
+    _add_commands(app, client_factory)
+    return app
+
+
+#: The client's commands with the default client, for ``app.add_typer(client_app)``.
+client_app = client_commands()
+
+
+def register(app: typer.Typer, client_factory: ClientFactory | None = None) -> None:
+    """Add the client's commands, and a ``budgets`` sub-app, to ``app`` itself (kept for
+    callers written before :data:`client_app`)."""
+    _add_commands(app, client_factory)

@@ -1,0 +1,101 @@
+"""What every client command shares: its options, the connection to the API, and the one
+way an answer is printed (the API's JSON with ``--json``, else for people)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+
+from services.api.models import Answer
+from services.client.api import ApiError, FairshareClient
+
+T = TypeVar("T")
+
+#: Makes the client for ``--api`` and ``--token`` (tests pass one over a TestClient).
+ClientFactory = Callable[[str, str | None], FairshareClient]
+
+ApiOption = Annotated[
+    str, typer.Option("--api", envvar="FAIRSHARE_API", help="base URL of the Fairshare API")
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option("--token", envvar="FAIRSHARE_TOKEN", help="bearer token", show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="print the API's JSON")]
+PoolFilter = Annotated[str | None, typer.Option("--pool", "-p", help="only this pool")]
+
+
+@dataclass(frozen=True)
+class ClientSource:
+    """The factory commands use, carried in the Typer context (``context_settings`` obj), so
+    the commands stay plain functions that any Typer app can mount."""
+
+    factory: ClientFactory
+
+
+def _default_client(api: str, token: str | None) -> FairshareClient:
+    return FairshareClient(api, token)
+
+
+def ask(ctx: typer.Context, api: str, token: str | None, call: Callable[[FairshareClient], T]) -> T:
+    """``call`` on a client of the API; an error prints the status and detail and exits 1."""
+    source = ctx.find_object(ClientSource)
+    client = (source.factory if source is not None else _default_client)(api, token)
+    try:
+        return call(client)
+    except ApiError as error:
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {error}", markup=True)
+        raise typer.Exit(1) from error
+    finally:
+        client.close()
+
+
+def emit(answer: Answer, as_json: bool, human: Callable[[Console], object]) -> None:
+    """Print ``answer``: with ``--json`` exactly the JSON the API sent (every key, in order),
+    else as ``human`` renders it on the console."""
+    if as_json:
+        typer.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
+    else:
+        human(Console(soft_wrap=True))
+
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds from ``3600``, ``90s``, ``30m``, ``2h``, ``1h30m``, ``1d``, ``MM:SS`` or
+    ``HH:MM:SS``. A bare number is seconds (unlike Slurm's ``--time``, which means minutes)."""
+    value = text.strip().lower()
+    if value.isdigit():
+        return int(value)
+    if ":" in value:
+        parts = value.split(":")
+        if len(parts) in (2, 3) and all(p.isdigit() for p in parts):
+            seconds = 0
+            for part in parts:
+                seconds = seconds * 60 + int(part)
+            return seconds
+    match = _DURATION.match(value)
+    if value and match and any(match.groups()):
+        days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    raise typer.BadParameter(f"{text!r} is not a duration (e.g. 3600, 45m, 2h, 1h30m, 01:30:00)")
+
+
+def hours(gpu_seconds: float | None) -> str:
+    return "-" if gpu_seconds is None else f"{gpu_seconds / 3600:,.1f}"
+
+
+def num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def duration(seconds: int) -> str:
+    hours_, rest = divmod(seconds, 3600)
+    return f"{hours_}:{rest // 60:02d}:{rest % 60:02d}"

@@ -1,0 +1,80 @@
+"""Node commands: ``nodes`` (sinfo -N), ``cordon`` and ``uncordon`` (scontrol update
+state=drain / resume)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from services.api.models import NodeAnswer, NodeList, NodeView
+from services.client.api import DEFAULT_API
+from services.client.commands.common import (
+    ApiOption,
+    JsonOption,
+    PoolFilter,
+    TokenOption,
+    ask,
+    emit,
+)
+
+NodeArgument = Annotated[str, typer.Argument(help="the node")]
+
+
+def nodes(
+    ctx: typer.Context,
+    pool: PoolFilter = None,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Nodes: state, used and free GPUs, last heartbeat (like sinfo -N)."""
+    answer = ask(ctx, api, token, lambda c: c.nodes(pool))
+    emit(answer, as_json, lambda o: o.print(_node_table(answer)))
+
+
+def _node_table(answer: NodeList) -> Table:
+    table = Table("NODE", "POOL", "STATE", "GPUS", "USED", "FREE", "HEARTBEAT", "WORKLOADS")
+    for n in answer.nodes:
+        table.add_row(
+            n.node,
+            n.pool,
+            n.state,
+            str(n.gpus),
+            str(n.used_gpus),
+            str(n.free_gpus),
+            n.last_heartbeat or "-",
+            ",".join(n.workloads),
+        )
+    return table
+
+
+def cordon(
+    ctx: typer.Context,
+    node: NodeArgument,
+    reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stop new placements on a node; its work drains as contracts end (admins)."""
+    answer = ask(ctx, api, token, lambda c: c.cordon(node, reason))
+    emit(answer, as_json, lambda o: o.print(_state_line(node, answer)))
+
+
+def uncordon(
+    ctx: typer.Context,
+    node: NodeArgument,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Return a node to service (admins)."""
+    answer = ask(ctx, api, token, lambda c: c.uncordon(node))
+    emit(answer, as_json, lambda o: o.print(_state_line(node, answer)))
+
+
+def _state_line(node: str, answer: NodeAnswer) -> str:
+    """Its state, or ``accepted`` while the API has not seen the change yet."""
+    return f"{node}: {answer.state if isinstance(answer, NodeView) else answer.status}"

@@ -1,0 +1,163 @@
+"""``fairshare up`` and ``fairshare broker fetch-kafka | run``: things that run on this machine
+in the foreground until Ctrl-C.
+
+The broker commands live here rather than in ``services.brokers``: they share the data-dir
+default and the consoles of ``services.runtime.cli_options``, which itself imports
+``services.brokers``, so a command module there would close an import cycle between packages.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from events import Topics
+from services.runtime.cli_options import DEFAULT_DATA_DIR, PrefixOption, console, err_console
+
+if TYPE_CHECKING:
+    from services.brokers import BrokerHandle
+    from services.launcher.config import UpConfig
+
+#: ``up``, merged into the top level of ``fairshare``.
+up_app = typer.Typer()
+broker_app = typer.Typer(no_args_is_help=True, help="Local Kafka-protocol brokers.")
+
+
+@up_app.command()
+def up(
+    kafka: Annotated[
+        str | None,
+        typer.Option(
+            "--kafka",
+            envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
+            help="bootstrap servers of an existing Kafka; default: start the embedded noida-db",
+        ),
+    ] = None,
+    data_dir: Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")] = (
+        DEFAULT_DATA_DIR
+    ),
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FAIRSHARE_DATABASE_URL",
+            help="read models' database (default: SQLite in --data-dir)",
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option(help="stop after this many seconds (default: until Ctrl-C)")
+    ] = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    agent: Annotated[str, typer.Option(help="simulated, or local (really runs commands)")] = (
+        "simulated"
+    ),
+    api_port: Annotated[int, typer.Option(help="port of the API and dashboard")] = 8000,
+    nodes: Annotated[int, typer.Option(help="simulated nodes")] = 4,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per simulated node")] = 4,
+    submit_every: Annotated[
+        float, typer.Option(help="mean seconds between synthetic submissions (0: none)")
+    ] = 4.0,
+) -> None:
+    """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
+    agent and a steady stream of workloads. Ctrl-C stops everything."""
+    from services.launcher.config import UpConfig
+
+    if agent not in ("simulated", "local"):
+        err_console.print("[red]--agent:[/] simulated or local")
+        raise typer.Exit(2)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    broker = _broker_for_up(kafka, data_dir)
+    config = UpConfig(
+        bootstrap=broker.bootstrap,
+        topics=Topics(prefix=topic_prefix),
+        data_dir=data_dir,
+        database_url=database_url or f"sqlite:///{data_dir.resolve()}/fairshare.db",
+        api_port=api_port,
+        agent=agent,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        submit_every_s=submit_every,
+    )
+    _run_up(broker, config, duration)
+
+
+def _broker_for_up(kafka: str | None, data_dir: Path) -> BrokerHandle:
+    """The given Kafka, else the embedded noida-db in ``<data dir>/broker``; exit 2 without."""
+    from services.brokers import BrokerStartError, external_broker, start_noida
+
+    try:
+        if kafka:
+            return external_broker(kafka)
+        console.print(f"starting the embedded broker (noida-db, data in {data_dir}/broker)")
+        return start_noida(data_dir / "broker")
+    except BrokerStartError as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+
+
+def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> None:
+    """Run the stack until Ctrl-C or ``duration``, then stop the broker too; exit 1 if a service
+    died or did not stop cleanly."""
+    from services.launcher.stack import run_stack
+    from services.runtime.signals import stop_requested_on_signals
+
+    started = time.monotonic()
+    try:
+        console.print(f"broker   {broker.description}")
+        console.print(f"database {config.database_url}")
+        console.print("starting charging, projector, scheduler, agent and API ...")
+        with stop_requested_on_signals() as stop:
+
+            def should_stop() -> bool:
+                return stop() or (duration is not None and time.monotonic() - started > duration)
+
+            if duration is None:
+                console.print("press Ctrl-C to stop")
+            stack, problems = run_stack(config, should_stop, lambda line: console.print(line))
+    except RuntimeError as error:
+        err_console.print(f"[red]failed:[/] {error}")
+        raise typer.Exit(1) from error
+    finally:
+        broker.stop()
+    console.print(f"stopped; {stack.submitted} workload(s) submitted by the demo stream")
+    for problem in problems:
+        err_console.print(f"[red]{problem}[/]")
+    raise typer.Exit(1 if problems else 0)
+
+
+@broker_app.command("fetch-kafka")
+def broker_fetch_kafka() -> None:
+    """Download the Apache Kafka broker jars from Maven Central into the cache."""
+    from services.brokers import KAFKA_VERSION, BrokerStartError, fetch_kafka_jars
+
+    try:
+        libs = fetch_kafka_jars()
+    except BrokerStartError as error:
+        err_console.print(f"[red]fetch failed:[/] {error}")
+        raise typer.Exit(2) from error
+    console.print(f"Apache Kafka {KAFKA_VERSION} jars in {libs}")
+
+
+@broker_app.command("run")
+def broker_run(
+    kind: Annotated[str, typer.Option(help="apache-kafka or noida")] = "apache-kafka",
+    data_dir: Annotated[Path, typer.Option()] = DEFAULT_DATA_DIR / "dev-broker",
+) -> None:
+    """Run a local broker in the foreground until Ctrl-C (for development)."""
+    from services.brokers import BrokerStartError, start_broker
+
+    try:
+        broker = start_broker(kind, data_dir)
+    except BrokerStartError as error:
+        err_console.print(f"[red]no broker:[/] {error}")
+        raise typer.Exit(2) from error
+    console.print(f"{broker.description}\nbootstrap: {broker.bootstrap}  (Ctrl-C stops it)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()

@@ -1,0 +1,49 @@
+"""``fairshare scheduler``: the scheduler service over Kafka, leader by lease or alone."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from events import Topics
+from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit, console
+
+#: ``scheduler``, merged into the top level of ``fairshare``.
+scheduler_app = typer.Typer()
+
+
+@scheduler_app.command()
+def scheduler(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    tick_s: Annotated[float, typer.Option(help="a pass at least this often")] = 5.0,
+    heartbeat_timeout_s: Annotated[float, typer.Option(help="a silent node is down after")] = 60.0,
+    grace_period_s: Annotated[int, typer.Option(help="SIGTERM-to-SIGKILL of preemptions")] = 30,
+    lease: Annotated[
+        bool,
+        typer.Option(
+            "--lease/--sole",
+            help="take the lease (one active scheduler, standbys take over) or run alone",
+        ),
+    ] = True,
+) -> None:
+    """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
+    from services.runtime.signals import stop_requested_on_signals
+    from services.scheduler.lease import KafkaGroupLease, SoleInstance
+    from services.scheduler.service import SchedulerConfig, SchedulerService
+
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = bootstrap_or_exit(kafka, topics)
+    service = SchedulerService.over_kafka(
+        bootstrap,
+        topics,
+        lease=KafkaGroupLease(bootstrap, topics) if lease else SoleInstance(),
+        config=SchedulerConfig(
+            tick_s=tick_s, heartbeat_timeout_s=heartbeat_timeout_s, grace_period_s=grace_period_s
+        ),
+    )
+    console.print(f"scheduling from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    with stop_requested_on_signals() as stop:
+        service.run(stop)
+    console.print(f"{service.passes} pass(es), {service.published} event(s) published")

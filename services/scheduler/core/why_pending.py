@@ -1,0 +1,455 @@
+"""Why pending work waits: the queue of a pool in the order a pass considers it, and typed
+reasons for each workload in it.
+
+It sits next to the pass so that the explanation and the decision share one definition of the
+order (:class:`FairShareOrder`, charged pick by pick as the pass charges a placement) and of a
+fit (:mod:`placement`): an explanation computed elsewhere would drift from what the pass does.
+Reasons are data, not sentences, so the HTTP API, the CLI and tests can each present or check
+them without parsing text.
+
+Read-only: nothing here changes the state it is given (the pass mutates its input, so it is
+never run here). Pure like the rest of the core: ``now`` and the usage are arguments.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar, Literal
+
+from events.times import DEFAULT_WINDOW_S
+from projections.budget_tree import BudgetTree
+from projections.cluster_state import ClusterState, NodeState, QueueKey, WorkloadState
+from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.placement import largest_node, needs_whole_nodes
+
+
+class PendingCode(StrEnum):
+    """The kinds of reasons, with the codes clients already match on."""
+
+    NO_SHARE = "no-share"
+    NO_NODES = "no-nodes"
+    FAIR_SHARE = "fair-share"
+    BUDGET_QUEUE = "budget-queue"
+    TOO_LARGE = "too-large"
+    FITS_NOW = "fits-now"
+    INSUFFICIENT_CAPACITY = "insufficient-capacity"
+    UNALLOCATED = "unallocated"
+    CONTRACT = "contract"
+    STARTING = "starting"
+    RANKS_AHEAD = "ranks-ahead"
+    CORDONED_NODES = "cordoned-nodes"
+    DOWN_NODES = "down-nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """What the pool offers one gang right now (on schedulable nodes only)."""
+
+    fits_now: bool
+    needs_whole_nodes: bool
+    free_gpus: int
+    largest_free_node: str | None
+    largest_free_gpus: int
+    #: Whole-node gangs only: GPUs on nodes with nothing assigned.
+    free_gpus_on_idle_nodes: int | None
+    capacity: int
+    largest_node_gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoShare:
+    """The budget has no share of the pool (closed, or not in the tree): its work comes last."""
+
+    code: ClassVar[PendingCode] = PendingCode.NO_SHARE
+    budget: str
+    pool: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoNodes:
+    code: ClassVar[PendingCode] = PendingCode.NO_NODES
+    pool: str
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetAhead:
+    """A budget ranking ahead, with how many of its workloads come first."""
+
+    budget: str
+    rank: int | None
+    #: ``inf`` for a budget without a share.
+    usage_ratio: float
+    workloads_ahead: int
+
+
+@dataclass(frozen=True, slots=True)
+class FairShare:
+    """Work of other budgets comes first in the fair-share order."""
+
+    code: ClassVar[PendingCode] = PendingCode.FAIR_SHARE
+    budget: str
+    rank: int | None
+    usage_ratio: float
+    #: In rank order.
+    ahead: tuple[BudgetAhead, ...]
+
+    @property
+    def workloads_ahead(self) -> int:
+        return sum(b.workloads_ahead for b in self.ahead)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetQueue:
+    """Work of the same budget comes first (higher priority, or submitted earlier)."""
+
+    code: ClassVar[PendingCode] = PendingCode.BUDGET_QUEUE
+    budget: str
+    #: In queue order.
+    workloads_ahead: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TooLarge:
+    """The gang can never fit: larger than the GPUs that are up in the pool (``limit`` pool),
+    or than its largest node (``limit`` node, single-node gangs)."""
+
+    code: ClassVar[PendingCode] = PendingCode.TOO_LARGE
+    gpus: int
+    pool: str
+    limit: Literal["pool", "node"]
+    limit_gpus: int
+    offer: Offer
+
+
+@dataclass(frozen=True, slots=True)
+class FitsNow:
+    """Free GPUs suffice: the next pass should place it unless work ahead takes them."""
+
+    code: ClassVar[PendingCode] = PendingCode.FITS_NOW
+    gpus: int
+    pool: str
+    offer: Offer
+
+
+@dataclass(frozen=True, slots=True)
+class InsufficientCapacity:
+    code: ClassVar[PendingCode] = PendingCode.INSUFFICIENT_CAPACITY
+    gpus: int
+    pool: str
+    offer: Offer
+
+
+@dataclass(frozen=True, slots=True)
+class Unallocated:
+    """Burst work (min_runtime 0) never preempts: it waits for idle GPUs."""
+
+    code: ClassVar[PendingCode] = PendingCode.UNALLOCATED
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Running work protected by its contract until ``ends_at``."""
+
+    workload_id: str
+    budget: str
+    gpus: int
+    min_runtime_s: int
+    ends_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    """Preemption is blocked by contracts (min_runtime) of work that could make room."""
+
+    code: ClassVar[PendingCode] = PendingCode.CONTRACT
+    #: Soonest end first; never empty.
+    holds: tuple[Hold, ...]
+
+    @property
+    def waits_on(self) -> Hold:
+        return self.holds[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Starting:
+    """Placed work that could make room has not started: its contract has not begun."""
+
+    code: ClassVar[PendingCode] = PendingCode.STARTING
+    workloads: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RankedWork:
+    workload_id: str
+    budget: str
+    rank: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RanksAhead:
+    """Running work past its contract whose budget ranks ahead even after counting this
+    request, so it may not be preempted for it."""
+
+    code: ClassVar[PendingCode] = PendingCode.RANKS_AHEAD
+    budget: str
+    workloads: tuple[RankedWork, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CordonedNodes:
+    code: ClassVar[PendingCode] = PendingCode.CORDONED_NODES
+    pool: str
+    nodes: tuple[str, ...]
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class DownNodes:
+    code: ClassVar[PendingCode] = PendingCode.DOWN_NODES
+    pool: str
+    nodes: tuple[str, ...]
+
+
+PendingReason = (
+    NoShare
+    | NoNodes
+    | FairShare
+    | BudgetQueue
+    | TooLarge
+    | FitsNow
+    | InsufficientCapacity
+    | Unallocated
+    | Contract
+    | Starting
+    | RanksAhead
+    | CordonedNodes
+    | DownNodes
+)
+
+
+# -- the order ----------------------------------------------------------------------------------
+def queue_order(
+    cluster: ClusterState,
+    tree: BudgetTree,
+    pool: str,
+    now: float,
+    usage: Mapping[str, float],
+    window_s: int = DEFAULT_WINDOW_S,
+) -> list[WorkloadState]:
+    """Pending work of ``pool`` in the order a scheduling pass considers it: allocated work in
+    hierarchical fair-share order (each pick charging its budget ``gpus x min_runtime`` before
+    the next, as the pass does for a placement), then unallocated work in the same order.
+    Work of budgets without a share (closed, or unknown) comes last."""
+    queues = cluster.pending.get(pool, {})
+    order = FairShareOrder(tree, pool, now, usage, cluster.capacity(pool), window_s)
+    ordered: list[WorkloadState] = []
+    for allocated in (True, False):
+        per_leaf: dict[str, deque[QueueKey]] = {}
+        for budget, kinds in queues.items():
+            keys = sorted(key for kind, q in kinds.items() if kind[0] == allocated for key in q)
+            if keys:
+                per_leaf[budget] = deque(keys)
+        orphans = sorted(b for b in per_leaf if b not in order.shares or order.children.get(b))
+        order.activate(sorted(b for b in per_leaf if b not in orphans))
+        while (leaf := order.best_leaf()) is not None:
+            waiting = per_leaf[leaf]
+            workload = cluster.workloads[waiting.popleft()[2]]
+            ordered.append(workload)
+            if allocated:
+                order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
+            if not waiting:
+                order.deactivate(leaf)
+        for budget in orphans:
+            ordered.extend(cluster.workloads[key[2]] for key in per_leaf[budget])
+    return ordered
+
+
+class PoolQueue:
+    """One pool's pending work in pass order at ``now``, and why each workload waits.
+
+    ``ranking`` is the fair-share order as it stands (never charged): ranks and usage ratios
+    are reported from it, and preemption is judged against it as the pass judges its first
+    pick."""
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        tree: BudgetTree,
+        pool: str,
+        now: float,
+        usage: Mapping[str, float],
+        window_s: int = DEFAULT_WINDOW_S,
+    ) -> None:
+        self.cluster = cluster
+        self.pool = pool
+        self.now = now
+        self.ordered = tuple(queue_order(cluster, tree, pool, now, usage, window_s))
+        self.ranking = FairShareOrder(tree, pool, now, usage, cluster.capacity(pool), window_s)
+
+    def rank(self, budget: str) -> int | None:
+        return self.ranking.ranks().get(budget)
+
+    def usage_ratio(self, budget: str) -> float:
+        """``inf`` for a budget without a share."""
+        return self.ranking.ratio(budget)
+
+    def reasons(self, position: int) -> tuple[PendingReason, ...]:
+        """Why the workload at ``position`` (1-based) is still pending, most decisive first."""
+        workload = self.ordered[position - 1]
+        return explain(
+            self.cluster, self.pool, workload, self.ordered[: position - 1], self.ranking, self.now
+        )
+
+
+# -- the reasons --------------------------------------------------------------------------------
+def explain(
+    cluster: ClusterState,
+    pool: str,
+    workload: WorkloadState,
+    ahead: Sequence[WorkloadState],
+    ranking: FairShareOrder,
+    now: float,
+) -> tuple[PendingReason, ...]:
+    """Why ``workload`` is still pending in ``pool`` behind ``ahead``, most decisive first:
+    its standing in the order, then whether it fits (and if not, what keeps preemption from
+    making room), then nodes of the pool that take no new work."""
+    reasons: list[PendingReason] = []
+    if workload.budget not in ranking.shares:
+        reasons.append(NoShare(workload.budget, pool))
+    pool_nodes = [n for n in cluster.nodes.values() if n.pool == pool]
+    if not pool_nodes:
+        reasons.append(NoNodes(pool))
+        return tuple(reasons)
+    reasons.extend(_standing(workload, ahead, ranking))
+    reasons.extend(_room(cluster, pool, workload, pool_nodes, ranking, now))
+    cordoned = tuple(sorted(n.name for n in pool_nodes if n.cordoned and not n.down))
+    if cordoned:
+        gpus = sum(cluster.nodes[n].gpus for n in cordoned)
+        reasons.append(CordonedNodes(pool, cordoned, gpus))
+    down = tuple(sorted(n.name for n in pool_nodes if n.down))
+    if down:
+        reasons.append(DownNodes(pool, down))
+    return tuple(reasons)
+
+
+def _standing(
+    workload: WorkloadState, ahead: Sequence[WorkloadState], ranking: FairShareOrder
+) -> list[PendingReason]:
+    """Work ahead of it: of other budgets (fair share), then of its own budget."""
+    ranks = ranking.ranks()
+    mine = workload.budget
+    reasons: list[PendingReason] = []
+    counts: dict[str, int] = {}
+    for other in ahead:
+        if other.budget != mine:
+            counts[other.budget] = counts.get(other.budget, 0) + 1
+    if counts:
+        ordered = sorted(counts, key=lambda b: (ranks.get(b, len(ranks) + 1), b))
+        reasons.append(
+            FairShare(
+                mine,
+                ranks.get(mine),
+                ranking.ratio(mine),
+                tuple(BudgetAhead(b, ranks.get(b), ranking.ratio(b), counts[b]) for b in ordered),
+            )
+        )
+    same = tuple(w.workload_id for w in ahead if w.budget == mine)
+    if same:
+        reasons.append(BudgetQueue(mine, same))
+    return reasons
+
+
+def offer(cluster: ClusterState, pool: str, workload: WorkloadState) -> Offer:
+    """What ``pool`` offers ``workload``'s gang right now."""
+    usable = [n for n in cluster.nodes.values() if n.pool == pool and n.schedulable]
+    node_size = largest_node(cluster, pool)
+    whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
+    largest = max(usable, key=lambda n: (n.free, n.name), default=None)
+    free_whole: int | None = None
+    if whole:
+        free_whole = sum(n.gpus for n in usable if n.free == n.gpus)
+        fits = free_whole >= workload.gpus
+    else:
+        fits = largest is not None and largest.free >= workload.gpus
+    return Offer(
+        fits_now=fits,
+        needs_whole_nodes=whole,
+        free_gpus=sum(n.free for n in usable),
+        largest_free_node=None if largest is None else largest.name,
+        largest_free_gpus=0 if largest is None else largest.free,
+        free_gpus_on_idle_nodes=free_whole,
+        capacity=sum(n.gpus for n in usable),
+        largest_node_gpus=node_size,
+    )
+
+
+def _room(
+    cluster: ClusterState,
+    pool: str,
+    workload: WorkloadState,
+    pool_nodes: list[NodeState],
+    ranking: FairShareOrder,
+    now: float,
+) -> list[PendingReason]:
+    """Whether it could fit at all, fits now, or what keeps it from fitting."""
+    fit = offer(cluster, pool, workload)
+    up_gpus = sum(n.gpus for n in pool_nodes if not n.down)
+    if workload.gpus > up_gpus:
+        return [TooLarge(workload.gpus, pool, "pool", up_gpus, fit)]
+    if not fit.needs_whole_nodes and workload.gpus > fit.largest_node_gpus:
+        return [TooLarge(workload.gpus, pool, "node", fit.largest_node_gpus, fit)]
+    if fit.fits_now:
+        return [FitsNow(workload.gpus, pool, fit)]
+    return [
+        InsufficientCapacity(workload.gpus, pool, fit),
+        *blockers(cluster, pool, workload, ranking, now),
+    ]
+
+
+def blockers(
+    cluster: ClusterState,
+    pool: str,
+    workload: WorkloadState,
+    ranking: FairShareOrder,
+    now: float,
+) -> list[PendingReason]:
+    """Why preemption does not free room: contracts (min_runtime) of running work, work not yet
+    started, and running work whose budget ranks ahead even after counting this request. Only
+    work on a node that could take the gang counts (freeing the rest would not help)."""
+    if not workload.allocated:
+        return [Unallocated()]
+    whole = needs_whole_nodes(workload.gpus, workload.gang, largest_node(cluster, pool))
+    protected: list[Hold] = []
+    not_started: list[str] = []
+    ahead: list[WorkloadState] = []
+    extra = float(workload.gpus * workload.min_runtime_s)
+    for running in cluster.active_in(pool):
+        if running.preempting or not running.allocated:
+            continue  # already going, or unallocated (always preemptible)
+        nodes = [cluster.nodes.get(node) for node, _gpus in running.placement]
+        if not any(
+            n is not None and n.schedulable and (whole or n.gpus >= workload.gpus) for n in nodes
+        ):
+            continue
+        if running.started_at is None:
+            not_started.append(running.workload_id)
+        elif not running.contract_over(now):
+            end = running.started_at + running.min_runtime_s
+            protected.append(
+                Hold(running.workload_id, running.budget, running.gpus, running.min_runtime_s, end)
+            )
+        elif not ranking.ranks_behind(running.budget, workload.budget, extra):
+            ahead.append(running)
+    reasons: list[PendingReason] = []
+    if protected:
+        reasons.append(Contract(tuple(sorted(protected, key=lambda h: (h.ends_at, h.workload_id)))))
+    if not_started:
+        reasons.append(Starting(tuple(not_started)))
+    if ahead:
+        ranks = ranking.ranks()
+        ranked = tuple(RankedWork(w.workload_id, w.budget, ranks.get(w.budget)) for w in ahead)
+        reasons.append(RanksAhead(workload.budget, ranked))
+    return reasons

@@ -1,0 +1,65 @@
+"""``fairshare simulate``: a trace replayed through the scheduler core and the baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.runtime.cli_options import console, err_console
+
+#: ``simulate``, merged into the top level of ``fairshare``.
+simulate_app = typer.Typer()
+
+
+@simulate_app.command()
+def simulate(
+    trace: Annotated[Path, typer.Option(help="job trace CSV (timestamp,duration,num_gpus,...)")],
+    budgets: Annotated[Path, typer.Option(help="budget weights CSV (budget,weight)")],
+    gpus: Annotated[int, typer.Option(help="cluster size in GPUs")],
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node")] = 8,
+    policy: Annotated[
+        str, typer.Option(help="fairshare, fifo, priority, quota, slurm-classic, or all")
+    ] = "all",
+    out: Annotated[Path, typer.Option(help="directory for metrics.json and plots")] = Path(
+        "simulation"
+    ),
+    limit: Annotated[int | None, typer.Option(help="only the first N jobs of the trace")] = None,
+    grace_period: Annotated[int, typer.Option(help="seconds from SIGTERM to SIGKILL")] = 30,
+    plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
+    events_out: Annotated[
+        Path | None,
+        typer.Option(help="write the (first) policy's full event log, charges included, here"),
+    ] = None,
+) -> None:
+    """Replay a trace through the scheduler (and baselines) on a simulated cluster."""
+    from services.simulator.engine import SimulationConfig
+    from services.simulator.runner import POLICIES
+    from services.simulator.runner import simulate as run_simulation
+    from services.simulator.trace import TraceError, load_budgets, load_trace
+
+    chosen = list(POLICIES) if policy == "all" else [policy]
+    if any(name not in POLICIES for name in chosen):
+        err_console.print(f"[red]--policy:[/] expected one of {', '.join(POLICIES)} or all")
+        raise typer.Exit(2)
+    try:
+        config = SimulationConfig(
+            gpus=gpus, gpus_per_node=gpus_per_node, grace_period_s=grace_period
+        )
+        jobs = load_trace(trace, limit=limit)
+        weights = load_budgets(budgets)
+    except (TraceError, ValueError, OSError) as error:
+        err_console.print(f"[red]cannot simulate:[/] {error}")
+        raise typer.Exit(2) from error
+    console.print(
+        f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
+        f"contracts: {config.contract.describe()}"
+    )
+    try:
+        run_simulation(
+            jobs, weights, config, chosen, out, console, plots=plots, events_out=events_out
+        )
+    except ValueError as error:
+        err_console.print(f"[red]cannot simulate:[/] {error}")
+        raise typer.Exit(2) from error
