@@ -28,6 +28,7 @@ from projections.budget_tree import ROOT
 from projections.live_state import LiveState
 from services.api import queries
 from services.api.deps import principal
+from services.api.models import RecentPreemptions, UsageSeries
 from services.api.view import LiveView
 from services.dashboard import STATIC
 from services.read_models.tables import hourly_usage
@@ -69,20 +70,24 @@ def dashboard_router(
     )
 
     @router.get("/preemptions")
-    def preemptions(limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+    def preemptions(limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> RecentPreemptions:
         """The most recent preemptions (newest first), with reason, preemptor and message."""
         now = clock()
         with view.read() as state:
-            return {"as_of": queries.iso(now), "preemptions": recent_preemptions(state, limit)}
+            return RecentPreemptions.model_validate(
+                {"as_of": queries.iso(now), "preemptions": recent_preemptions(state, limit)}
+            )
 
     @router.get("/usage")
-    def usage(hours: Annotated[int, Query(ge=1, le=24 * 62)] = 48) -> dict[str, Any]:
+    def usage(hours: Annotated[int, Query(ge=1, le=24 * 62)] = 48) -> UsageSeries:
         """Hourly GPU-hours per leaf budget and pool (allocated, unallocated, entitlement) and
         per-pool occupancy, for the ``hours`` up to the current one."""
         now = clock()
         stored = _stored_usage(engine, now, hours)
         with view.read() as state:
-            return usage_series(state, now, hours, stored, engine is not None)
+            return UsageSeries.model_validate(
+                usage_series(state, now, hours, stored, engine is not None)
+            )
 
     return router
 
