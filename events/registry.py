@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from events.envelope import EVENT_TYPE_PATTERN, Envelope, envelope_class
-from events.models import ALL_EVENT_MODELS, EventData
+from events.models import ALL_EVENT_MODELS, COMMAND_UPCASTERS, EventData
 
 #: Turns the JSON payload of an older type into (newer type, payload).
 Upcaster = Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]
@@ -87,4 +87,8 @@ class EventRegistry:
 
 
 def default_registry() -> EventRegistry:
-    return EventRegistry(ALL_EVENT_MODELS)
+    """Every current model, and the upcasters of every older type still in logs."""
+    registry = EventRegistry(ALL_EVENT_MODELS)
+    for old_type, upcaster in sorted(COMMAND_UPCASTERS.items()):
+        registry.register_upcaster(old_type, upcaster)
+    return registry

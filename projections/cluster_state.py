@@ -9,6 +9,12 @@ host it. It keeps two views of each GPU on purpose:
 * *holders*: what physically runs on a node, until the agent reports the end. A cordoned node is
   drained only when this is empty.
 
+Commands are fenced by the issuing leader's lease epoch: a command whose epoch is below the
+highest already seen on a command for its cluster comes from a deposed scheduler, and is
+refused (``FencedCommandError``, counted in ``fenced_commands``). Commands of a cluster share
+one partition, so every reader refuses the same ones. A refused place command also voids the
+deposed leader's matching ``WorkloadPlaced`` (on another topic, read before or after it).
+
 Fields are plain slotted dataclasses rather than pydantic models: the simulator folds millions
 of these transitions, and the events at the boundary are already validated.
 """
@@ -30,6 +36,7 @@ from events.models import (
     NodeUncordoned,
     NodeUp,
     PlaceCommand,
+    Placement,
     PreemptCommand,
     WorkloadCancelled,
     WorkloadFinished,
@@ -67,6 +74,15 @@ class ClusterStateError(FoldError):
 class MissingClusterFactError(ClusterStateError, MissingFact):
     """A node or workload not registered or submitted yet, or GPUs still held by a run whose
     release (a preemption, an end, on another topic) has not been read yet."""
+
+
+class FencedCommandError(ClusterStateError):
+    """A command of a deposed leader (an epoch below one already seen for its cluster).
+
+    Raised rather than silently ignored so that a composition of folds (``LiveState``) does not
+    record the command as issued either: an agent looks up preempt commands there, and a later
+    leader may issue a command with the same derived id that must not count as a repeat.
+    """
 
 
 @dataclass(slots=True)
@@ -119,6 +135,9 @@ class WorkloadState:
     preempting: bool = False
     cancel_requested: bool = False
     last_heartbeat: float | None = None
+    #: The attempt whose place command was admitted (not fenced): its placement stands even
+    #: when a deposed leader's place command with the same derived id is refused later.
+    admitted_place_attempt: int = 0
 
     @property
     def allocated(self) -> bool:
@@ -210,6 +229,14 @@ class ClusterState:
         #: safe to drop at any time (never part of what is replayed).
         self.caches: dict[str, object] = {}
         self.version = 0
+        #: The highest lease epoch seen on a command, per cluster: the fencing mark.
+        self.command_epochs: dict[str, int] = {}
+        #: Commands refused as a deposed leader's.
+        self.fenced_commands = 0
+        #: Placements of refused place commands, by command id: the deposed leader's matching
+        #: ``WorkloadPlaced`` places nothing (unless a leader's place command with that id is
+        #: admitted later, which clears the entry).
+        self.fenced_places: dict[str, PlacementSpec] = {}
 
     # -- the fold --------------------------------------------------------------------------
     def apply(self, data: EventData, at: float) -> None:
@@ -423,7 +450,14 @@ class ClusterState:
         workload = self._workload(e.workload_id)
         if workload.status != "pending" or e.attempt != workload.attempt:
             return  # a duplicate, or a stale placement of an earlier attempt
-        placement = tuple((part.node, tuple(part.gpus)) for part in e.placement.nodes)
+        placement = _spec(e.placement)
+        if self.fenced_places.get(e.command_id) == placement:
+            # The deposed leader's placement: waits (and expires) unless a leader's place
+            # command with this id is admitted, which stands for the same decision.
+            raise MissingClusterFactError(
+                f"command_id: {e.command_id} was issued by a deposed leader; its placement "
+                "applies only if a current leader issues it"
+            )
         self._check_free(workload, placement)  # refuse before changing anything
         self._dequeue(workload)
         workload.status = "placed"
@@ -435,10 +469,54 @@ class ClusterState:
         if not workload.allocated:
             self.unallocated_active.setdefault(e.pool, set()).add(workload.workload_id)
 
+    def _fence(self, e: PlaceCommand | PreemptCommand) -> None:
+        """Raise the cluster's epoch mark, or refuse (and count) a deposed leader's command."""
+        highest = self.command_epochs.get(e.cluster, 0)
+        if e.epoch >= highest:
+            self.command_epochs[e.cluster] = e.epoch
+            return
+        self.fenced_commands += 1
+        if isinstance(e, PlaceCommand):
+            placement = _spec(e.placement)
+            self.fenced_places[e.command_id] = placement
+            self._void_placement(e.workload_id, e.attempt, placement)
+        raise FencedCommandError(
+            f"epoch: {e.epoch} is below {highest}, already seen on a command for cluster "
+            f"{e.cluster}: {e.command_id} comes from a deposed leader and is ignored"
+        )
+
+    def _void_placement(self, workload_id: str, attempt: int, placement: PlacementSpec) -> None:
+        """Undo a placement folded from the deposed leader's ``WorkloadPlaced`` read before its
+        refused command: back to pending, as every reader that read the command first has it.
+        A run already started stands (its agent acted before any fence could be known)."""
+        workload = self.workloads.get(workload_id)
+        if (
+            workload is None
+            or workload.status != "placed"
+            or workload.attempt != attempt
+            or workload.placement != placement
+            or workload.admitted_place_attempt == attempt
+        ):
+            return
+        self._forget_victim(workload)
+        self._release_physical(workload)
+        workload.status = "pending"
+        workload.pool = None
+        workload.placement = ()
+        workload.placed_at = None
+        workload.preempting = False
+        self._enqueue(workload)
+
     def _on_place_command(self, e: PlaceCommand, now: float) -> None:
-        return None  # the matching WorkloadPlaced carries the state change
+        self._fence(e)
+        self.fenced_places.pop(e.command_id, None)
+        workload = self.workloads.get(e.workload_id)
+        if workload is not None and workload.attempt == e.attempt:
+            workload.admitted_place_attempt = e.attempt
+        # the matching WorkloadPlaced carries the state change
 
     def _on_preempt_command(self, e: PreemptCommand, now: float) -> None:
+        self._fence(e)
         workload = self.workloads.get(e.workload_id)
         if workload is None or workload.attempt != e.attempt or workload.status not in ACTIVE:
             return
@@ -538,6 +616,10 @@ class ClusterState:
     def capacity(self, pool: str) -> int:
         index = self.pools.get(pool)
         return 0 if index is None else index.capacity
+
+
+def _spec(placement: Placement) -> PlacementSpec:
+    return tuple((part.node, tuple(part.gpus)) for part in placement.nodes)
 
 
 _Handler = Callable[[ClusterState, Any, float], None]

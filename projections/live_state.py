@@ -8,6 +8,15 @@ pure folds, so what the API says about a workload is what the scheduler acted on
 A live log can carry facts a fold rejects (a start for a workload nobody submitted, a weight
 change for a budget that does not exist): they are kept in ``rejected`` and logged, and never
 stop the reader.
+
+Readers merge partitions by event time (``services/bus/follower.py``), so a fact rarely meets
+the fold before what it depends on. What the merge cannot order (facts at equal times, a fact
+produced after the reader read a partition's end but carrying an earlier time) is *held*
+(``waiting``) and tried again after each fact that applies. A held fact is never rejected
+because event time moved on (a backlog read after a restart spans hours): only when the reader,
+having captured the log's end offsets after it was held (:meth:`LiveState.hold_mark`), has
+read every partition that far and it still cannot apply (:meth:`LiveState.reject_held_before`),
+or when more than ``MAX_WAITING`` facts are held at once (a memory bound; each is logged).
 """
 
 from __future__ import annotations
@@ -52,9 +61,9 @@ _BUDGET_EVENTS = (
 #: last-seen time to the max, a snapshot replaces an older one): their ids are not kept, so a
 #: long-running reader's memory does not grow with every heartbeat of every node.
 _IDEMPOTENT = (GpuHeartbeat, UsageSnapshot)
-MAX_WAITING = 1_000
-#: A fact still waiting when the log has moved this far past it will not apply: rejected.
-WAIT_LIMIT_S = 600.0
+#: At most this many facts are held at once; one more is rejected (and logged), so that a log
+#: of facts that never apply cannot grow a reader's memory without bound.
+MAX_WAITING = 10_000
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,9 @@ class LiveState:
     #: after each fact that applies. Partitions interleave as fetches return, so a reader
     #: cannot rely on cross-topic order.
     waiting: list[Envelope[Any]] = field(default_factory=list)
+    #: When each held fact was first held (a count of holds), by event id.
+    _held_at: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _holds: int = field(default=0, init=False, repr=False)
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
     events: int = 0
@@ -119,11 +131,25 @@ class LiveState:
             progress = False
             for envelope in waiting:
                 progress |= self._apply(envelope)
-        expired = [e for e in self.waiting if e.epoch_seconds < self.latest_time - WAIT_LIMIT_S]
-        if expired:
-            self.waiting = [e for e in self.waiting if e not in expired]
-            for envelope in expired:
-                self._reject(envelope, "still inapplicable long after its time")
+
+    def hold_mark(self) -> int:
+        """A mark to take *before* reading the log's end offsets: every fact held so far was
+        read before those ends, and so was what it depends on (produced before it)."""
+        return self._holds
+
+    def reject_held_before(self, mark: int, reason: str = "") -> int:
+        """The reader has read every partition to the ends it captured after ``mark``: a fact
+        held before the mark that still cannot apply never will. Returns how many."""
+        stale = [e for e in self.waiting if self._held_at.get(e.id, mark) < mark]
+        if not stale:
+            return 0
+        self.waiting = [e for e in self.waiting if self._held_at.get(e.id, mark) >= mark]
+        for envelope in stale:
+            self._held_at.pop(envelope.id, None)
+            self._reject(
+                envelope, reason or "still inapplicable after the whole log was read past it"
+            )
+        return len(stale)
 
     def _apply_to_cluster(self, data: Any, now: float) -> None:
         workload_id = getattr(data, "workload_id", None)
@@ -165,14 +191,19 @@ class LiveState:
                 else:
                     self._apply_to_cluster(data, now)
         except MissingFact as error:
-            if len(self.waiting) < MAX_WAITING:
+            if envelope.id in self._held_at or len(self.waiting) < MAX_WAITING:
                 self.waiting.append(envelope)
+                if envelope.id not in self._held_at:
+                    self._held_at[envelope.id] = self._holds
+                    self._holds += 1
                 return False
-            self._reject(envelope, str(error))
+            self._reject(envelope, f"{error} (and {MAX_WAITING} facts already wait)")
             return False
         except FoldError as error:
+            self._held_at.pop(envelope.id, None)
             self._reject(envelope, str(error))
             return False
+        self._held_at.pop(envelope.id, None)
         self.latest_time = max(self.latest_time, now)
         self.events += 1
         return True

@@ -17,6 +17,7 @@ from events.models.cluster import (
     NodeUp,
 )
 from events.models.commands import (
+    COMMAND_UPCASTERS,
     BudgetStanding,
     DecisionRecord,
     InputPosition,
@@ -70,6 +71,7 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
 
 __all__ = [
     "ALL_EVENT_MODELS",
+    "COMMAND_UPCASTERS",
     "BudgetClosed",
     "BudgetCreated",
     "BudgetStanding",

@@ -2,11 +2,19 @@
 
 Every command carries its decision record, so an auditor can check why it was issued against the
 input position it was decided at, and a researcher can be told why a job was placed or preempted.
+
+Every command also carries the issuing leader's lease ``epoch`` (a fencing token): agents and the
+cluster fold ignore a command whose epoch is lower than one they have already seen on a command
+for the same cluster, so a deposed scheduler that wakes up from a stall cannot act. Commands of
+one cluster share one partition (the key), so every reader sees them in the same order and
+fences the same ones. v1 had no epoch; its records are read as v2 with epoch 0 (the upcasters
+below), which is also the epoch of a scheduler that runs alone without a lease.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
@@ -73,11 +81,13 @@ class DecisionRecord(_Record):
 
 
 class PlaceCommand(EventData):
-    event_type: ClassVar[str] = "fairshare.command.place.v1"
+    event_type: ClassVar[str] = "fairshare.command.place.v2"
     topic: ClassVar[TopicKind] = TopicKind.COMMANDS
     subject_field: ClassVar[str] = "cluster"
 
     command_id: Identifier
+    #: The issuing scheduler's lease epoch (0: no lease, or a v1 record).
+    epoch: int = Field(default=0, ge=0)
     cluster: Identifier
     pool: PoolName
     workload_id: Identifier
@@ -97,11 +107,13 @@ class PlaceCommand(EventData):
 
 
 class PreemptCommand(EventData):
-    event_type: ClassVar[str] = "fairshare.command.preempt.v1"
+    event_type: ClassVar[str] = "fairshare.command.preempt.v2"
     topic: ClassVar[TopicKind] = TopicKind.COMMANDS
     subject_field: ClassVar[str] = "cluster"
 
     command_id: Identifier
+    #: The issuing scheduler's lease epoch (0: no lease, or a v1 record).
+    epoch: int = Field(default=0, ge=0)
     cluster: Identifier
     pool: PoolName
     workload_id: Identifier
@@ -119,3 +131,22 @@ class PreemptCommand(EventData):
                 f"decision.reason: {self.decision.reason!r} is a placement reason, not a preemption"
             )
         return self
+
+
+#: Turns an older type's JSON payload into (current type, payload); see ``events.registry``.
+_Upcaster = Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]
+
+
+def _with_epoch_zero(to_type: str) -> _Upcaster:
+    def upcast(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return to_type, {**payload, "epoch": 0}
+
+    return upcast
+
+
+#: Older command types and how to read them as the current ones: v1 was issued before leases
+#: had epochs, so it carries the lowest one (fenced by any command of a leader that has one).
+COMMAND_UPCASTERS: dict[str, _Upcaster] = {
+    "fairshare.command.place.v1": _with_epoch_zero(PlaceCommand.event_type),
+    "fairshare.command.preempt.v1": _with_epoch_zero(PreemptCommand.event_type),
+}

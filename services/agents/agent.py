@@ -21,6 +21,11 @@ agent remembers what it published until it reads it back, so the loop never publ
 twice while it is in flight, and a re-publish after a crash carries the same id (consumers
 dedupe by id). Commands are handled idempotently: the fold ignores a repeated place or a
 preempt of another attempt, and the agent acts on the folded state only.
+
+Commands are fenced there too: one whose lease epoch is below the highest the agent has already
+seen on a command for its cluster comes from a deposed scheduler (one that stalled past its
+lease and woke up after a takeover), and the fold refuses it, so it stops and starts nothing
+(``fenced_commands`` counts them).
 """
 
 from __future__ import annotations
@@ -126,6 +131,11 @@ class ClusterAgent:
         self._next_heartbeat = -math.inf
         self._warned: set[str] = set()
         self.started = False
+
+    @property
+    def fenced_commands(self) -> int:
+        """Commands of deposed schedulers that this agent ignored."""
+        return self.state.cluster.fenced_commands
 
     # -- reading the log -------------------------------------------------------------------
     def observe(self, envelope: Envelope[Any]) -> None:

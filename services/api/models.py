@@ -88,9 +88,16 @@ class Answer(BaseModel):
 
 class Health(Answer):
     status: str = "ok"
+    #: The view has folded the log up to the end offsets read when this check started.
     caught_up: bool
     consumer_running: bool
     events: int
+    #: Records before those end offsets not folded yet.
+    behind: int = 0
+    #: Facts held because what they depend on has not been read yet.
+    waiting: int = 0
+    #: Facts the fold refused (each is logged with its reason).
+    rejected: int = 0
 
 
 class Me(Answer):

@@ -1,15 +1,23 @@
 """The API's picture of the system: a LiveState kept current from the whole log.
 
-A background thread consumes every event topic from the first offset (a throw-away consumer
-group that never commits, so each API process folds the whole history) and folds each event
-into one :class:`~projections.live_state.LiveState` under a lock. Request handlers read the
-state under the same lock, so they never see a half-applied event.
+A background thread reads every event topic from the first offset with a
+:class:`~services.bus.follower.Follower` (no consumer group: each API process folds the whole
+history on every start) and folds each event into one :class:`~projections.live_state.LiveState`
+under a lock. The follower merges partitions by event time up to each partition's end, the one
+ordering rule of every reader of LiveState, so a view that has caught up equals the offline fold
+of the same log sorted by event time, however the fetches interleaved and however often the API
+restarted. Request handlers read the state under the same lock, so they never see a
+half-applied event.
+
+Facts the merge could not order are held by the state. The view rejects a held fact only once
+it has read every partition to the end offsets it captured after the fact was held, and the
+fact still cannot apply (:meth:`LiveView.settle`): never because time passed.
 
 Read-your-writes: after publishing, the API waits (bounded) until the view has folded the event
 it wrote (:meth:`LiveView.wait_for`), so a ``GET`` right after a ``201`` sees the workload.
 
 Without a running thread (unit tests, embedded use) the view is pumped synchronously: every
-read first folds whatever the subscriber has (:meth:`LiveView.sync`), and events can also be fed
+read first folds whatever the source has (:meth:`LiveView.sync`), and events can also be fed
 directly (:meth:`LiveView.feed`).
 """
 
@@ -18,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,8 +33,7 @@ from typing import Any
 from events.envelope import Envelope
 from events.topics import TopicKind, Topics
 from projections.live_state import LiveState
-from services.bus.export import end_offsets
-from services.bus.port import EventSubscriber
+from services.bus.follower import Follower, Key, PartitionSource
 
 log = logging.getLogger(__name__)
 
@@ -38,28 +44,33 @@ VIEW_KINDS: tuple[TopicKind, ...] = tuple(k for k in TopicKind if k is not Topic
 class LiveView:
     def __init__(
         self,
-        subscriber: EventSubscriber | None = None,
+        source: Follower | PartitionSource | None = None,
         *,
         state: LiveState | None = None,
+        topics: Topics | None = None,
         poll_timeout_s: float = 0.2,
-        end_offsets: dict[tuple[str, int], int] | None = None,
-        settle_s: float = 10.0,
+        settle_every_s: float = 1.0,
     ) -> None:
         self.state = state or LiveState()
-        self._subscriber = subscriber
+        if source is None or isinstance(source, Follower):
+            self._follower = source
+        else:
+            self._follower = Follower(source, topics)
         self._poll_timeout_s = poll_timeout_s
+        self._settle_every_s = settle_every_s
         self._changed = threading.Condition(threading.RLock())
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        #: True once a poll found nothing more to read (the history is folded).
-        self._caught_up = subscriber is None
-        #: Where the log ended when the view started (Kafka): caught up once every partition
-        #: is read that far. Without it (in-memory bus), the first empty poll means caught up.
-        self._remaining = {tp: end for tp, end in (end_offsets or {}).items() if end > 0}
-        self._uses_end_offsets = end_offsets is not None
-        self._settle_s = settle_s
-        self._started_at = time.monotonic()
+        #: Where the log ended when the view started: the history, read once before writes.
+        self._history = dict(self._follower.merge.ends) if self._follower else {}
+        #: Next offset not yet folded, per partition (updated under the lock with the state).
+        self._folded: dict[Key, int] = {}
+        self._caught_up = self._follower is None
+        #: A pending check for held facts: (hold mark, end offsets captured after it).
+        self._settling: tuple[int, dict[Key, int]] | None = None
+        self._next_settle = 0.0
         self.errors = 0
+        self._mark_caught_up()
 
     @classmethod
     def from_kafka(
@@ -67,22 +78,13 @@ class LiveView:
         bootstrap: str,
         topics: Topics | None = None,
         *,
-        group_id: str | None = None,
         kinds: Iterable[TopicKind] = VIEW_KINDS,
     ) -> LiveView:
         """A view over a Kafka cluster, reading every topic from its first offset."""
-        from services.bus.kafka import KafkaEventSubscriber
+        from services.bus.follower import LogFollower
 
         topics = topics or Topics()
-        kinds = tuple(kinds)
-        ends = end_offsets(bootstrap, [topics.name(kind) for kind in kinds])
-        subscriber = KafkaEventSubscriber(
-            bootstrap,
-            group_id or f"fairshare-api-view-{uuid.uuid4().hex}",
-            kinds,
-            topics,
-        )
-        return cls(subscriber, end_offsets=ends)
+        return cls(LogFollower(bootstrap, tuple(kinds), topics), topics=topics)
 
     # -- folding ------------------------------------------------------------------------------
     def feed(self, *envelopes: Envelope[Any]) -> int:
@@ -96,44 +98,64 @@ class LiveView:
         return applied
 
     def poll_once(self, timeout_s: float | None = None) -> int:
-        """Fold the next batch from the subscriber; returns how many events it held."""
-        if self._subscriber is None:
+        """Read the next batch and fold what the merge hands out; returns how many records
+        were read or folded (0: nothing new)."""
+        follower = self._follower
+        if follower is None:
             return 0
-        deliveries = self._subscriber.poll(
+        before = sum(follower.merge.fetched.values())
+        deliveries = follower.poll(
             timeout_s=self._poll_timeout_s if timeout_s is None else timeout_s
         )
-        if deliveries:
-            self.feed(*(delivery.envelope for delivery in deliveries))
-        if not self._caught_up and self._reached_end(deliveries):
-            with self._changed:
-                self._caught_up = True
-                self._changed.notify_all()
-            log.info("view caught up with the log", extra={"events": self.state.events})
-        return len(deliveries)
+        with self._changed:
+            for delivery in deliveries:
+                self.state.apply(delivery.envelope)
+            self._folded = dict(follower.positions)
+            self._changed.notify_all()
+        self._mark_caught_up()
+        self.settle()
+        return len(deliveries) + sum(follower.merge.fetched.values()) - before
 
-    def _reached_end(self, deliveries: list[Any]) -> bool:
-        if not self._uses_end_offsets:
-            return not deliveries
-        for delivery in deliveries:
-            key = (delivery.position.topic, delivery.position.partition)
-            end = self._remaining.get(key)
-            if end is not None and delivery.position.offset + 1 >= end:
-                del self._remaining[key]
-        if not self._remaining:
-            return True
-        # A dead-lettered record at the end of a partition is never delivered: after a quiet
-        # poll past the settle time, what was readable has been read.
-        return not deliveries and time.monotonic() - self._started_at >= self._settle_s
+    def _mark_caught_up(self) -> None:
+        if self._caught_up or not self._has_folded(self._history):
+            return
+        with self._changed:
+            self._caught_up = True
+            self._changed.notify_all()
+        log.info("view caught up with the log", extra={"events": self.state.events})
+
+    def _has_folded(self, ends: dict[Key, int]) -> bool:
+        return all(self._folded.get(key, 0) >= end for key, end in ends.items())
+
+    def settle(self) -> int:
+        """Reject held facts that can no longer apply: those held before the view captured
+        end offsets it has since read every partition to. Rate-limited (one end-offset query
+        per ``settle_every_s``); returns how many were rejected."""
+        if self._follower is None:
+            return 0
+        if self._settling is None:
+            if not self.state.waiting or time.monotonic() < self._next_settle:
+                return 0
+            with self._changed:
+                mark = self.state.hold_mark()
+            self._settling = (mark, self._follower.source.end_offsets())
+            self._next_settle = time.monotonic() + self._settle_every_s
+        mark, ends = self._settling
+        if not self._has_folded(ends):
+            return 0
+        self._settling = None
+        with self._changed:
+            return self.state.reject_held_before(mark)
 
     def sync(self) -> None:
-        """Without a consumer thread: fold everything the subscriber has now."""
-        if self._thread is None and self._subscriber is not None:
+        """Without a consumer thread: fold everything the source has now."""
+        if self._thread is None and self._follower is not None:
             while self.poll_once(0.0):
                 pass
 
     # -- the consumer thread ----------------------------------------------------------------
     def start(self) -> None:
-        if self._thread is not None or self._subscriber is None:
+        if self._thread is not None or self._follower is None:
             return
         self._stopping.clear()
         self._thread = threading.Thread(target=self._run, name="fairshare-api-view", daemon=True)
@@ -154,19 +176,42 @@ class LiveView:
         self._stopping.set()
         if thread is not None:
             thread.join(timeout=10)
-        if self._subscriber is not None:
-            self._subscriber.close()
-            self._subscriber = None
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
         log.info("view consumer stopped")
 
     # -- reading ------------------------------------------------------------------------------
     @property
     def caught_up(self) -> bool:
+        """Whether the view has read the history (the log as it was when it started) once."""
         return self._caught_up
 
     @property
     def running(self) -> bool:
         return self._thread is not None
+
+    def log_end(self) -> dict[Key, int]:
+        """The log's end offsets now, asked of the broker (not of the merge, which belongs to
+        the consumer thread)."""
+        return {} if self._follower is None else self._follower.source.end_offsets()
+
+    def reached(self, ends: dict[Key, int], timeout_s: float = 0.0) -> bool:
+        """Whether the view has folded every partition up to ``ends`` (waiting up to
+        ``timeout_s`` for the consumer to get there)."""
+        self.sync()
+        with self._changed:
+            return self._changed.wait_for(lambda: self._has_folded(ends), timeout=timeout_s)
+
+    def behind(self, ends: dict[Key, int]) -> int:
+        """Records before ``ends`` not folded yet."""
+        with self._changed:
+            return sum(max(0, end - self._folded.get(key, 0)) for key, end in ends.items())
+
+    @property
+    def buffered(self) -> int:
+        """Records read but held back by the merge (a partition is not read to its end)."""
+        return 0 if self._follower is None else self._follower.buffered
 
     @contextmanager
     def read(self) -> Iterator[LiveState]:
@@ -187,7 +232,7 @@ class LiveView:
                 self.sync()
                 if self.seen(event_id):
                     return True
-                if time.monotonic() >= deadline or self._subscriber is None:
+                if time.monotonic() >= deadline or self._follower is None:
                     return False
                 time.sleep(0.01)
         with self._changed:
@@ -201,7 +246,7 @@ class LiveView:
         deadline = time.monotonic() + timeout_s
         if self._thread is None:
             self.sync()
-            return self._caught_up or self._subscriber is None
+            return self._caught_up
         with self._changed:
             return self._changed.wait_for(
                 lambda: self._caught_up, timeout=max(0.0, deadline - time.monotonic())

@@ -67,6 +67,12 @@ class BrokerHandle:
     bootstrap: str
     description: str
     stop: Callable[[], None] = field(repr=False, compare=False)
+    #: Why a broker this handle started is no longer running, or None while it runs (or when
+    #: it is not ours to watch). A supervisor polls it; a restart is the launcher called
+    #: again on the same data dir.
+    exited: Callable[[], str | None] = field(default=lambda: None, repr=False, compare=False)
+    #: The broker's process id when it is one local process (tests kill it with -9).
+    pid: int | None = field(default=None, compare=False)
 
     def __enter__(self) -> BrokerHandle:
         return self
@@ -99,8 +105,10 @@ def wait_until_ready(
     timeout_s: float,
     *,
     abort_check: Callable[[], str | None] | None = None,
+    min_brokers: int = 1,
 ) -> None:
-    """Block until a broker at ``bootstrap`` answers a Metadata request.
+    """Block until a broker at ``bootstrap`` answers a Metadata request listing at least
+    ``min_brokers`` brokers (a cluster is ready when all its nodes have registered).
 
     A Metadata round trip that lists at least one broker is the cheapest request
     that proves the broker is serving the Kafka protocol, not just accepting TCP.
@@ -135,9 +143,9 @@ def wait_until_ready(
             # cannot help, so fail now with the reason.
             raise BrokerStartError(f"invalid bootstrap {bootstrap!r}: {exc}") from exc
         else:
-            if metadata.brokers:
+            if len(metadata.brokers) >= min_brokers:
                 return
-            last_error = "Metadata response listed no brokers yet"
+            last_error = f"Metadata response listed {len(metadata.brokers)} broker(s) so far"
         time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 

@@ -1,4 +1,4 @@
-"""Pick a broker launcher by name.
+"""Pick a broker launcher by name, and the embedded broker of ``fairshare up``.
 
 One string (from a CLI flag, an environment variable or a pytest option) chooses
 the broker for a whole session, so every entry point dispatches the same way and
@@ -9,34 +9,101 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .apache_kafka import start_apache_kafka
+from .apache_kafka import KafkaUnavailableError, start_apache_kafka, start_kafka_cluster
 from .containers import start_testcontainers_kafka
 from .external import external_broker
 from .handle import BrokerHandle, BrokerStartError
 from .noida import start_noida
 
-__all__ = ["BROKER_KINDS", "start_broker"]
+__all__ = [
+    "BROKER_KINDS",
+    "EMBEDDED_KINDS",
+    "NOT_CRASH_SAFE",
+    "kind_kept_in",
+    "start_broker",
+    "start_embedded_broker",
+]
 
 #: Every kind `start_broker` accepts, in order of preference for tests.
 BROKER_KINDS = ("apache-kafka", "noida", "external", "testcontainers")
+#: The kinds ``fairshare up`` can start itself.
+EMBEDDED_KINDS = ("apache-kafka", "noida")
+#: The banner line printed whenever noida-db holds the log.
+NOT_CRASH_SAFE = (
+    "noida-db is a demo broker that is NOT crash-safe: a kill -9 can lose events it has "
+    "acknowledged"
+)
 
 
-def start_broker(kind: str, data_dir: Path) -> BrokerHandle:
+def _normalize(kind: str) -> str:
+    """Underscores and case are forgiven ("apache_kafka"), since the name often comes from
+    env vars."""
+    return kind.strip().lower().replace("_", "-")
+
+
+def start_broker(kind: str, data_dir: Path, *, brokers: int = 1) -> BrokerHandle:
     """Start (or, for "external", borrow) a broker of ``kind``.
 
     ``data_dir`` is where a local broker keeps its state; "external" and
-    "testcontainers" ignore it, since their data lives elsewhere. Underscores and
-    case are forgiven ("apache_kafka"), since the name often comes from env vars.
+    "testcontainers" ignore it, since their data lives elsewhere. ``brokers`` above one
+    starts a replicated Apache Kafka cluster (the only kind that can be one).
     """
-    normalized = kind.strip().lower().replace("_", "-")
+    normalized = _normalize(kind)
+    if normalized not in BROKER_KINDS:
+        raise BrokerStartError(
+            f"unknown broker kind {kind!r}; expected one of: {', '.join(BROKER_KINDS)}"
+        )
+    if brokers != 1 and normalized != "apache-kafka":
+        raise BrokerStartError(f"only apache-kafka runs as a cluster; {kind} has one broker")
     if normalized == "apache-kafka":
-        return start_apache_kafka(data_dir)
+        if brokers == 1:
+            return start_apache_kafka(data_dir)
+        return start_kafka_cluster(data_dir, brokers).handle(stop_at_exit=True)
     if normalized == "noida":
         return start_noida(data_dir)
     if normalized == "external":
         return external_broker()
-    if normalized == "testcontainers":
-        return start_testcontainers_kafka()
-    raise BrokerStartError(
-        f"unknown broker kind {kind!r}; expected one of: {', '.join(BROKER_KINDS)}"
-    )
+    return start_testcontainers_kafka()
+
+
+def kind_kept_in(data_dir: Path) -> str | None:
+    """The broker whose log ``data_dir`` already holds: "apache-kafka", "noida" or None.
+
+    A data dir keeps its broker: switching would start an empty log next to the old one,
+    and the old events would look lost.
+    """
+    if (data_dir / "kraft-logs").is_dir():
+        return "apache-kafka"
+    if (data_dir / "kafka.json").is_file():
+        return "noida"
+    return None
+
+
+def start_embedded_broker(
+    data_dir: Path, kind: str | None = None
+) -> tuple[BrokerHandle, list[str]]:
+    """The broker ``fairshare up`` starts in ``data_dir``, and the banner lines to print.
+
+    Without ``kind``: the broker the data dir already holds, else Apache Kafka (crash-safe),
+    else, only when Kafka cannot run here at all (no Java 17+, no jars), noida-db with a
+    banner saying it is not crash-safe. A Kafka that fails to *start* is an error, not a
+    reason to fall back. Apache Kafka is stopped with its parent, even one killed with -9.
+    """
+    wanted = _normalize(kind) if kind else None
+    if wanted is not None and wanted not in EMBEDDED_KINDS:
+        raise BrokerStartError(f"--broker: one of {', '.join(EMBEDDED_KINDS)}, not {kind!r}")
+    kept = kind_kept_in(data_dir)
+    if wanted is not None and kept is not None and kept != wanted:
+        raise BrokerStartError(
+            f"{data_dir} holds a {kept} log; use another --data-dir for {wanted}"
+        )
+    chosen = wanted or kept
+    if chosen == "noida":
+        return start_noida(data_dir), [NOT_CRASH_SAFE]
+    try:
+        return start_apache_kafka(data_dir, die_with_parent=True), []
+    except KafkaUnavailableError as error:
+        if chosen == "apache-kafka":
+            raise
+        reason = f"Apache Kafka cannot run here ({error}); falling back to noida-db"
+        return start_noida(data_dir), [reason, NOT_CRASH_SAFE]

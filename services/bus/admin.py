@@ -1,7 +1,9 @@
 """Creating Fairshare's topics on a broker, idempotently.
 
 Event topics keep records forever (``retention.ms=-1``): they are the system of record and the
-audit replays them from the beginning.
+audit replays them from the beginning. On a cluster of three or more brokers they are
+replicated three times with ``min.insync.replicas=2``, so an ``acks=all`` write is on two
+brokers before it is acknowledged and the loss of any one broker loses nothing.
 """
 
 from __future__ import annotations
@@ -17,10 +19,30 @@ from events.topics import TopicKind, Topics
 
 DEFAULT_PARTITIONS = 3
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
+#: Copies of each record, and how many must have it before ``acks=all`` is answered, once
+#: the cluster has this many brokers.
+REPLICATED = 3
+REPLICATED_MIN_INSYNC = 2
 
 
 class TopicSetupError(RuntimeError):
     pass
+
+
+def replication_for_cluster(
+    brokers: int, replication_factor: int | None = None
+) -> tuple[int, dict[str, str]]:
+    """(replication factor, topic config) for a cluster whose metadata lists ``brokers``.
+
+    Three copies with two in sync from three brokers up; below that, one copy per broker
+    (at most). Counting from metadata rather than trusting a setting means a development
+    broker and a production cluster need no different configuration. An explicit
+    ``replication_factor`` wins (it still gets ``min.insync.replicas=2`` when it is 3+).
+    """
+    replication = replication_factor or max(1, min(REPLICATED, brokers))
+    if replication >= REPLICATED:
+        return replication, {"min.insync.replicas": str(REPLICATED_MIN_INSYNC)}
+    return replication, {}
 
 
 def ensure_topics(
@@ -28,12 +50,13 @@ def ensure_topics(
     topics: Topics | None = None,
     *,
     partitions: int | Mapping[TopicKind, int] = DEFAULT_PARTITIONS,
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
     config: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
 ) -> dict[str, int]:
     """Create any missing topic; return ``name -> partition count`` for all of them.
 
+    Without ``replication_factor`` it follows the cluster (see `replication_for_cluster`).
     An existing topic with a different partition count is reported, not altered: repartitioning
     would move keys to other partitions and break per-subject order.
     """
@@ -47,12 +70,14 @@ def ensure_topics(
             raise ValueError(f"partitions for {kind.value} must be >= 1")
         wanted[topics.name(kind)] = count
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic_config = {**KEEP_FOREVER, **(config or {})}
-    existing = admin.list_topics(timeout=timeout_s).topics
+    cluster = admin.list_topics(timeout=timeout_s)
+    replication, replication_config = replication_for_cluster(
+        len(cluster.brokers), replication_factor
+    )
+    topic_config = {**KEEP_FOREVER, **replication_config, **(config or {})}
+    existing = cluster.topics
     missing = [
-        NewTopic(
-            name, num_partitions=count, replication_factor=replication_factor, config=topic_config
-        )
+        NewTopic(name, num_partitions=count, replication_factor=replication, config=topic_config)
         for name, count in wanted.items()
         if name not in existing
     ]

@@ -1,18 +1,34 @@
-"""Following topics from their first offset, without a consumer group.
+"""Following topics from their first offset, without a consumer group, in event-time order.
 
-For services whose state is a fold rebuilt on every start (the scheduler): there is nothing to
-commit, every instance must read everything, and a standby must know when it has caught up
-with the log before it may act on it. Records that are not valid events are skipped and
-counted here; the consumers that own them (the projector, the charging host) dead-letter them.
+For every reader whose state is a fold rebuilt on every start (the scheduler, the API's view,
+the agents): there is nothing to commit, every instance must read everything, and a reader must
+know when it has caught up with the log before it may act on it or say it is current.
+
+Kafka orders a partition, not the log: a consumer sees the partitions of several topics
+interleaved as its fetches happen to return, so a placement could be folded before the
+registration of its node, or a whole backlog of one topic before another's. The one ordering
+rule of every such reader is therefore :class:`TimeMerge`: partitions are merged by event time,
+each kept in offset order, and a record is handed out only when every partition has either a
+record buffered or has been read to its end. A reader that has caught up thus folded the log
+in the order of the offline fold of the same log sorted by event time, however the fetches
+interleaved and however often it restarted. What the merge cannot order (facts at equal times,
+or produced after the end was read with an earlier event time) is left to the fold's holding of
+early facts (:class:`~projections.errors.MissingFact` in ``LiveState``).
+
+Records that are not valid events are skipped and counted here (their position still
+advances); the consumers that own them (the projector, the charging host) dead-letter them.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -23,6 +39,9 @@ from services.bus.kafka import raw_record
 
 log = logging.getLogger(__name__)
 
+#: A partition: (topic, partition).
+Key = tuple[str, int]
+OrderKey = tuple[float, int, int, str, int]
 
 #: On equal times, what a fact can depend on comes first (a node before a placement on it).
 _KIND_RANK = {
@@ -42,24 +61,12 @@ _KIND_RANK = {
 }
 
 
-def in_time_order(deliveries: list[Delivery], topics: Topics) -> list[Delivery]:
-    """Interleave partitions by event time, keeping each partition's own order.
-
-    Kafka orders a partition, not the log: a reader sees the partitions of several topics
-    interleaved as the fetches happened to return, so a placement could be folded before the
-    registration of its node. Merging by event time (each partition stays in offset order, so
-    a producer's skewed clock cannot reorder its own events) gives every reader the order in
-    which the facts happened, and the same order on every read.
-    """
-    by_partition: dict[tuple[str, int], list[Delivery]] = {}
-    for delivery in deliveries:
-        key = (delivery.position.topic, delivery.position.partition)
-        by_partition.setdefault(key, []).append(delivery)
-    if len(by_partition) <= 1:
-        return deliveries
+def time_order(topics: Topics) -> Callable[[Delivery], OrderKey]:
+    """The merge order: event time, then what a fact can depend on first, then the partition
+    (so that the order is total and the same on every read)."""
     last = len(_KIND_RANK)
 
-    def order(delivery: Delivery) -> tuple[float, int, int, str, int]:
+    def order(delivery: Delivery) -> OrderKey:
         kind = topics.kind_of(delivery.position.topic)
         rank = _KIND_RANK.get(kind, last) if kind is not None else last
         return (
@@ -71,24 +78,199 @@ def in_time_order(deliveries: list[Delivery], topics: Topics) -> list[Delivery]:
             delivery.position.partition,
         )
 
+    return order
+
+
+def in_time_order(deliveries: list[Delivery], topics: Topics) -> list[Delivery]:
+    """Interleave partitions by event time, keeping each partition's own order (a producer's
+    skewed clock cannot reorder its own events). The offline form of :class:`TimeMerge`."""
+    by_partition: dict[Key, list[Delivery]] = {}
+    for delivery in deliveries:
+        key = (delivery.position.topic, delivery.position.partition)
+        by_partition.setdefault(key, []).append(delivery)
+    if len(by_partition) <= 1:
+        return deliveries
+    order = time_order(topics)
     return list(heapq.merge(*(by_partition[k] for k in sorted(by_partition)), key=order))
 
 
-class LogFollower:
+class TimeMerge:
+    """Partitions merged by event time, up to each partition's end.
+
+    Records are buffered per partition as they are fetched. The earliest head is handed out
+    only while no partition is *blocking*: empty here but not yet read to its known end (its
+    next record, still on the broker, could be earlier). A partition read to its end does not
+    block, so the live tail flows; backlogs are merged exactly.
+    """
+
+    def __init__(self, topics: Topics) -> None:
+        self._order = time_order(topics)
+        self._buffers: dict[Key, deque[Delivery]] = {}
+        #: Next offset read from the log, per partition (skipped records included).
+        self.fetched: dict[Key, int] = {}
+        #: The end of each partition as last known.
+        self.ends: dict[Key, int] = {}
+
+    def track(self, key: Key, start: int = 0) -> None:
+        self._buffers.setdefault(key, deque())
+        self.fetched.setdefault(key, start)
+
+    def add(self, delivery: Delivery) -> None:
+        key = (delivery.position.topic, delivery.position.partition)
+        self.track(key)
+        self._buffers[key].append(delivery)
+        self.fetched[key] = max(self.fetched[key], delivery.position.offset + 1)
+
+    def skip(self, position: Position) -> None:
+        """A record that is not a valid event was read: the partition moves past it."""
+        key = (position.topic, position.partition)
+        self.track(key)
+        self.fetched[key] = max(self.fetched[key], position.offset + 1)
+
+    def note_ends(self, ends: dict[Key, int], *, replace: bool = False) -> None:
+        """Ends only grow, unless ``replace`` (the broker was asked again after a stall)."""
+        for key, end in ends.items():
+            self.track(key)
+            self.ends[key] = end if replace else max(end, self.ends.get(key, 0))
+
+    def blocking(self) -> list[Key]:
+        return [key for key in sorted(self._buffers) if self._blocks(key)]
+
+    def _blocks(self, key: Key) -> bool:
+        return not self._buffers[key] and self.fetched[key] < self.ends.get(key, 0)
+
+    def release(self) -> list[Delivery]:
+        """Every record that can be handed out now, in merge order."""
+        if self.blocking():
+            return []
+        heap = [(self._order(b[0]), key) for key, b in self._buffers.items() if b]
+        heapq.heapify(heap)
+        released: list[Delivery] = []
+        while heap:
+            _, key = heapq.heappop(heap)
+            buffer = self._buffers[key]
+            released.append(buffer.popleft())
+            if buffer:
+                heapq.heappush(heap, (self._order(buffer[0]), key))
+            elif self._blocks(key):
+                break
+        return released
+
+    def position(self, key: Key) -> int:
+        """Everything before this offset has been handed out (or skipped)."""
+        buffer = self._buffers.get(key)
+        if buffer:
+            return buffer[0].position.offset
+        return self.fetched.get(key, 0)
+
+    @property
+    def buffered(self) -> int:
+        return sum(len(b) for b in self._buffers.values())
+
+
+class PartitionSource(Protocol):
+    """Raw reading of partitions from their first offset, each in offset order."""
+
+    def partitions(self) -> list[Key]: ...
+
+    def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
+        """What was read next: events, and the bare position of records that are not."""
+
+    def end_offsets(self, cached: bool = False) -> dict[Key, int]:
+        """The end of every partition, safe to ask from any thread; ``cached``: as the
+        reading thread last saw it, without asking the broker (unknown ones left out)."""
+
+    def close(self) -> None: ...
+
+
+class Follower:
+    """A reader of whole partitions in event-time order (see the module docstring)."""
+
     def __init__(
-        self,
-        bootstrap: str,
-        kinds: Iterable[TopicKind],
-        topics: Topics | None = None,
-        *,
-        timeout_s: float = 10.0,
+        self, source: PartitionSource, topics: Topics | None = None, *, stall_s: float = 5.0
     ) -> None:
+        self.source = source
         self.topics = topics or Topics()
-        self.names = [self.topics.name(kind) for kind in kinds]
+        self.stall_s = stall_s
+        self.merge = TimeMerge(self.topics)
+        #: Next offset not yet handed out, per (topic, partition).
+        self.positions: dict[Key, int] = {}
+        for key in source.partitions():
+            self.merge.track(key)
+            self.positions[key] = 0
+        self.merge.note_ends(source.end_offsets())
+        self._progress_at = time.monotonic()
+
+    def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]:
+        """The next records that can be handed out in merge order (maybe none)."""
+        for item in self.source.fetch(timeout_s, max_records):
+            if isinstance(item, Delivery):
+                self.merge.add(item)
+            else:
+                self.merge.skip(item)
+        self.merge.note_ends(self.source.end_offsets(cached=True))
+        released = self.merge.release()
+        if released or not self.merge.buffered:
+            self._progress_at = time.monotonic()
+        elif time.monotonic() - self._progress_at > self.stall_s:
+            released = self._unstall()
+        for key in self.positions:
+            self.positions[key] = self.merge.position(key)
+        return released
+
+    def _unstall(self) -> list[Delivery]:
+        """A partition blocks but its records do not come (its end was stale, or has gaps):
+        ask the broker again, and treat a partition still not delivering as read to its end.
+        What it delivers later is early or late by at most ``stall_s``: the fold holds it."""
+        self.merge.note_ends(self.source.end_offsets(), replace=True)
+        for key in self.merge.blocking():
+            log.warning(
+                "partition stalled below its end; merging without it",
+                extra={"partition": f"{key[0]}/{key[1]}", "fetched": self.merge.fetched[key]},
+            )
+            self.merge.ends[key] = self.merge.fetched[key]
+        self._progress_at = time.monotonic()
+        return self.merge.release()
+
+    def end_offsets(self) -> dict[Key, int]:
+        """The log's current end, per partition (what "caught up" is measured against)."""
+        ends = self.source.end_offsets()
+        self.merge.note_ends(ends)
+        return ends
+
+    def caught_up_with(self, ends: dict[Key, int]) -> bool:
+        return all(self.positions.get(key, 0) >= end for key, end in ends.items())
+
+    def catch_up(self, timeout_s: float = 60.0) -> list[Delivery]:
+        """Everything up to the end of the log as it is now, merged."""
+        ends = self.end_offsets()
+        deliveries: list[Delivery] = []
+        deadline = time.monotonic() + timeout_s
+        while not self.caught_up_with(ends):
+            if time.monotonic() > deadline:
+                raise TimeoutError("could not read up to the end of the log in time")
+            deliveries += self.poll(timeout_s=0.05, max_records=5000)
+        return deliveries
+
+    @property
+    def buffered(self) -> int:
+        """Records read but held back by the merge."""
+        return self.merge.buffered
+
+    def commit(self) -> None:
+        """Nothing to commit: a follower reads from the first offset on every start."""
+
+    def close(self) -> None:
+        self.source.close()
+
+
+class KafkaPartitions:
+    """Every partition of some topics, from the first offset, with a group that never joins
+    (partitions are assigned, nothing is committed)."""
+
+    def __init__(self, bootstrap: str, names: list[str], timeout_s: float = 10.0) -> None:
         self.timeout_s = timeout_s
         self.skipped = 0
-        #: Next offset to read, per (topic, partition).
-        self.positions: dict[tuple[str, int], int] = {}
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -100,23 +282,31 @@ class LogFollower:
                 "fetch.wait.max.ms": 50,
             }
         )
+        # End offsets are asked for from other threads too (the API's health check while its
+        # consumer thread fetches): a client of their own, never assigned, one call at a time.
+        self._ends_consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"fairshare-ends-{uuid.uuid4().hex}"}
+        )
+        self._ends_lock = threading.Lock()
         metadata = self._consumer.list_topics(timeout=timeout_s).topics
-        assignment = []
-        for name in self.names:
+        self._partitions: list[TopicPartition] = []
+        for name in names:
             if name not in metadata:
                 raise RuntimeError(f"topic {name} does not exist (run the topic setup first)")
             for partition in sorted(metadata[name].partitions):
-                self.positions[(name, partition)] = 0
-                assignment.append(TopicPartition(name, partition, OFFSET_BEGINNING))
-        self._consumer.assign(assignment)
+                self._partitions.append(TopicPartition(name, partition, OFFSET_BEGINNING))
+        self._consumer.assign(self._partitions)
 
-    def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]:
-        deliveries = []
+    def partitions(self) -> list[Key]:
+        return [(tp.topic, tp.partition) for tp in self._partitions]
+
+    def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
+        items: list[Delivery | Position] = []
         for message in self._consumer.consume(num_messages=max_records, timeout=timeout_s):
             if message.error() is not None:
                 continue
             record = raw_record(message)
-            self.positions[(record.topic, record.partition)] = record.offset + 1
+            position = Position(record.topic, record.partition, record.offset)
             try:
                 envelope = decode_binary(record.value, record.headers)
             except EventDecodeError as error:
@@ -125,33 +315,48 @@ class LogFollower:
                     "skipped an invalid record",
                     extra={"topic": record.topic, "offset": record.offset, "reason": str(error)},
                 )
+                items.append(position)
                 continue
-            deliveries.append(
-                Delivery(envelope, Position(record.topic, record.partition, record.offset))
-            )
-        return in_time_order(deliveries, self.topics)
+            items.append(Delivery(envelope, position))
+        return items
 
-    def end_offsets(self) -> dict[tuple[str, int], int]:
-        """The log's current end, per partition (what "caught up" is measured against)."""
-        ends = {}
-        for topic, partition in self.positions:
-            _, high = watermarks(self._consumer, TopicPartition(topic, partition), self.timeout_s)
-            ends[(topic, partition)] = high
+    def end_offsets(self, cached: bool = False) -> dict[Key, int]:
+        ends: dict[Key, int] = {}
+        for tp in self._partitions:
+            key = TopicPartition(tp.topic, tp.partition)
+            if cached:
+                # The high watermark of the partition's last fetch response: free, maybe stale.
+                marks = self._consumer.get_watermark_offsets(key, cached=True)
+                if marks is not None and marks[1] >= 0:
+                    ends[(tp.topic, tp.partition)] = int(marks[1])
+                continue
+            with self._ends_lock:
+                _, high = watermarks(self._ends_consumer, key, self.timeout_s)
+            ends[(tp.topic, tp.partition)] = high
         return ends
-
-    def caught_up_with(self, ends: dict[tuple[str, int], int]) -> bool:
-        return all(self.positions.get(key, 0) >= end for key, end in ends.items())
-
-    def catch_up(self, timeout_s: float = 60.0) -> list[Delivery]:
-        """Everything up to the end of the log as it is now."""
-        ends = self.end_offsets()
-        deliveries: list[Delivery] = []
-        deadline = time.monotonic() + timeout_s
-        while not self.caught_up_with(ends):
-            if time.monotonic() > deadline:
-                raise TimeoutError("could not read up to the end of the log in time")
-            deliveries += self.poll(timeout_s=0.05, max_records=5000)
-        return in_time_order(deliveries, self.topics)
 
     def close(self) -> None:
         self._consumer.close()
+        with self._ends_lock:
+            self._ends_consumer.close()
+
+
+class LogFollower(Follower):
+    """A :class:`Follower` over Kafka topics."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        kinds: Iterable[TopicKind],
+        topics: Topics | None = None,
+        *,
+        timeout_s: float = 10.0,
+        stall_s: float = 5.0,
+    ) -> None:
+        topics = topics or Topics()
+        self.kafka = KafkaPartitions(bootstrap, [topics.name(k) for k in kinds], timeout_s)
+        super().__init__(self.kafka, topics, stall_s=stall_s)
+
+    @property
+    def skipped(self) -> int:
+        return self.kafka.skipped

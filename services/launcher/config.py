@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from events import Topics
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When ``fairshare up`` starts a dead service again: at once is wrong (a service that dies
+    on start, say while the broker is away, would spin), never is wrong (one crash would end
+    the demo), so the delay doubles from ``initial_s`` up to ``max_s`` and starts over once a
+    service has stayed up ``reset_after_s``. A service that died ``loud_deaths`` times within
+    ``loud_window_s`` is still restarted, but reported loudly: something is wrong with it."""
+
+    initial_s: float = 1.0
+    max_s: float = 30.0
+    reset_after_s: float = 60.0
+    loud_deaths: int = 5
+    loud_window_s: float = 300.0
+
+    def delay_s(self, failures: int) -> float:
+        """The wait before the restart that follows ``failures`` deaths in a row (>= 1)."""
+        return float(min(self.max_s, self.initial_s * 2 ** min(max(0, failures - 1), 32)))
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,9 @@ class UpConfig:
     #: ever-growing one.
     max_pending: int = 30
     seed: int = 7
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    #: Stopping waits this long for every service together, then kills what is left.
+    stop_timeout_s: float = 15.0
 
     @property
     def api_url(self) -> str:

@@ -1,5 +1,10 @@
-"""The running stack: its child services, started and stopped together, watched while the
-workload stream runs."""
+"""The running stack: its child services, started together, supervised while the workload
+stream runs, and stopped together only when ``fairshare up`` is asked to stop.
+
+Supervision is crash-only's other half: a service that dies (a fatal bus error makes one exit
+on purpose) is started again after a backoff (``RestartPolicy``), and the status says which
+service was restarted, how often and why it died; nothing else stops the stack.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +14,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rich.markup import escape
+
 from services.launcher.children import (
     Child,
     child_for,
+    describe_exit,
+    last_log_line,
     service_commands,
     spawn_child,
     stop_child,
+    stop_children,
 )
 from services.launcher.config import UpConfig
 from services.launcher.lab import seed_lab
-from services.launcher.status import status_line
+from services.launcher.status import services_line, status_line
 from services.launcher.stream import submit_stream
+
+Report = Callable[[str], None]
 
 
 @dataclass
@@ -28,6 +40,7 @@ class Stack:
     children: list[Child] = field(default_factory=list)
     submitted: int = 0
     refused: int = 0
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     # -- start ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -44,31 +57,79 @@ class Stack:
             self.children.append(child)
 
     def spawn(self, child: Child) -> None:
-        spawn_child(child)
+        with self._lock:
+            spawn_child(child, self.config.stop_timeout_s)
+            child.restart_at = None
 
     def restart(self, name: str) -> None:
         """Stop a service and start it again (tests use this to show nothing is lost)."""
-        child = self.child(name)
-        stop_child(child)
-        self.spawn(child)
+        with self._lock:
+            child = self.child(name)
+            stop_child(child, self.config.stop_timeout_s)
+            self.spawn(child)
 
     def child(self, name: str) -> Child:
         return next(c for c in self.children if c.name == name)
 
     def dead(self) -> list[str]:
         return [
-            f"{c.name} (exit {c.process.returncode}; see {c.log_path})"
+            f"{c.name} ({describe_exit(c.process.returncode)}; see {c.log_path})"
             for c in self.children
             if c.process is not None and c.process.poll() is not None
         ]
 
-    def wait_for_api(self, timeout_s: float = 120.0) -> None:
+    def pids(self) -> str:
+        return ", ".join(f"{c.name} {c.process.pid}" for c in self.children if c.process)
+
+    # -- supervision ---------------------------------------------------------------------
+    def supervise(self, report: Report, now: float | None = None) -> None:
+        """One look at every child: note a death (and when to restart), restart what is due."""
+        with self._lock:
+            now = time.monotonic() if now is None else now
+            for child in self.children:
+                process = child.process
+                if process is None:
+                    continue
+                if child.restart_at is None and process.poll() is not None:
+                    self._note_death(child, now, report)
+                elif child.restart_at is not None and now >= child.restart_at:
+                    child.restarts += 1
+                    self.spawn(child)
+                    pid = child.process.pid if child.process else "?"
+                    report(f"restarted {child.name} (pid {pid}, restart {child.restarts})")
+
+    def _note_death(self, child: Child, now: float, report: Report) -> None:
+        policy = self.config.restart
+        assert child.process is not None
+        if now - child.started_at >= policy.reset_after_s:
+            child.failures = 0  # it had been up long enough: start the backoff over
+        child.failures += 1
+        child.deaths = [t for t in child.deaths if now - t < policy.loud_window_s] + [now]
+        child.last_exit = describe_exit(child.process.returncode)
+        line = last_log_line(child.log_path)
+        if line:
+            child.last_exit += f": {line}"
+        delay = policy.delay_s(child.failures)
+        child.restart_at = now + delay
+        message = escape(f"{child.name} died ({child.last_exit}); restarting in {delay:g} s")
+        if len(child.deaths) >= policy.loud_deaths:
+            window = f"{policy.loud_window_s:g} s"
+            message = (
+                f"[bold red]{escape(child.name)} died {len(child.deaths)} times in {window}; "
+                f"see {escape(str(child.log_path))}[/] {message}"
+            )
+        report(message)
+
+    def wait_for_api(self, timeout_s: float = 120.0, report: Report | None = None) -> None:
+        """Until the API answers. Without ``report`` a service that dies meanwhile is an
+        error; with it, the services are supervised (restarted) while waiting."""
         import httpx
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            dead = self.dead()
-            if dead:
+            if report is not None:
+                self.supervise(report)
+            elif dead := self.dead():
                 raise RuntimeError("a service stopped while starting: " + ", ".join(dead))
             try:
                 if httpx.get(f"{self.config.api_url}/health", timeout=2).status_code == 200:
@@ -76,7 +137,11 @@ class Stack:
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        raise RuntimeError(f"the API did not answer at {self.config.api_url} in {timeout_s:.0f} s")
+        exits = [f"{c.name} ({c.last_exit})" for c in self.children if c.last_exit]
+        died = f"; services that died: {', '.join(exits)}" if exits else ""
+        raise RuntimeError(
+            f"the API did not answer at {self.config.api_url} in {timeout_s:.0f} s{died}"
+        )
 
     # -- the workload stream -------------------------------------------------------------
     def submit_stream(self, should_stop: Callable[[], bool]) -> None:
@@ -84,30 +149,46 @@ class Stack:
 
     # -- stop ----------------------------------------------------------------------------
     def stop(self) -> list[str]:
-        """Stop every service (newest first); the ones that did not exit cleanly."""
-        unclean = []
-        for child in reversed(self.children):
-            code = stop_child(child)
-            if code not in (0, -signal.SIGTERM):
-                unclean.append(f"{child.name} (exit {code}; see {child.log_path})")
-        return unclean
+        """Stop every service together, within ``stop_timeout_s``; the ones that did not exit
+        cleanly (killed, or a bad exit code) and the ones restarted meanwhile."""
+        with self._lock:
+            waiting = {c.name for c in self.children if c.restart_at is not None}
+            running = [c for c in self.children if c.name not in waiting]
+            killed = {c.name for c in stop_children(reversed(running), self.config.stop_timeout_s)}
+            unclean = []
+            for child in running:
+                code = child.process.returncode if child.process else None
+                if child.name in killed:
+                    timeout = self.config.stop_timeout_s
+                    unclean.append(f"{child.name} (did not stop in {timeout:g} s; killed)")
+                elif code not in (0, -signal.SIGINT, -signal.SIGTERM, None):
+                    unclean.append(f"{child.name} ({describe_exit(code)}; see {child.log_path})")
+            return unclean
+
+    def restart_summary(self) -> list[str]:
+        return [
+            f"{c.name} restarted {c.restarts}x (last: {c.last_exit}; see {c.log_path})"
+            for c in self.children
+            if c.restarts or c.restart_at is not None
+        ]
 
 
 def run_stack(
-    config: UpConfig, should_stop: Callable[[], bool], report: Callable[[str], None]
+    config: UpConfig, should_stop: Callable[[], bool], report: Report
 ) -> tuple[Stack, list[str]]:
-    """Start everything, stream workloads until ``should_stop``, stop everything; returns the
-    stack and the problems (services that died or did not stop cleanly)."""
+    """Start everything, stream workloads and supervise the services until ``should_stop``,
+    stop everything; returns the stack and the problems (services that had to be restarted,
+    or did not stop cleanly), escaped for Rich markup like every line given to ``report``."""
     stack = Stack(config)
-    problems: list[str] = []
     halt = threading.Event()
     stack.start()
     stream: threading.Thread | None = None
     try:
-        stack.wait_for_api()
+        stack.wait_for_api(report=report)
         report(f"dashboard {config.api_url}/dashboard?token=admin-token")
         report(f"API      {config.api_url}  (OpenAPI: {config.api_url}/docs)")
         report(f"logs     {config.data_dir / 'logs'}")
+        report(f"pids     {stack.pids()}")
         report("tokens   admin-token, ana-token, bo-token, chen-token (demo only)")
         if config.submit_every_s:
             stream = threading.Thread(
@@ -116,19 +197,26 @@ def run_stack(
                 daemon=True,
             )
             stream.start()
-        next_status = time.monotonic() + 10
-        while not should_stop():
-            dead = stack.dead()
-            if dead:
-                problems += [f"stopped unexpectedly: {d}" for d in dead]
-                break
-            if time.monotonic() >= next_status:
-                report(f"workloads: {status_line(config.api_url)}")
-                next_status = time.monotonic() + 10
-            time.sleep(0.2)
+        _supervise_until(stack, should_stop, report)
     finally:
         halt.set()
         if stream is not None:
             stream.join(timeout=10)
-        problems += [f"did not stop cleanly: {u}" for u in stack.stop()]
-    return stack, problems
+        stopped = [f"did not stop cleanly: {u}" for u in stack.stop()]
+    restarted = [f"died and was restarted: {r}" for r in stack.restart_summary()]
+    # the caller prints them with Rich markup; a log line may hold brackets
+    return stack, [escape(problem) for problem in restarted + stopped]
+
+
+def _supervise_until(stack: Stack, should_stop: Callable[[], bool], report: Report) -> None:
+    """The launcher's main loop: restart what died, print the status as soon as the API is up
+    (a short run, or a slow start on a loaded machine, still shows one) and every 10 s after."""
+    next_status = time.monotonic()
+    while not should_stop():
+        stack.supervise(report)
+        now = time.monotonic()
+        if now >= next_status:
+            report(f"workloads: {escape(status_line(stack.config.api_url))}")
+            report(f"services: {escape(services_line(stack.children, now))}")
+            next_status = now + 10
+        time.sleep(0.2)

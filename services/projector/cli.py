@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import typer
 
 from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit, console
+
+log = logging.getLogger("services.projector")
+
+#: The exit status when the log no longer holds the read models' positions.
+TRUNCATED_EXIT = 3
 
 #: ``projector``, merged into the top level of ``fairshare``.
 projector_app = typer.Typer()
@@ -29,7 +35,7 @@ def projector(
     database_url: DatabaseOption = "sqlite:///.fairshare/fairshare.db",
 ) -> None:
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
-    from services.projector.host import run_projector
+    from services.projector.host import LogTruncatedError, run_projector
     from services.read_models.migrate import engine_for, migrate
     from services.runtime.signals import stop_requested_on_signals
 
@@ -39,5 +45,18 @@ def projector(
     migrate(engine)
     console.print(f"projecting {bootstrap} into {database_url}; Ctrl-C stops")
     with stop_requested_on_signals() as stop:
-        applied = run_projector(bootstrap, engine, stop, topics)
+        try:
+            applied = run_projector(bootstrap, engine, stop, topics)
+        except LogTruncatedError as error:
+            # One line an operator can act on; the exit status stops `fairshare up` too.
+            log.error(
+                str(error),
+                extra={
+                    "topic": error.topic,
+                    "partition": error.partition,
+                    "stored_offset": error.stored,
+                    "end_offset": error.end,
+                },
+            )
+            raise typer.Exit(TRUNCATED_EXIT) from None
     console.print(f"applied {applied} event(s)")

@@ -27,10 +27,14 @@ def scheduler(
             help="take the lease (one active scheduler, standbys take over) or run alone",
         ),
     ] = True,
+    lease_ttl_s: Annotated[
+        float, typer.Option(help="a standby claims the lease after no renewal for this long")
+    ] = 10.0,
+    lease_renew_s: Annotated[float, typer.Option(help="the leader renews this often")] = 2.0,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
     from services.runtime.signals import stop_requested_on_signals
-    from services.scheduler.lease import KafkaGroupLease, SoleInstance
+    from services.scheduler.lease import LeaseTiming, LogLease, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
 
     topics = Topics(prefix=topic_prefix)
@@ -38,7 +42,17 @@ def scheduler(
     service = SchedulerService.over_kafka(
         bootstrap,
         topics,
-        lease=KafkaGroupLease(bootstrap, topics) if lease else SoleInstance(),
+        lease=(
+            LogLease(
+                bootstrap,
+                topics,
+                timing=LeaseTiming(
+                    ttl_s=lease_ttl_s, renew_s=lease_renew_s, margin_s=min(3.0, lease_ttl_s / 3)
+                ),
+            )
+            if lease
+            else SoleInstance()
+        ),
         config=SchedulerConfig(
             tick_s=tick_s, heartbeat_timeout_s=heartbeat_timeout_s, grace_period_s=grace_period_s
         ),

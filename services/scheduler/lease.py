@@ -1,108 +1,339 @@
 """Who may issue commands: exactly one active scheduler, a standby taking over on failure.
 
-Leadership is membership of one consumer group on a one-partition topic: the member that is
-assigned the partition leads. Kafka already runs the failure detector (session timeouts,
-heartbeats from a background thread) and the handover, so there is no lease table, clock skew
-or renewal loop to get wrong here. Sticky assignment keeps the partition where it is when a
-standby joins, so a new instance does not take over from a healthy leader.
+The lease lives on the log itself, on a one-partition topic (``<prefix>scheduler-lease``), and
+waits on no group coordinator: every instance reads the topic from its first offset by plain
+assignment, like the log follower. The partition's order is the referee:
 
-A leader that stalls past the session timeout may still publish a few commands after a standby
-took over. That is safe by construction: command ids are derived from (kind, workload, attempt),
-so both instances can only issue the same command, and agents and folds ignore the repeat.
+* the leader appends a **renewal** (its holder id and epoch) every ``renew_s``;
+* a standby that has read no renewal of the current epoch for ``ttl_s``, by its own monotonic
+  clock since it last read one, appends a **claim** for epoch + 1;
+* the **first** claim of an epoch in the log wins; later claims of that epoch lose. Each
+  instance reads its own claim back to learn which it was;
+* a leader stops leading as soon as it reads a higher epoch, and fences itself when the
+  renewal of its own that the broker last acknowledged was *sent* more than ``ttl_s -
+  margin_s`` ago. A standby starts its ``ttl_s`` only when it *reads* a renewal, which is after
+  it was sent, so a leader always stops believing it leads at least ``margin_s`` before any
+  standby may claim.
+
+Lease records are plain JSON records, not events: they are how the scheduler processes
+coordinate, not facts of the domain (no fold, audit, report or projector has anything to learn
+from "instance X was alive at 12:00:02"), so they stay out of the event registry, the schemas
+and every consumer of the event topics. What the domain does see is the epoch: every command
+carries its leader's epoch as a fencing token (``events/models/commands.py``), and agents and
+the cluster fold refuse a command of a lower epoch than one they already saw for its cluster,
+so a leader that stalled past its lease cannot act after a takeover even if it publishes.
+
+The topic is created compacted with the epoch as key, so it keeps one record per epoch for
+ever: epochs never go backwards, and a new instance reads a short topic.
+
+:class:`LeaseCore` is the pure state machine (records and a clock in, decisions out; unit
+tested with a fake clock); :class:`LogLease` drives it over Kafka.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+import orjson
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from events import Topics
+from services.bus.admin import replication_for_cluster
+from services.bus.export import watermarks
 
 log = logging.getLogger(__name__)
 
 
 class Lease(Protocol):
     def held(self) -> bool:
-        """Whether this instance leads now; called on every loop turn (keeps membership)."""
+        """Whether this instance leads now; called on every loop turn (renews, reads)."""
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this instance leads (or last led) in: stamped on its commands."""
 
     def close(self) -> None: ...
 
 
 class SoleInstance:
-    """For a deployment that runs one scheduler (and for tests of the loop)."""
+    """For a deployment that runs one scheduler (and for tests of the loop): always leads, in
+    a fixed epoch (0 unless told; commands of epoch 0 are fenced once a leased scheduler of a
+    higher epoch has issued one for the same cluster)."""
+
+    def __init__(self, epoch: int = 0) -> None:
+        self._epoch = epoch
 
     def held(self) -> bool:
         return True
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
 
     def close(self) -> None:
         pass
 
 
-class KafkaGroupLease:
+# -- the pure core ---------------------------------------------------------------------------
+RecordKind = Literal["claim", "renew"]
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    kind: RecordKind
+    holder: str
+    epoch: int
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"kind": self.kind, "holder": self.holder, "epoch": self.epoch})
+
+    @classmethod
+    def decode(cls, value: bytes | None) -> LeaseRecord | None:
+        """None for anything that is not a lease record (such records are skipped)."""
+        try:
+            raw = orjson.loads(value or b"")
+            kind, holder, epoch = raw["kind"], raw["holder"], raw["epoch"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+        valid = (
+            kind in ("claim", "renew")
+            and isinstance(holder, str)
+            and bool(holder)
+            and type(epoch) is int
+            and epoch >= 1
+        )
+        return cls(kind, holder, epoch) if valid else None
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    #: A standby claims after reading no renewal for this long.
+    ttl_s: float = 10.0
+    #: The leader renews this often.
+    renew_s: float = 2.0
+    #: The leader stops this long before a standby may claim (publishing time, clock drift).
+    margin_s: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.renew_s < self.ttl_s - self.margin_s or self.margin_s <= 0:
+            raise ValueError("lease timing: need 0 < renew_s < ttl_s - margin_s and margin_s > 0")
+
+
+class LeaseCore:
+    """The lease as seen by one instance: fed the records it reads (in log order) and the
+    acknowledgements of its own, with monotonic times; it says what to append and whether this
+    instance leads. No I/O and no clock of its own."""
+
+    def __init__(self, holder: str, timing: LeaseTiming, now: float) -> None:
+        self.holder = holder
+        self.timing = timing
+        #: The highest epoch the log has decided, and who won it.
+        self.epoch = 0
+        self.owner: str | None = None
+        #: When a record of the current epoch's owner was last read (start: not yet any).
+        self._last_seen = now
+        #: Our claim in flight (not read back yet), and when it was sent.
+        self._claiming: int | None = None
+        self._claim_sent = float("-inf")
+        self._last_renew_sent = float("-inf")
+        #: Our latest record the broker acknowledged: its epoch and when it was sent.
+        self._acked_epoch = 0
+        self._acked_sent = float("-inf")
+
+    def read(self, record: LeaseRecord, now: float) -> None:
+        """One record of the lease topic, in log order."""
+        if record.epoch > self.epoch:
+            # The first claim of an epoch wins. (A renewal can only be first where compaction
+            # removed the claim; it is sent by the winner only, so it names the owner too.)
+            if self.owner == self.holder:
+                log.warning("scheduler lease lost", extra={"epoch": record.epoch})
+            self.epoch, self.owner = record.epoch, record.holder
+            self._last_seen = now
+            if record.holder == self.holder:
+                log.info("scheduler lease won", extra={"epoch": record.epoch})
+        elif record.epoch == self.epoch and record.holder == self.owner:
+            self._last_seen = now
+        mine = record.kind == "claim" and record.holder == self.holder
+        if mine and self._claiming == record.epoch:
+            self._claiming = None  # read back: won or lost, the log has spoken
+
+    def acknowledged(self, record: LeaseRecord, sent_at: float) -> None:
+        """The broker appended our ``record``, which was sent at ``sent_at``."""
+        if record.holder != self.holder:
+            return
+        if (record.epoch, sent_at) > (self._acked_epoch, self._acked_sent):
+            self._acked_epoch, self._acked_sent = record.epoch, sent_at
+
+    def leading(self, now: float) -> bool:
+        """We won the current epoch and the broker took a record of ours of that epoch recently
+        enough that no standby can have claimed yet."""
+        return (
+            self.owner == self.holder
+            and self._acked_epoch == self.epoch
+            and now - self._acked_sent < self.timing.ttl_s - self.timing.margin_s
+        )
+
+    def wants_claim(self, now: float) -> bool:
+        """A standby's turn: nobody ever led, or the owner has been silent for ``ttl_s``."""
+        if self.owner == self.holder:
+            return False
+        if self._claiming is not None and now - self._claim_sent < self.timing.ttl_s:
+            return False  # our claim has not come back yet
+        return self.owner is None or now - self._last_seen >= self.timing.ttl_s
+
+    def due(self, now: float, caught_up: Callable[[], bool]) -> LeaseRecord | None:
+        """What to append now, if anything (and noted as sent at ``now``). A claim only once
+        this instance has read the topic to its end (``caught_up``), so that it claims the
+        epoch after the last one decided."""
+        if self.owner == self.holder:
+            if now - self._last_renew_sent < self.timing.renew_s:
+                return None
+            self._last_renew_sent = now
+            return LeaseRecord("renew", self.holder, self.epoch)
+        if not self.wants_claim(now) or not caught_up():
+            return None
+        self._claiming, self._claim_sent = self.epoch + 1, now
+        self._last_renew_sent = now  # the claim counts as the first renewal
+        return LeaseRecord("claim", self.holder, self.epoch + 1)
+
+
+# -- over Kafka ------------------------------------------------------------------------------
+class LogLease:
+    """:class:`LeaseCore` over a one-partition topic: a producer for our records, a group-less
+    consumer reading every record from the first offset. Single-threaded: the producer's
+    acknowledgements and the consumer's records are served inside :meth:`held`."""
+
     def __init__(
         self,
         bootstrap: str,
         topics: Topics | None = None,
         *,
         name: str = "scheduler",
-        session_timeout_ms: int = 6000,
+        timing: LeaseTiming | None = None,
+        holder: str | None = None,
         timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         topics = topics or Topics()
         self.topic = f"{topics.prefix}{name}-lease"
+        self.timing = timing or LeaseTiming()
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.clock = clock
+        self.timeout_s = timeout_s
+        self.skipped = 0
         _ensure_lease_topic(bootstrap, self.topic, timeout_s)
-        self._assigned: set[int] = set()
+        self.core = LeaseCore(self.holder, self.timing, clock())
+        self._partition = TopicPartition(self.topic, 0)
+        self._next_offset = 0
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 0,
+                "max.in.flight.requests.per.connection": 1,
+                # A record that cannot be appended within the lease is of no use any more.
+                "message.timeout.ms": int(self.timing.ttl_s * 1000),
+                "client.id": f"scheduler-lease-{self.holder}",
+            }
+        )
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": f"{topics.prefix}{name}-leader",
+                "group.id": f"fairshare-lease-{uuid.uuid4().hex}",  # never joined or committed
                 "enable.auto.commit": False,
-                "session.timeout.ms": session_timeout_ms,
-                "heartbeat.interval.ms": max(100, session_timeout_ms // 6),
-                "partition.assignment.strategy": "cooperative-sticky",
+                "fetch.wait.max.ms": 50,
             }
         )
-        self._consumer.subscribe(
-            [self.topic],
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
-        )
+        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
 
-    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._assigned |= {tp.partition for tp in partitions}
-        if self._assigned:
-            log.info("scheduler lease acquired", extra={"topic": self.topic})
-
-    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        was = bool(self._assigned)
-        self._assigned -= {tp.partition for tp in partitions}
-        if was and not self._assigned:
-            log.info("scheduler lease released", extra={"topic": self.topic})
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._on_revoke(consumer, partitions)
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch
 
     def held(self) -> bool:
-        self._consumer.poll(0)  # serves the group protocol's callbacks
-        return bool(self._assigned)
+        self._producer.poll(0)  # serves acknowledgements
+        self._read()
+        record = self.core.due(self.clock(), self._caught_up)
+        if record is not None:
+            self._append(record)
+        return self.core.leading(self.clock())
+
+    def _read(self) -> None:
+        for message in self._consumer.consume(num_messages=1000, timeout=0):
+            if message.error() is not None:
+                continue
+            self._next_offset = (message.offset() or 0) + 1
+            record = LeaseRecord.decode(message.value())
+            if record is None:
+                self.skipped += 1
+                continue
+            self.core.read(record, self.clock())
+
+    def _caught_up(self) -> bool:
+        _, high = watermarks(self._consumer, self._partition, self.timeout_s)
+        return self._next_offset >= high
+
+    def _append(self, record: LeaseRecord) -> None:
+        sent_at = self.clock()
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is None:
+                self.core.acknowledged(record, sent_at)
+            else:
+                log.warning("lease record not appended", extra={"reason": str(error)})
+
+        try:
+            self._producer.produce(
+                self.topic,
+                key=str(record.epoch).encode(),
+                value=record.encode(),
+                on_delivery=delivered,
+            )
+        except BufferError:
+            log.warning("lease record not queued: producer queue full")
 
     def close(self) -> None:
-        self._assigned.clear()
+        """Leaves without a word: a standby takes over ``ttl_s`` after the last renewal."""
+        self._producer.flush(1.0)
         self._consumer.close()
 
 
 def _ensure_lease_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
+    """One partition, compacted by epoch (a broker that refuses the configuration gets a plain
+    topic: it only grows by a small record per renewal)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic in admin.list_topics(timeout=timeout_s).topics:
+    cluster = admin.list_topics(timeout=timeout_s)
+    if topic in cluster.topics:
         return
-    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as error:
-        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+    # Replicated like every other topic: losing one broker of three must not take the lease.
+    replication, durability = replication_for_cluster(len(cluster.brokers))
+    compacted = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
+    for config in ({**compacted, **durability}, durability):
+        new = NewTopic(topic, num_partitions=1, replication_factor=replication, config=config)
+        try:
+            admin.create_topics([new])[topic].result(timeout=timeout_s)
+            return
+        except KafkaException as error:
+            code = error.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if config == durability:
+                raise
+            log.warning("lease topic not created compacted", extra={"reason": str(error)})

@@ -8,6 +8,12 @@ When it takes the lease it first reads the log to its end, so it sees every comm
 previous leader issued; command ids are derived from (kind, workload, attempt), so a decision
 already in the log is never issued again.
 
+Every command carries the lease epoch it was decided in (its fencing token), and the lease is
+checked again after the pass, just before publishing: a leader that stalled in a pass past its
+lease publishes nothing, and rebuilds its state from the log (the pass had folded decisions the
+log will not have). Whatever it still manages to publish is refused by the agents and the folds
+once the new leader's commands are in the log.
+
 Liveness is published here too, before each pass; which nodes are down, or up again, is decided
 by the pure :func:`~services.scheduler.core.liveness.liveness_facts` from the heartbeats folded.
 """
@@ -105,6 +111,8 @@ class SchedulerService:
         #: pass, since only new facts, which trigger a pass anyway, can move it.
         self._next_expiry: float | None = None
         self._last_pass_id = 0
+        #: Passes whose decisions were dropped because the lease ran out before publishing.
+        self.lease_lost_passes = 0
 
     @classmethod
     def over_kafka(
@@ -147,7 +155,11 @@ class SchedulerService:
             # Act only on the whole log: the previous leader's last commands included.
             self.fold(self.follower.catch_up())
             self._dirty = True
-            log.info("scheduler leading", extra={"events": self.state.events})
+            log.info(
+                "scheduler leading", extra={"events": self.state.events, "epoch": self.lease.epoch}
+            )
+        elif self._leading and not leading:
+            log.warning("scheduler no longer leading", extra={"epoch": self.lease.epoch})
         self._leading = leading
         if not leading:
             return None
@@ -187,17 +199,22 @@ class SchedulerService:
         for fact in liveness:
             cluster.apply(fact, now)
         pass_id = max(self._last_pass_id + 1, int(now * 1000))
+        epoch = self.lease.epoch
         ctx = PassContext(
             now=now,
             pass_id=pass_id,
             input_position=self._input_position(),
             window_s=self.config.window_s,
             grace_period_s=self.config.grace_period_s,
+            epoch=epoch,
         )
         with gc_paused():
             result = run_pass(cluster, self.state.tree, self.state.usage_source(now), ctx)
         decided = [*liveness, *result.ordered]
-        envelopes = [self._envelope(data, now) for data in decided]
+        if decided and not self._still_leading(epoch):
+            self._forget_unpublished_pass()
+            return PassResult()
+        envelopes = [self._envelope(data, now, epoch) for data in decided]
         for envelope in envelopes:
             self.publisher.publish(envelope)
         if envelopes:
@@ -221,20 +238,39 @@ class SchedulerService:
             )
         return result
 
+    def _still_leading(self, epoch: int) -> bool:
+        """Asked again after the pass: it may have outlasted the lease (a stall, a long pass)."""
+        return self.lease.held() and self.lease.epoch == epoch
+
+    def _forget_unpublished_pass(self) -> None:
+        """The pass folded decisions that will never be published: the state is rebuilt from
+        the log, as after a failed publish."""
+        self.lease_lost_passes += 1
+        self._leading = False
+        log.warning("lease lost during a pass; nothing published, rebuilding from the log")
+        self.state = LiveState()
+        self.follower.close()
+        self.follower = self.follow()
+        self.fold(self.follower.catch_up())
+
     def _input_position(self) -> tuple[InputPosition, ...]:
         return tuple(
             InputPosition(topic=topic, partition=partition, offset=offset)
             for (topic, partition), offset in sorted(self.follower.positions.items())
         )
 
-    def _envelope(self, data: EventData, now: float) -> Envelope[Any]:
-        """Ids derived from what was decided, so that the same decision made twice (a
-        standby that took over) carries the same id."""
+    def _envelope(self, data: EventData, now: float, epoch: int = 0) -> Envelope[Any]:
+        """Ids derived from what was decided and the epoch it was decided in: a leader that
+        publishes a pass again gives its events the same ids. Two leaders' events differ
+        even for the same decision: a deposed leader's command is refused by its readers, and
+        must not make them take the current leader's for a repeat of it."""
         identity = getattr(data, "command_id", None)
         if identity is None and hasattr(data, "attempt"):
             identity = f"{data.subject()}:{data.attempt}"
         if identity is None:
             identity = f"{data.subject()}:{int(now)}"
+        if epoch:
+            identity = f"{identity}@{epoch}"
         return new_event(
             data,
             source=SOURCE,

@@ -49,12 +49,12 @@ def test_the_simulated_log_has_facts_decisions_heartbeats_and_charges(event_log:
         "fairshare.budget.created.v1",
         "fairshare.node.registered.v1",
         "fairshare.workload.submitted.v1",
-        "fairshare.command.place.v1",
+        "fairshare.command.place.v2",
         "fairshare.workload.placed.v1",
         "fairshare.workload.started.v1",
         "fairshare.node.heartbeat.v1",
         "fairshare.workload.finished.v1",
-        "fairshare.command.preempt.v1",
+        "fairshare.command.preempt.v2",
         "fairshare.workload.preempted.v1",
         "fairshare.workload.requeued.v1",
         "fairshare.ledger.charge.v1",
@@ -115,7 +115,7 @@ def test_verify_passes_then_catches_a_duplicate_and_an_overfull_hour(
 
 
 def test_explain_tells_the_story_of_a_preempted_workload(event_log: Path) -> None:
-    preempt = next(e for e in _lines(event_log) if e["type"] == "fairshare.command.preempt.v1")
+    preempt = next(e for e in _lines(event_log) if e["type"] == "fairshare.command.preempt.v2")
     workload = str(preempt["data"]["workload_id"])  # type: ignore[index]
     result = run_fairshare("audit", "explain", workload, "--events", str(event_log))
     assert result.returncode == 0

@@ -25,7 +25,7 @@ from events.models import (
     WorkloadStarted,
 )
 from services.bus.export import read_to_end
-from services.scheduler.lease import KafkaGroupLease
+from services.scheduler.lease import LeaseTiming, LogLease
 from services.scheduler.service import SchedulerConfig, SchedulerService
 from tests.factories import submitted
 from tests.integration.kafka_bus import KafkaBus
@@ -163,30 +163,83 @@ def test_a_silent_node_is_declared_down_and_its_work_lost_and_requeued(bus: Kafk
     service.close()
 
 
-def test_a_standby_takes_over_when_the_leader_dies(bus: KafkaBus) -> None:
+def _step_until_leading(service: SchedulerService, timeout_s: float) -> float:
+    """Steps ``service`` until its lease says it leads; returns when (monotonic)."""
+    deadline = time.monotonic() + timeout_s
+    while not service.lease.held():
+        assert time.monotonic() < deadline, "never got the lease"
+        service.step()
+    return time.monotonic()
+
+
+def test_a_standby_takes_over_when_the_leader_is_killed_and_the_old_one_is_fenced(
+    bus: KafkaBus,
+) -> None:
+    """kill -9 of the leader is a hard stop: it neither closes nor says goodbye, it just stops
+    renewing. The standby leads within the lease's ttl (10 s) plus a renewal, well under 30 s;
+    the old leader, resumed after the takeover (a stall, not a death), issues nothing."""
     _publish(bus, _lab())
     clock = Clock(T0 + 5)
-    leader = _service(bus, clock, lease=KafkaGroupLease(bus.broker.bootstrap, bus.topics))
-    deadline = time.monotonic() + 30
-    while not leader.lease.held():
-        assert time.monotonic() < deadline, "the first instance never got the lease"
-        leader.step()
-    standby = _service(bus, clock, lease=KafkaGroupLease(bus.broker.bootstrap, bus.topics))
-    for _ in range(10):
-        standby.step()
-        leader.step()
-    assert leader.lease.held()
-    assert not standby.lease.held(), "a joining standby does not take over"
-
+    timing = LeaseTiming()  # the defaults: ttl 10 s, renewals every 2 s
+    leader = _service(bus, clock, lease=LogLease(bus.broker.bootstrap, bus.topics, timing=timing))
+    _step_until_leading(leader, 30)
+    standby = _service(bus, clock, lease=LogLease(bus.broker.bootstrap, bus.topics, timing=timing))
     _publish(bus, [(submitted("w1", budget="lab/a", pools=("p",), gpus=4), T0 + 6)])
-    _until(leader, lambda: leader.published >= 2)
-    for _ in range(5):
+    until = time.monotonic() + 2 * timing.ttl_s  # a standby that reads renewals never claims
+    while time.monotonic() < until:
+        leader.step()
         standby.step()
+        assert not standby.lease.held(), "a standby does not take over from a live leader"
+    assert leader.lease.held()
+    assert leader.published >= 2
     assert standby.published == 0, "the standby issues nothing while the leader lives"
 
-    leader.close()  # leaves the group: the standby gets the partition at the next rebalance
+    killed = time.monotonic()  # the leader is never stepped (nor closed) again
     _publish(bus, [(submitted("w2", budget="lab/b", pools=("p",), gpus=4), T0 + 7)])
-    _until(standby, lambda: standby.published >= 2, timeout_s=60)
+    leading = _step_until_leading(standby, 30)
+    _until(standby, lambda: standby.published >= 2, timeout_s=30)
+    issued = time.monotonic()
+    print(
+        f"\ntakeover after a hard stop of the leader: leading after {leading - killed:.1f} s, "
+        f"first commands out after {issued - killed:.1f} s (ttl {timing.ttl_s:.0f} s)"
+    )
+    assert leading - killed < 30
+    assert standby.lease.epoch == leader.lease.epoch + 1
+
+    published_before = leader.published
+    for _ in range(10):  # the old leader wakes up: it reads the higher epoch and stands by
+        leader.step()
+    assert not leader.lease.held()
+    assert leader.published == published_before
+
     commands = [e.data for e in _log(bus, TopicKind.COMMANDS)]
     assert sorted(c.workload_id for c in commands) == ["w1", "w2"], "no command issued twice"
+    assert {c.workload_id: c.epoch for c in commands} == {"w1": 1, "w2": 2}
+    by_id: dict[str, set[bytes]] = {}
+    for command in commands:
+        by_id.setdefault(command.command_id, set()).add(
+            command.model_dump_json(exclude={"epoch", "decision"}).encode()
+        )
+    assert all(len(decisions) == 1 for decisions in by_id.values())
     standby.close()
+    leader.close()
+
+
+def test_of_two_schedulers_started_together_exactly_one_leads(bus: KafkaBus) -> None:
+    _publish(bus, _lab())
+    clock = Clock(T0 + 5)
+    services = [
+        _service(bus, clock, lease=LogLease(bus.broker.bootstrap, bus.topics)) for _ in range(2)
+    ]
+    deadline = time.monotonic() + 30
+    while not any(s.lease.held() for s in services):
+        assert time.monotonic() < deadline, "nobody got the lease"
+        for service in services:
+            service.step()
+    for _ in range(20):
+        for service in services:
+            service.step()
+        assert sum(s.lease.held() for s in services) == 1
+    assert {s.lease.epoch for s in services} == {1}
+    for service in services:
+        service.close()

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import os
 import socket
-import stat
 from pathlib import Path
 
 import pytest
@@ -35,6 +33,7 @@ from services.brokers.apache_kafka import (
     summarize_java_output,
 )
 from services.brokers.handle import PORTS_FILE, read_ports, write_ports
+from services.brokers.kafka_config import replication_for, voters_string
 from services.brokers.noida import filter_noida_output, parse_kafka_address
 
 NOIDA_UP_OUTPUT = """\
@@ -68,6 +67,33 @@ def test_server_properties_describe_a_one_node_loopback_kraft_cluster(tmp_path: 
     ):
         assert props[key] == "1"
     assert props["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_a_three_node_cluster_replicates_three_times_with_two_in_sync(tmp_path: Path) -> None:
+    voters = voters_string([19093, 19193, 19293])
+    assert voters == "1@127.0.0.1:19093,2@127.0.0.1:19193,3@127.0.0.1:19293"
+    props = _properties(
+        render_server_properties(
+            port=19192,
+            controller_port=19193,
+            log_dir=tmp_path / "logs",
+            node_id=2,
+            voters=voters,
+            cluster_size=3,
+        )
+    )
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == voters
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19192,CONTROLLER://127.0.0.1:19193"
+    assert props["unclean.leader.election.enable"] == "false"
+    for key in (
+        "default.replication.factor",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+    ):
+        assert props[key] == "3"
+    assert props["min.insync.replicas"] == props["transaction.state.log.min.isr"] == "2"
+    assert [replication_for(n) for n in (1, 2, 3, 5)] == [(1, 1), (2, 1), (3, 2), (3, 2)]
 
 
 def test_log4j2_config_keeps_the_broker_quiet() -> None:
@@ -130,63 +156,6 @@ def test_a_set_but_broken_java_home_is_reported(
         find_java()
 
 
-def _install_fake_mvn(bin_dir: Path, script_body: str) -> Path:
-    """A stand-in ``mvn`` that logs each call and then runs ``script_body``."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    calls = bin_dir / "calls.log"
-    mvn = bin_dir / "mvn"
-    mvn.write_text(
-        "#!/bin/sh\n"
-        f'echo "$@" >> "{calls}"\n'
-        'for arg in "$@"; do case "$arg" in -DoutputDirectory=*) out="${arg#*=}";; esac; done\n'
-        + script_body,
-        encoding="utf-8",
-    )
-    mvn.chmod(mvn.stat().st_mode | stat.S_IXUSR)
-    return calls
-
-
-def test_fetch_runs_maven_once_and_marks_completion(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    calls = _install_fake_mvn(
-        tmp_path / "bin", 'mkdir -p "$out" && touch "$out/kafka_2.13-1.2.3.jar"\n'
-    )
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    cache = tmp_path / "cache"
-    libs = fetch_kafka_jars("1.2.3", cache_dir=cache)
-    assert libs == cache / "apache-kafka-1.2.3" / "libs"
-    assert (libs / "kafka_2.13-1.2.3.jar").is_file()
-    assert (cache / "apache-kafka-1.2.3" / ".complete").is_file()
-    assert fetch_kafka_jars("1.2.3", cache_dir=cache) == libs
-    assert len(calls.read_text().splitlines()) == 1
-    assert "-Dkafka.version=1.2.3" in calls.read_text()
-
-
-def test_a_failed_fetch_reports_mavens_output_and_is_redone(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    bin_dir = tmp_path / "bin"
-    _install_fake_mvn(
-        bin_dir, 'mkdir -p "$out" && touch "$out/partial.jar"\necho "[ERROR] no network"\nexit 1\n'
-    )
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    cache = tmp_path / "cache"
-    with pytest.raises(BrokerStartError, match=r"no network"):
-        fetch_kafka_jars("1.2.3", cache_dir=cache)
-    assert not (cache / "apache-kafka-1.2.3" / ".complete").exists()
-
-    _install_fake_mvn(bin_dir, 'mkdir -p "$out" && touch "$out/kafka_2.13-1.2.3.jar"\n')
-    libs = fetch_kafka_jars("1.2.3", cache_dir=cache)
-    assert sorted(p.name for p in libs.iterdir()) == ["kafka_2.13-1.2.3.jar"]
-
-
-def test_fetch_without_maven_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(BrokerStartError, match="Maven"):
-        fetch_kafka_jars("1.2.3", cache_dir=tmp_path / "cache")
-
-
 def test_fetch_rejects_a_version_that_is_not_one(tmp_path: Path) -> None:
     with pytest.raises(BrokerStartError, match="not a Kafka version"):
         fetch_kafka_jars("../../etc", cache_dir=tmp_path)
@@ -196,6 +165,11 @@ def test_unknown_kind_lists_the_valid_ones(tmp_path: Path) -> None:
     with pytest.raises(BrokerStartError, match="apache-kafka, noida, external, testcontainers"):
         start_broker("zookeeper", tmp_path)
     assert BROKER_KINDS == ("apache-kafka", "noida", "external", "testcontainers")
+
+
+def test_only_apache_kafka_runs_as_a_cluster(tmp_path: Path) -> None:
+    with pytest.raises(BrokerStartError, match="only apache-kafka runs as a cluster"):
+        start_broker("noida", tmp_path, brokers=3)
 
 
 def test_external_needs_an_address(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -220,3 +220,14 @@ def test_registry_knows_every_model_once() -> None:
     assert registry.types() == sorted(types)
     for model in ALL_EVENT_MODELS:
         assert registry.model_for(model.event_type) is model
+
+
+def test_commands_carry_a_fencing_epoch_and_their_v1_is_upcast() -> None:
+    from events import default_registry
+    from events.models import PlaceCommand, PreemptCommand
+
+    registry = default_registry()
+    for model in (PlaceCommand, PreemptCommand):
+        assert model.event_type.endswith(".v2")
+        assert model.model_fields["epoch"].default == 0
+        assert registry.can_upcast(model.event_type.replace(".v2", ".v1"))

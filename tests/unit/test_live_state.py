@@ -175,3 +175,32 @@ def test_window_usage_is_the_snapshot_plus_running_work_since_the_charged_hour()
     state.apply(ev(snapshot, T0 + 3700))
     # The snapshot holds the closed hour; the hour in progress is counted from its start.
     assert state.usage_in_window("p", T0 + 3700 + 300) == {"lab/a": 7000 + 2 * 400}
+
+
+def test_a_held_fact_is_not_rejected_because_time_passed() -> None:
+    """A backlog read after a restart spans hours: an early fact waits, however far the log's
+    time has moved on, until what it depends on is read."""
+    state = LiveState()
+    parent, child, node = lab()
+    assert not state.apply(child)
+    for hour in range(1, 25):
+        state.apply(ev(node.data.model_copy(update={"node": f"n{hour + 1}"}), T0 + hour * 3600))
+    assert state.waiting == [child]
+    assert state.rejected == []
+    assert state.apply(parent)
+    assert "lab/a" in state.tree.nodes
+    assert state.waiting == []
+
+
+def test_a_fact_held_before_the_reader_read_the_whole_log_past_it_is_rejected() -> None:
+    state = LiveState()
+    orphan = ev(BudgetCreated(budget="nowhere/a", created_by="admin"), T0)
+    assert not state.apply(orphan)
+    mark = state.hold_mark()  # then the reader captures end offsets and reads up to them
+    later = ev(BudgetCreated(budget="lab/b", created_by="admin"), T0 + 1)
+    assert not state.apply(later)  # held after the mark: kept for the next round
+    assert state.reject_held_before(mark) == 1
+    assert [r.event_id for r in state.rejected] == [orphan.id]
+    assert state.waiting == [later]
+    assert state.apply(lab()[0])
+    assert state.waiting == []

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from events import EventDecodeError, EventRegistry, decode_binary, decode_structured
-from events.models import ALL_EVENT_MODELS, WorkloadSubmitted
+from events.models import ALL_EVENT_MODELS, PlaceCommand, PreemptCommand, WorkloadSubmitted
 
 V0 = "fairshare.workload.submitted.v0"
 
@@ -89,3 +89,60 @@ def test_current_types_cannot_be_shadowed_by_an_upcaster() -> None:
     registry = EventRegistry(ALL_EVENT_MODELS)
     with pytest.raises(ValueError, match="current type"):
         registry.register_upcaster("fairshare.workload.submitted.v1", _v0_to_v1)
+
+
+# -- commands v1 (before fencing tokens) ---------------------------------------------------------
+_V1_DECISION = {"pass_id": 3, "input_position": [], "reason": "fairshare"}
+V1_COMMANDS = {
+    "fairshare.command.place.v1": {
+        "command_id": "place:w1:1",
+        "cluster": "c1",
+        "pool": "p1",
+        "workload_id": "w1",
+        "attempt": 1,
+        "budget": "lab/a",
+        "placement": {"nodes": [{"node": "n0", "gpus": [0, 1]}]},
+        "allocated": False,
+        "min_runtime_s": 0,
+        "decision": _V1_DECISION,
+    },
+    "fairshare.command.preempt.v1": {
+        "command_id": "preempt:w1:1",
+        "cluster": "c1",
+        "pool": "p1",
+        "workload_id": "w1",
+        "attempt": 1,
+        "grace_period_s": 30,
+        "requeue": True,
+        "decision": {**_V1_DECISION, "reason": "cancel"},
+    },
+}
+
+
+@pytest.mark.parametrize("old_type", sorted(V1_COMMANDS))
+def test_a_v1_command_in_the_log_is_read_as_v2_with_epoch_zero(old_type: str) -> None:
+    """Read with the default registry, as every consumer does: no reader ever sees a v1."""
+    payload = V1_COMMANDS[old_type]
+    headers = [
+        (k, {"ce_type": old_type.encode(), "ce_subject": b"c1"}.get(k, v)) for k, v in HEADERS
+    ]
+    envelope = decode_binary(orjson.dumps(payload), headers)
+    assert envelope.type == old_type.replace(".v1", ".v2")
+    assert isinstance(envelope.data, PlaceCommand | PreemptCommand)
+    assert envelope.data.epoch == 0
+    assert envelope.data.command_id == payload["command_id"]
+    document = {k[3:]: v.decode() for k, v in headers} | {"data": payload}
+    assert decode_structured(orjson.dumps(document)).data == envelope.data
+
+
+def test_a_v2_command_keeps_its_epoch_through_the_serde() -> None:
+    payload = {**V1_COMMANDS["fairshare.command.preempt.v1"], "epoch": 4}
+    headers = [
+        (k, {"ce_type": b"fairshare.command.preempt.v2", "ce_subject": b"c1"}.get(k, v))
+        for k, v in HEADERS
+    ]
+    data = decode_binary(orjson.dumps(payload), headers).data
+    assert isinstance(data, PreemptCommand)
+    assert data.epoch == 4
+    with pytest.raises(EventDecodeError, match="epoch"):
+        decode_binary(orjson.dumps({**payload, "epoch": -1}), headers)

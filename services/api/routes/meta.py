@@ -10,15 +10,27 @@ from services.api.models import Health, Me
 
 router = APIRouter(tags=["meta"])
 
+#: How long a health check lets the view reach the end offsets it read.
+HEALTH_WAIT_S = 1.0
+
 
 @router.get("/health")
 def health(ctx: Context) -> Health:
-    """Liveness and whether the view has read the log's history (no token needed)."""
-    ctx.view.sync()
+    """Liveness, and whether the view is current *now* (no token needed): the log's end
+    offsets are read first, and ``caught_up`` says whether the view has folded that far
+    (allowing it a moment to get there), not whether it once had."""
+    view = ctx.view
+    ends = view.log_end()
+    caught_up = view.reached(ends, timeout_s=HEALTH_WAIT_S) and view.caught_up
+    with view.read() as state:
+        waiting, rejected, events = len(state.waiting), len(state.rejected), state.events
     return Health(
-        caught_up=ctx.view.caught_up,
-        consumer_running=ctx.view.running,
-        events=ctx.view.state.events,
+        caught_up=caught_up,
+        consumer_running=view.running,
+        events=events,
+        behind=view.behind(ends),
+        waiting=waiting,
+        rejected=rejected,
     )
 
 

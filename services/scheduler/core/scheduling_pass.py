@@ -68,6 +68,8 @@ class PassContext:
     #: Bound on preemption searches per pool and pass (each scans the pool's nodes).
     max_preemption_searches: int = 16
     preemption: bool = True
+    #: The leader's lease epoch, stamped on every command as its fencing token.
+    epoch: int = 0
 
 
 @dataclass
@@ -149,6 +151,7 @@ class PassRecorder:
             trusted(
                 PreemptCommand,
                 command_id=command_id("preempt", workload),
+                epoch=self.ctx.epoch,
                 cluster=cluster_name,
                 pool=workload.pool or workload.pools[0],
                 workload_id=workload.workload_id,
@@ -176,6 +179,7 @@ class PassRecorder:
             trusted(
                 PlaceCommand,
                 command_id=place_id,
+                epoch=self.ctx.epoch,
                 cluster=self.cluster.nodes[placement[0][0]].cluster,
                 pool=pool,
                 workload_id=workload.workload_id,

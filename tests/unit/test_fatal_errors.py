@@ -1,0 +1,230 @@
+"""Crash-only services: a fatal Kafka client error ends the process with a non-zero exit and one
+structured log line (so a supervisor restarts it), loops that retry publish failures do not
+swallow it, and SIGTERM stops a service within its grace period even while librdkafka holds
+the main thread."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from events import TopicKind
+from events.envelope import Envelope
+from services.agents import ClusterAgent, SimulatedAdapter, simulated_nodes
+from services.bus.kafka import (
+    FatalBusError,
+    FatalLatch,
+    KafkaEventPublisher,
+    KafkaEventSubscriber,
+)
+from services.bus.memory import InMemoryBroker, InMemorySubscriber
+from services.bus.port import PublishError
+from services.runtime.service import EXIT_CRASH, EXIT_STOP_TIMEOUT, run_service
+from services.runtime.signals import StopRequest, stop_requested_on_signals
+
+NOWHERE = "127.0.0.1:1"  # nothing listens: the clients are built, never connected
+QUIET = {"log_level": 0}
+OUT_OF_ORDER = KafkaError(
+    KafkaError._FATAL, "Broker: Broker received an out of order sequence number", fatal=True
+)
+
+
+class FatalPublisher:
+    """A publisher whose client librdkafka has declared dead."""
+
+    def publish(self, envelope: Envelope[Any]) -> None:
+        raise FatalBusError("producer agent-c1: _FATAL: out of order sequence number")
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_fatal_error_is_latched_and_raised_on_the_next_call_not_a_transient_one() -> None:
+    latch = FatalLatch("producer test")
+    latch.on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "all brokers down"))
+    latch.check()  # transient: librdkafka retries by itself
+    latch.on_error(OUT_OF_ORDER)
+    with pytest.raises(FatalBusError, match="out of order sequence number"):
+        latch.check()
+    fenced = FatalLatch("producer fenced")
+    with pytest.raises(FatalBusError, match="fenced"):
+        fenced.raise_if_fatal(KafkaException(KafkaError(KafkaError._FENCED, "fenced")))
+    FatalLatch("other").raise_if_fatal(KafkaException(KafkaError(KafkaError._TIMED_OUT, "t/o")))
+
+
+def test_fatal_bus_error_is_not_a_publish_error_so_retry_loops_cannot_catch_it() -> None:
+    assert not issubclass(FatalBusError, PublishError)
+
+
+def test_a_publisher_whose_client_reported_a_fatal_error_refuses_every_call() -> None:
+    publisher = KafkaEventPublisher(NOWHERE, client_id="t", config=QUIET)
+    publisher.fatal.on_error(OUT_OF_ORDER)  # as librdkafka's error_cb would
+    with pytest.raises(FatalBusError):
+        publisher.publish_raw("t", b"k", b"v")
+    with pytest.raises(FatalBusError):
+        publisher.flush(1)
+    started = time.monotonic()
+    publisher.close()  # does not wait for acknowledgements a dead client cannot get
+    assert time.monotonic() - started < 5
+
+
+def test_a_subscriber_raises_the_fatal_error_of_its_consumer() -> None:
+    subscriber = KafkaEventSubscriber(NOWHERE, "g", [TopicKind.WORKLOADS], config=QUIET)
+    real = subscriber._consumer
+
+    class Dead:
+        def consume(self, num_messages: int, timeout: float) -> list[object]:
+            raise KafkaException(OUT_OF_ORDER)
+
+    subscriber._consumer = Dead()  # type: ignore[assignment]
+    try:
+        with pytest.raises(FatalBusError):
+            subscriber.poll(0)
+        with pytest.raises(FatalBusError):  # and on every call after
+            subscriber.poll(0)
+    finally:
+        real.close()
+
+
+def test_the_agent_does_not_retry_a_dead_publisher() -> None:
+    broker = InMemoryBroker()
+    agent = ClusterAgent(
+        SimulatedAdapter(simulated_nodes("c1", 1, 4, "h100")),
+        FatalPublisher(),
+        cluster="c1",
+        pool="p1",
+    )
+    subscriber = InMemorySubscriber(broker, "agent", [])
+    with pytest.raises(FatalBusError):
+        agent.run(subscriber, lambda: False, poll_s=0, history=[])
+
+
+def test_a_fatal_error_in_a_service_loop_exits_70_with_one_structured_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="services.runtime")
+    with pytest.raises(SystemExit) as exited, stop_requested_on_signals():
+        raise FatalBusError("producer scheduler: _FATAL: out of order sequence number")
+    assert exited.value.code == EXIT_CRASH
+    [line] = [r for r in caplog.records if r.name == "services.runtime"]
+    assert line.getMessage() == "service exiting"
+    assert line.__dict__["exit_code"] == EXIT_CRASH
+    assert "out of order sequence number" in line.__dict__["reason"]
+    assert line.exc_info is None  # the reason is the whole story
+
+
+def test_other_exceptions_pass_through_the_signal_scope_unchanged() -> None:
+    with pytest.raises(ValueError, match="mine"), stop_requested_on_signals():
+        raise ValueError("mine")
+
+
+def test_run_service_maps_an_unexpected_exception_to_exit_70(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def main() -> None:
+        raise KeyError("budget")
+
+    with pytest.raises(SystemExit) as exited:
+        run_service(main)
+    assert exited.value.code == EXIT_CRASH
+    [line] = [r for r in caplog.records if r.name == "services.runtime"]
+    assert "unexpected KeyError" in line.__dict__["reason"]
+    assert line.exc_info is not None
+    assert run_service(lambda: 3) == 3
+
+
+def test_the_grace_timer_fires_once_after_the_first_request_and_not_when_cancelled() -> None:
+    fired: list[float] = []
+    stop = StopRequest(0.05, on_expiry=lambda: fired.append(time.monotonic()))
+    assert not stop()
+    stop.request(15)
+    stop.request(15)
+    assert stop()
+    time.sleep(0.3)
+    assert len(fired) == 1
+    cancelled = StopRequest(0.05, on_expiry=lambda: fired.append(0))
+    cancelled.request(15)
+    cancelled.cancel()
+    time.sleep(0.2)
+    assert len(fired) == 1
+
+
+def test_sigterm_is_seen_while_librdkafka_holds_the_main_thread_and_bounded_by_grace() -> None:
+    """A flush to a broker that does not answer keeps the main thread in C for 20 s; the stop
+    flag is still set at once, and the process exits 71 when its grace period (2 s) ends."""
+    script = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        from confluent_kafka import Producer
+        from services.runtime.signals import stop_requested_on_signals
+
+        producer = Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+        producer.produce("t", b"x")
+        with stop_requested_on_signals(grace_s=2) as stop:
+            def kill():
+                time.sleep(0.5)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.3)
+                print("flag", stop(), flush=True)
+            threading.Thread(target=kill, daemon=True).start()
+            producer.flush(20)
+            print("flush returned", flush=True)
+        """
+    )
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == EXIT_STOP_TIMEOUT, result.stdout + result.stderr
+    assert "flag True" in result.stdout
+    assert "flush returned" not in result.stdout
+    assert time.monotonic() - started < 15
+
+
+# -- what charging did during the same outage ----------------------------------------------
+def test_charging_holds_a_run_whose_submission_it_has_not_read_instead_of_charging_no_budget() -> (
+    None
+):
+    """A broker that came back without its last writes can hand the charging host a start
+    whose submission it never read. Folded at once it posted charges to the budget ``''``
+    and the usage snapshot failed (``ValidationError BudgetUsage budget ''``); held, the run
+    is charged to its real budget once the submission arrives."""
+    from datetime import UTC, datetime
+
+    from events import decode_binary, new_event
+    from events.models import LedgerCharge, WorkloadSubmitted
+    from events.positions import Delivery, Position
+    from projections.ledger import Ledger
+    from services.bus.memory import InMemoryPublisher
+    from services.charging.host import ChargingHost
+    from tests.unit.test_ledger import T0, run_events
+
+    broker = InMemoryBroker()
+    host = ChargingHost(InMemoryPublisher(broker), list, snapshot_every_s=0)
+    facts = run_events("w1", "lab/a", 2, T0 + 60, T0 + 3 * 3600, True, 600)
+    submission = next(pair for pair in facts if isinstance(pair[0], WorkloadSubmitted))
+    early = [pair for pair in facts if pair is not submission]  # the submission comes last
+    for offset, (data, t) in enumerate([*early, submission]):
+        envelope = new_event(data, source="t", time=datetime.fromtimestamp(t, UTC))  # type: ignore[type-var]
+        host.handle(Delivery(envelope, Position("fairshare.workloads", 0, offset)))
+        if data is not submission[0]:
+            assert host.snapshots() is not None  # builds (validates) without an empty budget
+
+    expected = Ledger()
+    for data, t in facts:
+        expected.apply(data, float(t))
+    charges = [decode_binary(r.value, r.headers).data for r in broker.records("fairshare.ledger")]
+    assert all(isinstance(c, LedgerCharge) and c.budget == "lab/a" for c in charges)
+    assert sorted(c.charge_id for c in charges) == sorted(c.charge_id for c in expected.entries)
+    assert not host.held
+    assert {u.budget for s in host.snapshots() for u in s.budgets} == {"lab/a"}

@@ -1,0 +1,198 @@
+"""The lease's pure state machine, driven by the records of its topic and a fake clock.
+
+Each test plays the one partition by hand: what an instance appends is "in the log" only once
+the test feeds it back (to every instance, in the same order), which is how a race is decided.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from services.scheduler.lease import LeaseCore, LeaseRecord, LeaseTiming, SoleInstance
+
+TIMING = LeaseTiming(ttl_s=10.0, renew_s=2.0, margin_s=3.0)
+
+
+def _caught_up() -> bool:
+    return True
+
+
+class Log:
+    """The lease partition and the instances that read it."""
+
+    def __init__(self, *names: str) -> None:
+        self.records: list[LeaseRecord] = []
+        self.cores = {name: LeaseCore(name, TIMING, now=0.0) for name in names}
+
+    def append(self, record: LeaseRecord, now: float, sent_at: float | None = None) -> None:
+        """The broker appends ``record``: its sender is acknowledged, everyone reads it."""
+        self.records.append(record)
+        self.cores[record.holder].acknowledged(record, now if sent_at is None else sent_at)
+        for core in self.cores.values():
+            core.read(record, now)
+
+    def tick(self, name: str, now: float) -> LeaseRecord | None:
+        """``name`` asks what to append at ``now`` and the broker appends it at once."""
+        record = self.cores[name].due(now, _caught_up)
+        if record is not None:
+            self.append(record, now)
+        return record
+
+
+def test_the_first_instance_on_an_empty_log_claims_epoch_one_and_leads() -> None:
+    log = Log("a")
+    claim = log.tick("a", 0.0)
+    assert claim == LeaseRecord("claim", "a", 1)
+    core = log.cores["a"]
+    assert core.leading(0.1)
+    assert core.epoch == 1
+    assert core.owner == "a"
+
+
+def test_no_claim_before_the_topic_is_read_to_its_end() -> None:
+    core = LeaseCore("a", TIMING, now=0.0)
+    assert core.due(0.0, lambda: False) is None
+    assert core.due(0.0, _caught_up) == LeaseRecord("claim", "a", 1)
+
+
+def test_a_claim_not_yet_read_back_does_not_lead() -> None:
+    core = LeaseCore("a", TIMING, now=0.0)
+    claim = core.due(0.0, _caught_up)
+    assert claim is not None
+    core.acknowledged(claim, 0.0)
+    assert not core.leading(0.1), "appended, but not read back: the log has not said who won"
+    core.read(claim, 0.2)
+    assert core.leading(0.2)
+
+
+def test_the_first_claim_of_an_epoch_wins_a_race_and_the_later_one_loses() -> None:
+    log = Log("a", "b")
+    a_claim = log.cores["a"].due(0.0, _caught_up)
+    b_claim = log.cores["b"].due(0.0, _caught_up)
+    assert a_claim == LeaseRecord("claim", "a", 1)
+    assert b_claim == LeaseRecord("claim", "b", 1)
+    log.append(b_claim, 0.01)  # b's reached the partition first
+    log.append(a_claim, 0.02)
+    assert log.cores["b"].leading(0.1)
+    assert not log.cores["a"].leading(0.1)
+    assert log.cores["a"].owner == "b"
+    # The loser waits for the winner's renewals like any standby: no claim while they come.
+    for second in range(1, 30):
+        log.tick("b", float(second))
+        assert log.tick("a", float(second)) is None
+
+
+def test_the_leader_renews_every_renew_s_and_a_reading_standby_never_claims() -> None:
+    log = Log("a", "b")
+    log.tick("a", 0.0)
+    renewals = []
+    for tenth in range(1, 600):
+        now = tenth / 10
+        record = log.tick("a", now)
+        if record is not None:
+            renewals.append((now, record))
+        assert log.tick("b", now) is None
+        assert log.cores["a"].leading(now)
+    assert [r for _, r in renewals][:2] == [LeaseRecord("renew", "a", 1)] * 2
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(renewals)]
+    assert all(gap == pytest.approx(2.0, abs=0.11) for gap in gaps)
+
+
+def test_a_dead_leader_is_replaced_after_ttl_s_without_a_renewal() -> None:
+    log = Log("a", "b")
+    log.tick("a", 0.0)
+    log.tick("a", 2.0)  # its last renewal, read by b at 2.0; then it dies
+    for tenth in range(21, 200):
+        now = tenth / 10
+        record = log.tick("b", now)
+        if record is not None:
+            break
+    assert record == LeaseRecord("claim", "b", 2)
+    assert now == pytest.approx(12.0)
+    assert log.cores["b"].leading(now)
+    assert log.cores["b"].epoch == 2
+
+
+def test_a_stalled_leader_fences_itself_before_a_standby_may_claim() -> None:
+    log = Log("a", "b")
+    log.tick("a", 0.0)
+    log.tick("a", 2.0)  # the last renewal acknowledged: sent at 2.0
+    core = log.cores["a"]
+    assert core.leading(2.0 + TIMING.ttl_s - TIMING.margin_s - 0.01)
+    assert not core.leading(2.0 + TIMING.ttl_s - TIMING.margin_s), "self-fenced by its own clock"
+    # b read the renewal at 2.0 at the earliest, so it cannot claim before 12.0: 3 s later.
+    assert log.tick("b", 11.9) is None
+    assert log.tick("b", 12.0) == LeaseRecord("claim", "b", 2)
+
+
+def test_renewals_that_are_appended_but_not_acknowledged_do_not_keep_a_leader() -> None:
+    core = LeaseCore("a", TIMING, now=0.0)
+    claim = core.due(0.0, _caught_up)
+    assert claim is not None
+    core.acknowledged(claim, 0.0)
+    core.read(claim, 0.0)
+    for second in (2.0, 4.0, 6.0):
+        renewal = core.due(second, _caught_up)
+        assert renewal is not None
+        core.read(renewal, second)  # in the log, but the acknowledgement never came
+    assert not core.leading(7.0)
+    late = core.due(8.0, _caught_up)
+    assert late is not None
+    core.acknowledged(late, 8.0)
+    assert core.leading(8.5), "an acknowledged renewal of its epoch makes it lead again"
+
+
+def test_a_leader_is_deposed_as_soon_as_it_reads_a_higher_epoch() -> None:
+    log = Log("a", "b")
+    log.tick("a", 0.0)
+    log.tick("a", 2.0)
+    # b's clock ran out (say a's renewals were slow to reach it) and its claim is in the log.
+    log.append(LeaseRecord("claim", "b", 2), 3.0)
+    assert not log.cores["a"].leading(3.0)
+    assert log.cores["a"].owner == "b"
+    # A renewal a sends before it read the claim is of the old epoch: it changes nothing.
+    log.append(LeaseRecord("renew", "a", 1), 3.1)
+    assert log.cores["b"].leading(3.2)
+    assert not log.cores["a"].leading(3.2)
+    assert log.cores["a"].due(3.3, _caught_up) is None, "a standby now, waiting on b"
+
+
+def test_a_claim_that_never_comes_back_is_made_again_after_ttl_s() -> None:
+    core = LeaseCore("a", TIMING, now=0.0)
+    assert core.due(0.0, _caught_up) == LeaseRecord("claim", "a", 1)
+    assert core.due(5.0, _caught_up) is None
+    assert core.due(10.0, _caught_up) == LeaseRecord("claim", "a", 1)
+
+
+def test_a_new_instance_waits_a_full_ttl_for_an_owner_it_has_read() -> None:
+    log = Log("a")
+    log.tick("a", 0.0)
+    late = LeaseCore("c", TIMING, now=100.0)  # starts later and reads the whole topic
+    for record in log.records:
+        late.read(record, 100.0)
+    assert late.owner == "a"
+    assert late.due(109.9, _caught_up) is None
+    assert late.due(110.0, _caught_up) == LeaseRecord("claim", "c", 2)
+
+
+def test_lease_records_decode_strictly() -> None:
+    record = LeaseRecord("renew", "host:1:ab", 7)
+    assert LeaseRecord.decode(record.encode()) == record
+    for bad in (b"", b"{}", b"[1]", b'{"kind":"renew","holder":"x","epoch":0}',
+                b'{"kind":"steal","holder":"x","epoch":1}',
+                b'{"kind":"claim","holder":"","epoch":1}',
+                b'{"kind":"claim","holder":"x","epoch":true}', None):  # fmt: skip
+        assert LeaseRecord.decode(bad) is None
+
+
+def test_timing_is_checked() -> None:
+    with pytest.raises(ValueError, match="renew_s"):
+        LeaseTiming(ttl_s=5.0, renew_s=4.0, margin_s=2.0)
+
+
+def test_a_sole_instance_always_leads_in_its_epoch() -> None:
+    assert SoleInstance().held()
+    assert SoleInstance().epoch == 0
+    assert SoleInstance(epoch=3).epoch == 3
