@@ -37,11 +37,24 @@ def _check_a_working_lab(result: subprocess.CompletedProcess[str], database: Pat
 
 
 @pytest.mark.broker_fast
-def test_up_on_embedded_defaults_runs_the_lab_and_keeps_its_log(tmp_path: Path) -> None:
-    args = ["--data-dir", str(tmp_path), "--api-port", str(free_port()), "--submit-every", "1"]
+@pytest.mark.parametrize(
+    ("choice", "announced"),
+    [
+        ((), "Apache Kafka 4.1.1 (KRaft"),  # the default: crash-safe
+        (("--broker", "noida"), "NOT crash-safe"),  # the fallback says what it is
+    ],
+    ids=["default-apache-kafka", "fallback-noida"],
+)
+def test_up_on_embedded_defaults_runs_the_lab_and_keeps_its_log(
+    tmp_path: Path, choice: tuple[str, ...], announced: str
+) -> None:
+    args = [
+        "--data-dir", str(tmp_path), "--api-port", str(free_port()), "--submit-every", "1",
+        *choice,
+    ]  # fmt: skip
     first = _run("up", "--duration", "25", *args)
     _check_a_working_lab(first, tmp_path / "fairshare.db")
-    assert "noida-db" in first.stdout
+    assert announced in first.stdout + first.stderr
     # The embedded broker is durable: a second run finds the first run's workloads in the log
     # (the read models rebuilt from it still hold them) and does not seed the lab twice.
     with sqlite3.connect(tmp_path / "fairshare.db") as db:
