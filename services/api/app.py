@@ -9,7 +9,10 @@ code and body here, and only here.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
@@ -21,7 +24,9 @@ from services.api.auth import Principal
 from services.api.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unavailable
 from services.api.routes import budgets, dashboard, meta, nodes, queue, reports, workloads
 from services.api.view import LiveView
+from services.bus.kafka import FatalBusError
 from services.bus.port import EventPublisher
+from services.runtime.service import EXIT_CRASH, exit_now
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,7 @@ def create_app(
         flush_timeout_s=flush_timeout_s,
     )
     app.add_exception_handler(DomainError, domain_error)
+    app.add_exception_handler(FatalBusError, fatal_bus_error)
     for router in ROUTERS:
         app.include_router(router)
     _serve_reports_and_dashboard(app, view, clock, engine)
@@ -93,6 +99,26 @@ async def domain_error(request: Request, error: Exception) -> JSONResponse:
     )
     log.info("request refused", extra={"status": code, "reason": error.message, "user": error.user})
     return JSONResponse({"detail": error.message}, code)
+
+
+#: How the API process ends once its bus client is dead (replaced in tests).
+end_process: Callable[[int], None] = os._exit
+#: Time for the 503 to reach the client before the process ends.
+EXIT_DELAY_S = 0.2
+
+
+def fatal_bus_error(_request: Request, error: Exception) -> JSONResponse:
+    """Crash-only: the API's Kafka client is dead (a fatal librdkafka error), so no later
+    request could be served either. Answer this one 503 (writes are idempotent: the client
+    retries the same request), log why, and end the process; its supervisor restarts it with a
+    fresh client and a view rebuilt from the log. Lingering would answer 500 to every write."""
+    exit_now(EXIT_CRASH, f"fatal bus error: {error}", error)
+    threading.Timer(EXIT_DELAY_S, end_process, (EXIT_CRASH,)).start()
+    return JSONResponse(
+        {"detail": "the API lost its connection to the log and restarts; retry"},
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": "2"},
+    )
 
 
 def _serve_reports_and_dashboard(

@@ -147,13 +147,20 @@ class SchedulerService:
                 if node is not None and node.down:
                     self._dirty = True  # it is back: declare it up
 
+    def _catch_up(self) -> None:
+        """Fold the whole log as it is now; then a fact held since before it still cannot
+        apply never will (the one ordering rule every reader follows: see LiveState)."""
+        mark = self.state.hold_mark()
+        self.fold(self.follower.catch_up())
+        self.state.reject_held_before(mark)
+
     def step(self) -> PassResult | None:
         """One turn: read what is new; if leading and something is due, run a pass."""
         self.fold(self.follower.poll(timeout_s=self.config.poll_s))
         leading = self.lease.held()
         if leading and not self._leading:
             # Act only on the whole log: the previous leader's last commands included.
-            self.fold(self.follower.catch_up())
+            self._catch_up()
             self._dirty = True
             log.info(
                 "scheduler leading", extra={"events": self.state.events, "epoch": self.lease.epoch}
@@ -173,7 +180,7 @@ class SchedulerService:
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         try:
-            self.fold(self.follower.catch_up())
+            self._catch_up()
             while not should_stop():
                 try:
                     self.step()
@@ -183,7 +190,7 @@ class SchedulerService:
                     self.state = LiveState()
                     self.follower.close()
                     self.follower = self.follow()
-                    self.fold(self.follower.catch_up())
+                    self._catch_up()
         finally:
             self.close()
 
@@ -251,7 +258,7 @@ class SchedulerService:
         self.state = LiveState()
         self.follower.close()
         self.follower = self.follow()
-        self.fold(self.follower.catch_up())
+        self._catch_up()
 
     def _input_position(self) -> tuple[InputPosition, ...]:
         return tuple(

@@ -3,6 +3,7 @@ and what it says about the queue, preemptions, budgets and nodes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,8 +32,10 @@ from events.models import (
 )
 from events.serde import decode_binary
 from projections.live_state import LiveState
+from services.api import app as api_app
 from services.api import create_app, default_tokens
 from services.api.view import VIEW_KINDS, LiveView
+from services.bus.kafka import FatalBusError
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
 from services.bus.port import PublishError
 from tests.factories import submitted
@@ -313,6 +316,27 @@ def test_flush_failure_is_503() -> None:
     response = TestClient(app).post("/workloads", json=body(), headers=ANA)
     assert response.status_code == 503
     assert "not acknowledged" in response.json()["detail"]
+
+
+class ClientDead(InMemoryPublisher):
+    def flush(self, timeout_s: float = 30.0) -> None:
+        raise FatalBusError("fatal error: out of order sequence number")
+
+
+def test_a_dead_bus_client_answers_503_and_ends_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Crash-only: no zombie API answering 500 to every write; its supervisor restarts it."""
+    ended: list[int] = []
+    monkeypatch.setattr(api_app, "end_process", ended.append)
+    monkeypatch.setattr(api_app, "EXIT_DELAY_S", 0.0)
+    w = build_world()
+    app = create_app(w.view, ClientDead(InMemoryBroker()), default_tokens(), clock=lambda: 0.0)
+    response = TestClient(app).post("/workloads", json=body(), headers=ANA)
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "2"
+    deadline = time.monotonic() + 5
+    while not ended and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ended == [70]
 
 
 def test_unseen_write_is_202_accepted(world: World) -> None:
