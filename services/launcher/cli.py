@@ -117,7 +117,7 @@ def _broker_for_up(kafka: str | None, data_dir: Path, kind: str | None) -> Broke
 
 def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> None:
     """Run the stack until Ctrl-C or ``duration``, then stop the broker too; exit 1 if a service
-    died or did not stop cleanly."""
+    had to be restarted or did not stop cleanly (a clean run says so by its exit code)."""
     from services.launcher.stack import run_stack
     from services.runtime.signals import stop_requested_on_signals
 
