@@ -194,9 +194,20 @@ def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
         started.stop()
 
 
-def _partition(bootstrap: str, topic: str) -> Any:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
-    return metadata.topics[topic].partitions[0]
+def _partition(bootstrap: str, topic: str, timeout_s: float = 30) -> Any:
+    """Partition 0's metadata once every broker knows it (just after creation, the broker
+    asked may not list the partition or its leader yet)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = admin.list_topics(topic, timeout=timeout_s)
+        found = metadata.topics.get(topic)
+        partition = None if found is None else found.partitions.get(0)
+        if partition is not None and partition.leader >= 0 and len(partition.replicas) == 3:
+            return partition
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} has no partition 0 with a leader and 3 replicas")
+        time.sleep(0.2)
 
 
 @pytest.mark.slow
