@@ -43,6 +43,9 @@ from events.times import HOUR
 from events.trusted import trusted
 
 RunKey = tuple[str, int]  # (workload, attempt)
+#: Facts about one run of a workload (held while its submission is unread).
+RunFact = WorkloadStarted | WorkloadFinished | WorkloadPreempted | WorkloadLost
+_RUN_FACTS = (WorkloadStarted, WorkloadFinished, WorkloadPreempted, WorkloadLost)
 
 
 @lru_cache(maxsize=4096)
@@ -94,16 +97,26 @@ class Ledger:
         #: Confirmations seen before the run's start (heartbeats and starts travel on
         #: different topics, so a projector may read them in either order).
         self.early: dict[RunKey, int] = {}
+        #: Run facts of workloads whose submission (which names the budget) is not read yet,
+        #: in order: possible only after a broker lost the submission's write. Held, they are
+        #: charged to the right budget once it arrives, never to an empty one.
+        self.held: dict[str, list[tuple[EventData, float]]] = {}
         self.entries: list[LedgerCharge] = []
         self.entry_ids: set[str] = set()
 
     def apply(self, data: EventData, at: float) -> list[LedgerCharge]:
         """Fold one event in at ``at`` (epoch seconds, like every fold; charges are in whole
         seconds, so it is floored); returns the charges it posted (usually none)."""
+        if isinstance(data, _RUN_FACTS) and self._waits_for_submission(data):
+            self.held.setdefault(data.workload_id, []).append((data, at))
+            return []
         now = int(at)
         if isinstance(data, WorkloadSubmitted):
             self.budgets.setdefault(data.workload_id, data.budget)
-            return []
+            released: list[LedgerCharge] = []
+            for early, early_at in self.held.pop(data.workload_id, []):
+                released += self.apply(early, early_at)
+            return released
         if isinstance(data, WorkloadStarted):
             return self._start(data, now)
         if isinstance(data, GpuHeartbeat):
@@ -125,15 +138,21 @@ class Ledger:
             return self._end((data.workload_id, data.attempt), int(data.last_heartbeat.timestamp()))
         return []
 
+    def _waits_for_submission(self, data: RunFact) -> bool:
+        """A run fact waits while its workload's submission is unread; once one waits, the
+        later facts of that workload wait behind it, to be folded in order."""
+        return data.workload_id in self.held or (
+            isinstance(data, WorkloadStarted) and data.workload_id not in self.budgets
+        )
+
     def _start(self, e: WorkloadStarted, now: int) -> list[LedgerCharge]:
         key = (e.workload_id, e.attempt)
         if key in self.runs:
             return []  # duplicate
-        budget = self.budgets.get(e.workload_id, "")
         run = Run(
             workload_id=e.workload_id,
             attempt=e.attempt,
-            budget=budget,
+            budget=self.budgets[e.workload_id],
             pool=e.pool,
             gpus=e.placement.gpu_count,
             allocated=e.allocated,

@@ -7,12 +7,10 @@ have. Charges already on the ledger topic are read first and never published aga
 published just before a crash is re-derived with the same id after the restart and recognised.
 Consumers dedupe by charge id in any case (at-least-once everywhere).
 
-A run's facts are held while the submission that names its budget has not been read: a start
-can be read without it when a broker came back without its last writes (the submission lost,
-or written again at offsets this consumer had already passed). Folded at once, that start
-would post charges to the empty budget, which no consumer can decode and which made the usage
-snapshot invalid (``BudgetUsage budget ''``); held, it is charged correctly once the submission
-is read, and never if the submission is gone for good (logged).
+A run's facts are held by the ledger fold itself while the submission that names its budget has
+not been read (possible when a broker came back without its last writes): folded at once, that
+start would post charges to the empty budget, which made the usage snapshot invalid
+(``BudgetUsage budget ''``). The fold holds them, so the audit's replay agrees with this host.
 
 Usage snapshots carry, per pool, each leaf budget's allocated and unallocated GPU-seconds in the
 window as the ledger has confirmed them, with the input positions they were computed at.
@@ -31,15 +29,9 @@ from typing import Any
 from events import new_event
 from events.envelope import Envelope, derived_event_id, envelope_class
 from events.models import (
-    EventData,
     InputPosition,
     LedgerCharge,
     UsageSnapshot,
-    WorkloadFinished,
-    WorkloadLost,
-    WorkloadPreempted,
-    WorkloadStarted,
-    WorkloadSubmitted,
 )
 from events.positions import Delivery
 from events.times import DEFAULT_WINDOW_S
@@ -53,7 +45,6 @@ from services.runtime.gc_pause import gc_paused
 log = logging.getLogger(__name__)
 SOURCE = "fairshare/charging"
 #: Facts about a run, which the ledger can fold only once it knows the workload's budget.
-_RUN_FACTS = (WorkloadStarted, WorkloadFinished, WorkloadPreempted, WorkloadLost)
 
 
 class ChargingHost:
@@ -83,8 +74,6 @@ class ChargingHost:
         self._last_snapshot = -1e18
         self._latest_time = 0.0
         self.publisher = publisher
-        #: Run facts waiting for their workload's submission, in the order they were read.
-        self.held: dict[str, list[Envelope[Any]]] = {}
 
     def restore(self) -> None:
         """Learn every charge already on the ledger topic, so none is published twice."""
@@ -98,30 +87,7 @@ class ChargingHost:
             delivery.position.offset + 1
         )
         self._latest_time = max(self._latest_time, envelope.time.timestamp())
-        data = envelope.data
-        if self._waits_for_submission(data):
-            self.held.setdefault(data.workload_id, []).append(envelope)
-            return []
-        fresh = self._fold(envelope)
-        if isinstance(data, WorkloadSubmitted):
-            for early in self.held.pop(data.workload_id, []):
-                fresh += self._fold(early)
-        return fresh
-
-    def _waits_for_submission(self, data: EventData) -> bool:
-        """Whether a run fact must wait for its submission (see the module docstring); once one
-        waits, the later facts of that workload wait behind it, to be folded in order."""
-        if not isinstance(data, _RUN_FACTS):
-            return False
-        if data.workload_id in self.held:
-            return True
-        if isinstance(data, WorkloadStarted) and data.workload_id not in self.ledger.budgets:
-            log.warning(
-                "run started before its submission was read; holding it",
-                extra={"workload_id": data.workload_id, "attempt": data.attempt},
-            )
-            return True
-        return False
+        return self._fold(envelope)
 
     def _fold(self, envelope: Envelope[Any]) -> list[LedgerCharge]:
         fresh = []

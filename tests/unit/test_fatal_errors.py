@@ -226,5 +226,5 @@ def test_charging_holds_a_run_whose_submission_it_has_not_read_instead_of_chargi
     charges = [decode_binary(r.value, r.headers).data for r in broker.records("fairshare.ledger")]
     assert all(isinstance(c, LedgerCharge) and c.budget == "lab/a" for c in charges)
     assert sorted(c.charge_id for c in charges) == sorted(c.charge_id for c in expected.entries)
-    assert not host.held
+    assert not host.ledger.held
     assert {u.budget for s in host.snapshots() for u in s.budgets} == {"lab/a"}

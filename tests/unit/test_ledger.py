@@ -228,3 +228,24 @@ def test_ledger_equals_the_integral_of_occupancy_whatever_the_topic_interleaving
     assert {b: v for b, v in charged.items() if v} == {b: v for b, v in expected.items() if v}
     assert len({e.charge_id for e in first}) == len(first.entries), "no duplicate charge ids"
     assert first.totals() == second.totals(), "totals do not depend on read order"
+
+
+def test_a_run_read_before_its_submission_is_held_and_charged_to_its_budget() -> None:
+    """After a broker lost the submission's write and it was written again later, a start can
+    be read first: the fold holds the run's facts until the budget is known, so every reader of
+    the log (charging, the audit, the simulator) posts the same charges, never to budget ''."""
+    facts = run_events("w", "lab/a", 2, T0 + 60, T0 + 3 * HOUR, True, 600)
+    submission = next(pair for pair in facts if isinstance(pair[0], WorkloadSubmitted))
+    in_order = Ledger()
+    for data, t in facts:
+        in_order.apply(data, float(t))
+    late = Ledger()
+    early_charges = []
+    for data, t in [pair for pair in facts if pair is not submission]:
+        early_charges += late.apply(data, float(t))
+    assert early_charges == []
+    assert late.held
+    late.apply(*submission)
+    assert not late.held
+    assert sorted(c.charge_id for c in late) == sorted(c.charge_id for c in in_order)
+    assert {c.budget for c in late} == {"lab/a"}
