@@ -3,7 +3,7 @@ stored in the SQL read models, to compare with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from events import EventDecodeError, Topics, decode_binary
 from events.envelope import Envelope
 from events.models import LedgerCharge
 from events.ndjson import BadLine, read_events
+from services.audit.replay import ReplayResult
 from services.read_models.tables import ledger_entries
 
 
@@ -60,3 +61,19 @@ def stored_charges(database_url: str) -> list[LedgerCharge]:
             ]
     finally:
         engine.dispose()
+
+
+def audit_log(
+    log: Iterable[Envelope[Any] | BadLine], database_url: str | None = None
+) -> ReplayResult:
+    """``fairshare audit replay``: every charge recomputed from the facts and compared with the
+    charges recorded in the log, or with those stored in the read models at ``database_url``
+    (the projector's copy: in any order, since it stores by id)."""
+    from services.audit.replay import compare, replay
+
+    result = replay(log, keep_recomputed=bool(database_url))
+    if database_url:
+        stored = stored_charges(database_url)
+        result.recorded_count = len(stored)
+        result.differences = compare(stored, result.recomputed, check_order=False)
+    return result

@@ -65,3 +65,27 @@ def bench_pipeline(
     from services.bench.pipeline import pipeline_benchmark
 
     typer.echo(orjson.dumps(pipeline_benchmark(events, kafka)).decode())
+
+
+@bench_app.command("chaos")
+def bench_chaos(
+    workloads: Annotated[int, typer.Option(help="submissions through the API")] = 1000,
+    brokers: Annotated[int, typer.Option(help="Apache Kafka brokers: 1, or 3 (replicated)")] = 1,
+    rate: Annotated[float, typer.Option(help="submissions per second")] = 20.0,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="keep the run here (logs, broker data) instead of a tmp dir")
+    ] = None,
+) -> None:
+    """The stack under kill -9 (broker, each service, the lease holder) while workloads are
+    submitted through the API; then the log is checked. Prints one JSON object; exit 1 when
+    something acknowledged was lost or a check failed."""
+    import orjson
+
+    from services.bench.chaos import ChaosConfig, chaos_benchmark
+    from services.runtime.cli_options import err_console
+
+    config = ChaosConfig(workloads=workloads, brokers=brokers, rate_per_s=rate)
+    result = chaos_benchmark(config, data_dir, report=lambda line: err_console.print(line))
+    typer.echo(orjson.dumps(result).decode())
+    if not result["ok"]:
+        raise typer.Exit(1)

@@ -64,19 +64,25 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
     else:
         agent += ["--virtual-gpus", str(config.gpus_per_node), "--log-dir", str(logs / "runs")]
     agent += ["--heartbeat-s", str(config.heartbeat_s)]
+    scheduler = [
+        "scheduler",
+        *common,
+        "--heartbeat-timeout-s",
+        str(config.heartbeat_timeout_s),
+        "--tick-s",
+        str(config.scheduler_tick_s),
+        "--grace-period-s",
+        str(config.grace_period_s),
+    ]
+    # the first is named plainly; the standbys by their number (any of them may lead)
+    schedulers = {
+        "scheduler" if n == 1 else f"scheduler-{n}": scheduler
+        for n in range(1, max(1, config.schedulers) + 1)
+    }
     return {
         "charging": ["charging", *common],
         "projector": ["projector", *common, "--database-url", config.database_url],
-        "scheduler": [
-            "scheduler",
-            *common,
-            "--heartbeat-timeout-s",
-            str(config.heartbeat_timeout_s),
-            "--tick-s",
-            str(config.scheduler_tick_s),
-            "--grace-period-s",
-            str(config.grace_period_s),
-        ],
+        **schedulers,
         "agent": agent,
         "api": [
             "api",

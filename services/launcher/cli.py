@@ -68,6 +68,10 @@ def up(
     submit_every: Annotated[
         float, typer.Option(help="mean seconds between synthetic submissions (0: none)")
     ] = 4.0,
+    schedulers: Annotated[
+        int,
+        typer.Option(min=1, help="scheduler processes: one leads, the others stand by"),
+    ] = 2,
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
@@ -88,6 +92,7 @@ def up(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         submit_every_s=submit_every,
+        schedulers=schedulers,
     )
     _run_up(broker, config, duration)
 

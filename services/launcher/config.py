@@ -43,6 +43,10 @@ class UpConfig:
     #: A node silent this long is declared down by the scheduler.
     heartbeat_timeout_s: float = 30.0
     scheduler_tick_s: float = 2.0
+    #: Scheduler processes: one leads by lease, the others stand by to take over within the
+    #: lease's TTL when it dies (a restart by the supervisor would take as long, but a
+    #: standby does not depend on the launcher being alive).
+    schedulers: int = 2
     grace_period_s: int = 10
     #: Mean seconds between synthetic submissions (0: none).
     submit_every_s: float = 4.0

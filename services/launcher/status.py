@@ -25,7 +25,7 @@ def status_line(api_url: str) -> str:
 
 def services_line(children: Iterable[Child], now: float) -> str:
     """Which services run, and for each one that was restarted how often and why it last
-    died: ``5 of 5 up; scheduler restarted 2x (last: killed by SIGKILL: <log line>)``."""
+    died: ``6 of 6 up; scheduler restarted 2x (last: killed by SIGKILL: <log line>)``."""
     children = list(children)
     up = sum(1 for c in children if c.restart_at is None and c.process is not None)
     parts = [f"{up} of {len(children)} up"]

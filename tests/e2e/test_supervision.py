@@ -99,7 +99,7 @@ def test_a_killed_service_is_restarted_and_a_killed_launcher_leaves_no_service(u
     _until("the API", lambda: "pids " in up.text() or up.process.poll() is not None, 180)
     assert up.process.poll() is None, up.text()
     pids = up.pids()
-    assert set(pids) == {"charging", "projector", "scheduler", "agent", "api"}
+    assert set(pids) == {"charging", "projector", "scheduler", "scheduler-2", "agent", "api"}
     assert set(pids.values()) <= _marked(up.process.pid)
 
     for name in ("projector", "scheduler"):
@@ -108,12 +108,12 @@ def test_a_killed_service_is_restarted_and_a_killed_launcher_leaves_no_service(u
         assert f"{name} died (killed by SIGKILL" in up.text()
     _until(
         "a status line naming both restarts",
-        lambda: re.search(r"^services: 5 of 5 up; .*projector restarted 1x .*scheduler "
+        lambda: re.search(r"^services: 6 of 6 up; .*projector restarted 1x .*scheduler "
                           r"restarted 1x \(last: killed by SIGKILL", up.text(), re.MULTILINE),
         30,
     )  # fmt: skip
     children = _marked(up.process.pid)
-    assert len(children) >= 5, children
+    assert len(children) >= 6, children
     assert pids["projector"] not in children
     assert pids["scheduler"] not in children
 
