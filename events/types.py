@@ -7,10 +7,11 @@ model uses them instead of bare ``str``/``int``.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import Field, GetCoreSchemaHandler, StringConstraints
+from pydantic import AfterValidator, Field, GetCoreSchemaHandler, JsonValue, StringConstraints
 from pydantic_core import core_schema
 
 #: Longest contract a workload may ask for, system-wide (docs/design.md section 2.2: a default
@@ -73,8 +74,22 @@ def utc_epoch_seconds(value: datetime) -> int:
 #: the machine that wrote them, which an auditor cannot know.
 UtcDateTime = Annotated[datetime, _UtcDateTimeSchema]
 
-#: A non-empty identifier without whitespace (client-generated workload ids, users, nodes).
-Identifier = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^\S+$")]
+#: The one character set of ids and names (workload ids, users, nodes, clusters): letters,
+#: digits and ``. _ : @ / -``. No whitespace, no control or escape character, nothing a terminal
+#: would interpret; a path built from one is still built from its hash (the local agent's run
+#: directories), never from the id itself.
+ID_PATTERN = r"^[A-Za-z0-9._:@/-]+$"
+#: The longest id a client may choose.
+MAX_ID_LENGTH = 128
+
+#: A client's or an operator's id (workload ids, users, nodes, clusters, GPU types).
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)
+]
+
+#: An id the system derives from a client's (``place:<workload>:<attempt>``, charge ids): the
+#: same characters, with room for what is added around the client's id.
+DerivedId = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=ID_PATTERN)]
 
 #: A budget's path in the organisation tree, e.g. ``lab/robotics/sim2real``.
 BudgetPath = Annotated[
@@ -110,5 +125,71 @@ MinRuntimeSeconds = Annotated[int, Field(ge=0, le=MAX_MIN_RUNTIME_S)]
 #: A positive, finite weight set by whoever manages the parent budget.
 Weight = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
 
+#: Free text may hold tab and newline, but no other C0 control character, no DEL (a NUL breaks
+#: PostgreSQL, escapes rewrite a terminal) and, since validation works on Unicode scalar values,
+#: no lone surrogate.
+TEXT_PATTERN = r"^[^\x00-\x08\x0B-\x1F\x7F]*$"
+
 #: Free text kept short enough to ride in a Kafka header or a table cell.
-ShortText = Annotated[str, StringConstraints(max_length=2000)]
+ShortText = Annotated[str, StringConstraints(max_length=2000, pattern=TEXT_PATTERN)]
+
+#: The largest ``spec`` of a workload, as JSON: far below the broker's message size, so a
+#: submission that passes validation is never refused by the log.
+MAX_SPEC_BYTES = 64 * 1024
+#: How deep a ``spec`` may nest.
+MAX_SPEC_DEPTH = 32
+
+
+class SpecTooLargeError(ValueError):
+    """A spec over :data:`MAX_SPEC_BYTES` (the API answers 413 for it, not 422)."""
+
+
+def checked_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every string of a spec (keys too) is text as :data:`TEXT_PATTERN` allows it, every
+    number is finite (JSON has no NaN: a serialiser would write ``null`` or fail), the nesting
+    is at most :data:`MAX_SPEC_DEPTH` deep and the JSON at most :data:`MAX_SPEC_BYTES`. The size
+    is counted while walking (UTF-8 bytes of the strings plus punctuation), an upper bound of
+    the compact JSON's size, so no serialiser is needed here."""
+    size = _spec_size(spec, 0)
+    if size > MAX_SPEC_BYTES:
+        raise SpecTooLargeError(f"spec is over {MAX_SPEC_BYTES} bytes as JSON (the cap of a spec)")
+    return spec
+
+
+def _spec_size(value: Any, depth: int) -> int:
+    if depth > MAX_SPEC_DEPTH:
+        raise ValueError(f"spec nests deeper than {MAX_SPEC_DEPTH} levels")
+    if isinstance(value, str):
+        return _text_size(value)
+    if isinstance(value, bool) or value is None:
+        return 5
+    if isinstance(value, int):
+        return len(str(value)) if abs(value) < 10**30 else _too_long_number()
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("spec: NaN and Infinity are not JSON numbers")
+        return 24
+    if isinstance(value, dict):
+        return 2 + sum(_text_size(k) + 2 + _spec_size(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 2 + sum(_spec_size(v, depth + 1) + 1 for v in value)
+    raise ValueError(f"spec: {type(value).__name__} is not a JSON value")
+
+
+def _too_long_number() -> int:
+    raise ValueError("spec: integers are limited to 30 digits")
+
+
+def _text_size(text: str) -> int:
+    if _CONTROL.search(text):
+        raise ValueError("spec: strings may not hold control characters (tab and newline only)")
+    try:
+        return len(text.encode()) + 2
+    except UnicodeEncodeError:
+        raise ValueError("spec: strings may not hold lone surrogates") from None
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0B-\x1F\x7F]")
+
+#: A workload's spec: opaque to the scheduler (the agent's business), but JSON a log can keep.
+Spec = Annotated[dict[str, JsonValue], AfterValidator(checked_spec)]

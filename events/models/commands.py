@@ -16,19 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from events.models.base import EventData
 from events.models.placement import Placement
 from events.topics import TopicKind
 from events.types import (
     BudgetPath,
+    DerivedId,
     GpuSeconds,
     Identifier,
     MinRuntimeSeconds,
     PoolName,
     Seconds,
     ShortText,
+    Spec,
 )
 
 ReasonCode = Literal[
@@ -85,7 +87,7 @@ class PlaceCommand(EventData):
     topic: ClassVar[TopicKind] = TopicKind.COMMANDS
     subject_field: ClassVar[str] = "cluster"
 
-    command_id: Identifier
+    command_id: DerivedId
     #: The issuing scheduler's lease epoch (0: no lease, or a v1 record).
     epoch: int = Field(default=0, ge=0)
     cluster: Identifier
@@ -96,7 +98,7 @@ class PlaceCommand(EventData):
     placement: Placement
     allocated: bool
     min_runtime_s: MinRuntimeSeconds
-    spec: dict[str, JsonValue] = Field(default_factory=dict)
+    spec: Spec = Field(default_factory=dict)
     decision: DecisionRecord
 
     @model_validator(mode="after")
@@ -111,7 +113,7 @@ class PreemptCommand(EventData):
     topic: ClassVar[TopicKind] = TopicKind.COMMANDS
     subject_field: ClassVar[str] = "cluster"
 
-    command_id: Identifier
+    command_id: DerivedId
     #: The issuing scheduler's lease epoch (0: no lease, or a v1 record).
     epoch: int = Field(default=0, ge=0)
     cluster: Identifier

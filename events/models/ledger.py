@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from events.models.base import EventData
 from events.times import HOUR
 from events.topics import TopicKind
-from events.types import BudgetPath, GpuSeconds, Identifier, PoolName, UtcDateTime
+from events.types import BudgetPath, DerivedId, GpuSeconds, Identifier, PoolName, UtcDateTime
 
 ChargeKind = Literal["allocated", "unallocated"]
 
@@ -59,7 +59,7 @@ class LedgerCharge(EventData):
     topic: ClassVar[TopicKind] = TopicKind.LEDGER
     subject_field: ClassVar[str] = "workload_id"
 
-    charge_id: Identifier
+    charge_id: DerivedId
     workload_id: Identifier
     budget: BudgetPath
     pool: PoolName
@@ -74,7 +74,7 @@ class LedgerCharge(EventData):
     #: What is charged: allocated GPU-seconds cost their amount, unallocated cost nothing.
     amount: GpuSeconds
     #: For a correction: the charge id it adjusts. Corrections are new entries, never edits.
-    corrects: Identifier | None = None
+    corrects: DerivedId | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> LedgerCharge:

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, model_validator
 
 from events.models.base import EventData
 from events.models.placement import Placement
 from events.topics import TopicKind
 from events.types import (
     BudgetPath,
+    DerivedId,
     GpuCount,
     Identifier,
     MinRuntimeSeconds,
     PoolName,
     Seconds,
     ShortText,
+    Spec,
     UtcDateTime,
 )
 
@@ -49,7 +51,7 @@ class WorkloadSubmitted(EventData):
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     submitter: Identifier
     #: Opaque to the scheduler; the agent's business (command, image, env, expected duration).
-    spec: dict[str, JsonValue] = Field(default_factory=dict)
+    spec: Spec = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _distinct_pools(self) -> WorkloadSubmitted:
@@ -84,7 +86,7 @@ class WorkloadPlaced(EventData):
     pool: PoolName
     placement: Placement
     allocated: bool
-    command_id: Identifier
+    command_id: DerivedId
 
 
 class WorkloadStarted(EventData):
@@ -110,7 +112,7 @@ class WorkloadPreempted(EventData):
 
     workload_id: Identifier
     attempt: Attempt = Field(ge=1)
-    command_id: Identifier
+    command_id: DerivedId
     #: How long the run held its GPUs, for the contract check (>= min_runtime_s unless unallocated).
     ran_s: Seconds
 

@@ -43,6 +43,8 @@ class RunRequest:
     #: start for a run adopted after a restart.
     started_at: float = 0.0
     budget: str = ""
+    #: Who submitted the workload (the API's authenticated user): the local agent's --run-as.
+    submitter: str = ""
 
     @property
     def run_id(self) -> str:

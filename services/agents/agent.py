@@ -420,6 +420,7 @@ class ClusterAgent:
             spec=dict(workload.spec),
             started_at=started_at,
             budget=workload.budget,
+            submitter=workload.submitter,
         )
 
     def _start(self, workload: WorkloadState, now: float) -> Run:

@@ -8,13 +8,16 @@ agent reports them lost, and the scheduler requeues the resumable ones).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
+
+if TYPE_CHECKING:
+    from services.agents.run_as import RunAs
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -86,16 +89,67 @@ def local(
     virtual_gpus: Annotated[
         int, typer.Option("--virtual-gpus", min=1, help="GPU slots when NVML finds no GPU")
     ] = 1,
-    log_dir: Annotated[Path, typer.Option("--log-dir", help="where each run's output goes")] = Path(
-        ".fairshare/agent-logs"
-    ),
+    log_dir: Annotated[
+        Path,
+        typer.Option(
+            "--log-dir", help="where each run's output goes: <label>/attempt-<N>.log under it"
+        ),
+    ] = Path(".fairshare/agent-logs"),
     heartbeat_s: HeartbeatOption = 10.0,
+    run_as: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run-as",
+            metavar="SUBMITTER=USER,...",
+            help="run each submitter's commands as that unix user (repeatable; needs root; "
+            "root itself is refused); a submitter without one is refused",
+        ),
+    ] = None,
+    run_as_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--run-as-file",
+            metavar="FILE",
+            help="SUBMITTER=USER per line (# comments), as --run-as",
+        ),
+    ] = None,
 ) -> None:
     """This machine: really runs each workload's spec command with CUDA_VISIBLE_DEVICES set,
     GPU readings from NVML (or virtual GPU slots without a driver)."""
     from services.agents.local import LocalAdapter
 
-    adapter = LocalAdapter(node, virtual_gpus=virtual_gpus, gpu_type=gpu_type, log_dir=log_dir)
+    mapping = _run_as_or_exit(run_as or [], run_as_file)
+    adapter = LocalAdapter(
+        node, virtual_gpus=virtual_gpus, gpu_type=gpu_type, log_dir=log_dir, run_as=mapping
+    )
     if adapter.virtual:
         console.print(f"no NVML GPU found: {virtual_gpus} virtual GPU slot(s)")
+    if mapping is None:
+        console.print("commands run as this agent's user, with its environment (no --run-as)")
+    else:
+        users = ", ".join(f"{s} as {u}" for s, u in mapping.submitters.items())
+        console.print(f"commands run as their submitter's unix user: {users}", markup=False)
     _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s)
+
+
+def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:
+    """The resolved ``--run-as`` mapping, None without one; exit 2 (before touching Kafka) on
+    a mapping the agent refuses: a typo, an unknown user, root, or no privilege to switch."""
+    import os
+
+    from services.agents.run_as import RunAs, RunAsError, parse_pairs, read_pairs
+
+    if not texts and path is None:
+        return None
+    try:
+        pairs = [pair for text in texts for pair in parse_pairs(text)]
+        if path is not None:
+            pairs += read_pairs(path)
+        mapping = RunAs.resolve(pairs)
+    except RunAsError as error:
+        console.print(f"refusing to start: {error}", markup=False)
+        raise typer.Exit(2) from error
+    if os.geteuid() != 0:
+        console.print("refusing to start: --run-as needs root (to switch users)")
+        raise typer.Exit(2)
+    return mapping

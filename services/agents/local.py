@@ -10,13 +10,21 @@ GPU readings come from NVML (``pynvml``, package nvidia-ml-py) when a driver is 
 NVML cannot start, the node has ``virtual_gpus`` slots that read 0 % and 0 bytes. Processes of
 a previous incarnation of the agent cannot be recovered: :meth:`LocalAdapter.adopt` says so,
 and the agent reports them lost (resumable ones are requeued by the scheduler).
+
+Workload ids come from whoever may submit, so none of them is ever used as a path: a run's
+output goes to ``<log_dir>/<label>/attempt-<N>.log``, where the label is a SHA-256 of the id
+(:func:`run_label`), and the directory is checked to be a child of ``log_dir`` before anything
+is written. With ``run_as`` (:mod:`services.agents.run_as`) each command runs as its
+submitter's unix user, in a scrubbed environment; see ``docs/agents.md`` for the trust model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
+from services.agents.run_as import RunAs, UnixIdentity
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +117,101 @@ def _argv(command: object) -> list[str] | None:
     return None
 
 
+_HINT_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+#: Runs as another user change directory as that user, not as the agent: a ``cwd`` the user may
+#: not enter must fail, where a ``chdir`` done by root before dropping privileges would succeed.
+_CD_THEN_EXEC = 'cd -- "$1" || exit 126; shift; exec "$@"'
+
+
+def run_label(workload_id: str) -> str:
+    """The name of a workload's run directory: ``<hint>-<sha256 of the id>``.
+
+    The hash makes it safe (64 hex digits, whatever the id holds: ``..``, ``/``, NUL, 10 kB);
+    the hint, up to 24 of the id's letters, digits, ``_`` and ``-``, only helps people find it.
+    """
+    digest = hashlib.sha256(workload_id.encode("utf-8", "surrogatepass")).hexdigest()
+    hint = _HINT_UNSAFE.sub("_", workload_id)[:24].lstrip("-_")
+    return f"{hint}-{digest}" if hint else digest
+
+
+def submitter_of(run: RunRequest) -> str:
+    """Who submitted the run, as the log says; "" when the request does not carry it (then a
+    ``run_as`` mapping refuses the run rather than guess)."""
+    value = run.submitter
+    return value if isinstance(value, str) else ""
+
+
+class LogPathError(RuntimeError):
+    """A run's log path that would not be a file directly inside the agent's log directory."""
+
+
+def open_run_log(
+    log_dir: Path, run: RunRequest, owner: UnixIdentity | None = None
+) -> tuple[IO[bytes], Path]:
+    """Open (append) the run's log, ``<log_dir>/<run_label>/attempt-<N>.log``.
+
+    The run directory must resolve to a direct child of ``log_dir`` (a symlink planted there by
+    an earlier run is refused), and the file is opened without following a symlink. With an
+    ``owner`` (a run as another user) the file is handed to that user, so they can read it.
+    """
+    root = log_dir.resolve()
+    run_dir = root / run_label(run.workload_id)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        resolved = run_dir.resolve(strict=True)
+    except OSError as error:
+        raise LogPathError(f"run directory {str(run_dir)!r}: {error.strerror}") from error
+    if resolved.parent != root or not resolved.is_dir():
+        raise LogPathError(f"run directory {str(run_dir)!r} is not inside {str(root)!r}")
+    path = resolved / f"attempt-{int(run.attempt)}.log"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o640)
+    except OSError as error:
+        raise LogPathError(f"log {str(path)!r}: {error.strerror}") from error
+    if owner is not None and os.geteuid() == 0:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, owner.uid, owner.gid)
+    return os.fdopen(fd, "ab"), path
+
+
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def _launch(
+    run: RunRequest, argv: list[str], identity: UnixIdentity | None, node: str
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """The argv, environment and other ``Popen`` options of a run: as the agent, or as
+    ``identity`` (its ids and groups, a scrubbed environment, its ``cwd`` entered as itself)."""
+    env = identity.environment(os.environ) if identity is not None else dict(os.environ)
+    extra = run.spec.get("env")
+    if isinstance(extra, dict):
+        env.update({str(k): str(v) for k, v in extra.items()})
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in run.gpus_on(node))
+    env["FAIRSHARE_WORKLOAD_ID"] = run.workload_id
+    env["FAIRSHARE_ATTEMPT"] = str(run.attempt)
+    cwd = run.spec.get("cwd")
+    if identity is None:
+        return argv, env, {"cwd": cwd if isinstance(cwd, str) else None}
+    start_in = _directory(cwd, identity)
+    options = {
+        "cwd": "/",
+        "user": identity.uid,
+        "group": identity.gid,
+        "extra_groups": list(identity.groups),
+    }
+    return ["/bin/sh", "-c", _CD_THEN_EXEC, "fairshare-run", start_in, *argv], env, options
+
+
+def _directory(cwd: object, identity: UnixIdentity) -> str:
+    """Where a run as ``identity`` starts: the spec's ``cwd``, else the user's home if it
+    exists, else ``/``."""
+    if isinstance(cwd, str) and cwd:
+        return cwd
+    return identity.home if os.path.isdir(identity.home) else "/"
 
 
 def exit_code_of(returncode: int) -> tuple[int, str]:
@@ -138,6 +239,7 @@ class LocalAdapter:
         nvml: GpuProbe | None = None,
         log_dir: Path | None = None,
         shutdown_grace_s: float = 5.0,
+        run_as: RunAs | None = None,
     ) -> None:
         self._nvml: GpuProbe | None = (
             nvml if nvml is not None else (open_nvml() if use_nvml else None)
@@ -153,6 +255,7 @@ class LocalAdapter:
         self.virtual = self._nvml is None
         self._spec = NodeSpec(self.node, gpus, gpu_type or detected_type)
         self._log_dir = log_dir
+        self._run_as = run_as
         self._shutdown_grace_s = shutdown_grace_s
         self._processes: dict[str, _Process] = {}
         self._ended: list[RunEnded] = []
@@ -164,49 +267,50 @@ class LocalAdapter:
     def start(self, run: RunRequest) -> None:
         argv = _argv(run.spec.get("command"))
         if argv is None:
-            self._ended.append(
-                RunEnded(
-                    run.workload_id,
-                    run.attempt,
-                    None,
-                    "spec.command: give an argv list of strings or a shell string",
-                )
-            )
+            self._fail(run, "spec.command: give an argv list of strings or a shell string")
             return
-        env = dict(os.environ)
-        extra = run.spec.get("env")
-        if isinstance(extra, dict):
-            env.update({str(k): str(v) for k, v in extra.items()})
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in run.gpus_on(self.node))
-        env["FAIRSHARE_WORKLOAD_ID"] = run.workload_id
-        env["FAIRSHARE_ATTEMPT"] = str(run.attempt)
-        cwd = run.spec.get("cwd")
+        identity: UnixIdentity | None = None
+        if self._run_as is not None:
+            submitter = submitter_of(run)
+            identity = self._run_as.identity_for(submitter)
+            if identity is None:
+                self._fail(run, f"refused: submitter {submitter!r} has no unix user in --run-as")
+                return
+        argv, env, options = _launch(run, argv, identity, self.node)
         output: IO[bytes] | None = None
-        if self._log_dir is not None:
-            self._log_dir.mkdir(parents=True, exist_ok=True)
-            output = open(self._log_dir / f"{run.run_id}.log", "ab")  # noqa: SIM115 - kept open
+        log_path: Path | None = None
         try:
+            if self._log_dir is not None:
+                output, log_path = open_run_log(self._log_dir, run, identity)
             popen = subprocess.Popen(
                 argv,
                 env=env,
-                cwd=cwd if isinstance(cwd, str) else None,
                 stdin=subprocess.DEVNULL,
                 stdout=output if output is not None else subprocess.DEVNULL,
                 stderr=subprocess.STDOUT if output is not None else subprocess.DEVNULL,
                 start_new_session=True,
+                **options,
             )
-        except OSError as error:
+        except (OSError, ValueError, LogPathError) as error:  # ValueError: a NUL in env or argv
             if output is not None:
                 output.close()
-            self._ended.append(
-                RunEnded(run.workload_id, run.attempt, None, f"could not start: {error}")
-            )
+            self._fail(run, f"could not start: {error}")
             return
         self._processes[run.workload_id] = _Process(run, popen, output)
         log.info(
             "process started",
-            extra={"workload_id": run.workload_id, "attempt": run.attempt, "pid": popen.pid},
+            extra={
+                "workload_id": run.workload_id,
+                "attempt": run.attempt,
+                "pid": popen.pid,
+                "user": identity.name if identity is not None else None,
+                "log": str(log_path) if log_path is not None else None,
+            },
         )
+
+    def _fail(self, run: RunRequest, message: str) -> None:
+        """The run ends at once, never having run (reported by the next ``poll_ended``)."""
+        self._ended.append(RunEnded(run.workload_id, run.attempt, None, message))
 
     def adopt(self, run: RunRequest) -> bool:
         return False  # a previous incarnation's processes are not ours to find

@@ -12,17 +12,27 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 
 from events.times import DEFAULT_WINDOW_S
 from services.api.application import Application, Clock
 from services.api.auth import Principal
-from services.api.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unavailable
+from services.api.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    TooLarge,
+    Unavailable,
+)
 from services.api.routes import budgets, dashboard, meta, nodes, queue, reports, workloads
+from services.api.validation import BodyLimit, request_validation_error
 from services.api.view import LiveView
 from services.bus.kafka import FatalBusError
 from services.bus.port import EventPublisher
@@ -38,6 +48,7 @@ REFUSALS: dict[type[DomainError], int] = {
     NotFound: status.HTTP_404_NOT_FOUND,
     Forbidden: status.HTTP_403_FORBIDDEN,
     Conflict: status.HTTP_409_CONFLICT,
+    TooLarge: status.HTTP_413_CONTENT_TOO_LARGE,
 }
 
 
@@ -74,6 +85,9 @@ def create_app(
     )
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(FatalBusError, fatal_bus_error)
+    app.add_exception_handler(RequestValidationError, request_validation_error)
+    app.middleware("http")(log_crashes)
+    app.add_middleware(BodyLimit)  # outermost: nothing reads a body over the cap
     for router in ROUTERS:
         app.include_router(router)
     _serve_reports_and_dashboard(app, view, clock, engine)
@@ -99,6 +113,29 @@ async def domain_error(request: Request, error: Exception) -> JSONResponse:
     )
     log.info("request refused", extra={"status": code, "reason": error.message, "user": error.user})
     return JSONResponse({"detail": error.message}, code)
+
+
+async def log_crashes(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Any error no handler answered: a 500 with a plain message, and one structured log line
+    with the request and the whole traceback (the server alone would log only "Exception in
+    ASGI application"). Every 500 is a bug to fix: the fuzz test asserts there are none."""
+    try:
+        return await call_next(request)
+    except Exception as error:
+        log.exception(
+            "request failed",
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "error_type": type(error).__name__,
+            },
+        )
+        return JSONResponse(
+            {"detail": "internal error (logged); please report it"},
+            status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
 
 
 #: How the API process ends once its bus client is dead (replaced in tests).

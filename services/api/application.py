@@ -35,7 +35,7 @@ from projections.live_state import LiveState
 from services.api import auth, queries
 from services.api import models as m
 from services.api.auth import Principal
-from services.api.errors import Conflict, Forbidden, Invalid, Unavailable
+from services.api.errors import Conflict, Forbidden, Invalid, TooLarge, Unavailable
 from services.api.view import LiveView
 from services.bus.port import EventPublisher, PublishError
 
@@ -135,6 +135,12 @@ class Application:
                 self.publisher.publish(envelope)
                 self.publisher.flush(self.flush_timeout_s)
             except PublishError as error:
+                if "MSG_SIZE_TOO_LARGE" in str(error):  # no retry can make it fit
+                    raise TooLarge(
+                        f"the event log refuses a record this large ({error}); nothing was "
+                        "recorded",
+                        user=who.user,
+                    ) from error
                 log.warning(
                     "event log did not accept a request",
                     extra={"type": envelope.type, "subject": envelope.subject, "error": str(error)},
@@ -291,6 +297,9 @@ def set_weight(
             raise Forbidden(refusal, user=who.user)
         if not state.tree.nodes[budget].open_at(app.clock()):
             raise Conflict(f"budget {budget} is closed", user=who.user)
+        if body.pool is not None and body.pool not in state.cluster.pools:
+            known = ", ".join(sorted(state.cluster.pools)) or "none"
+            raise Invalid("pool", f"unknown pool {body.pool!r} (known: {known})", user=who.user)
     data = BudgetWeightChanged(
         budget=budget, weight=body.weight, pool=body.pool, changed_by=who.user, reason=body.reason
     )

@@ -43,6 +43,10 @@ class Invalid(DomainError):  # noqa: N818 (named for the refusal, as HTTP names 
         self.field: tuple[str | int, ...] = (field,) if isinstance(field, str) else field
 
 
+class TooLarge(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
+    """The log refused the event for its size: retrying cannot help (413, never 503)."""
+
+
 class Unavailable(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
     """Nothing was recorded: the view is still reading the log, or the log did not take the
     event; the same request may be retried after ``retry_after_s`` (503)."""

@@ -27,6 +27,7 @@ from events.types import (
     MinRuntimeSeconds,
     PoolName,
     ShortText,
+    Spec,
     Weight,
 )
 
@@ -49,7 +50,7 @@ class SubmitRequest(_Request):
     min_runtime_s: MinRuntimeSeconds
     resumable: bool = True
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-    spec: dict[str, JsonValue] = Field(default_factory=dict)
+    spec: Spec = Field(default_factory=dict)
 
     @field_validator("pools")
     @classmethod

@@ -73,6 +73,16 @@ def format_detail(detail: Any) -> str:
     return str(detail)
 
 
+def _segment(text: str, safe: str = "") -> str:
+    """``text`` quoted for a URL path (one segment; a budget path keeps its ``/``: ``safe``).
+    An argument that is not valid UTF-8 (the shell hands Python undecodable bytes as lone
+    surrogates) is an :class:`ApiError`, not a traceback."""
+    try:
+        return quote(text, safe=safe)
+    except UnicodeEncodeError as error:
+        raise ApiError(0, f"{text!r} is not UTF-8 text") from error
+
+
 class FairshareClient:
     def __init__(
         self,
@@ -110,8 +120,11 @@ class FairshareClient:
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = self._http.request(method, url, json=json, params=clean, headers=headers)
-        except httpx.HTTPError as error:
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise ApiError(0, f"cannot reach the API at {self.base_url}: {error}", url) from error
+        except UnicodeEncodeError as error:  # an argument of undecodable bytes, in body or query
+            bad = error.object[error.start : error.end]
+            raise ApiError(0, f"cannot send {bad!r}: not UTF-8 text", url) from error
         log.debug("api call", extra={"method": method, "url": url, "status": response.status_code})
         try:
             body = response.json()
@@ -148,7 +161,7 @@ class FairshareClient:
         return self._call(_SUBMIT, "POST", "/workloads", json=dict(body))
 
     def cancel(self, workload_id: str, reason: str = "") -> CancelAnswer:
-        path = f"/workloads/{quote(workload_id, safe='')}/cancel"
+        path = f"/workloads/{_segment(workload_id)}/cancel"
         return self._call(_CANCEL, "POST", path, json={"reason": reason})
 
     def workloads(
@@ -170,10 +183,10 @@ class FairshareClient:
         return self._call(_WORKLOADS, "GET", "/workloads", params=filters)
 
     def workload(self, workload_id: str) -> WorkloadView:
-        return self._call(_WORKLOAD, "GET", f"/workloads/{quote(workload_id, safe='')}")
+        return self._call(_WORKLOAD, "GET", f"/workloads/{_segment(workload_id)}")
 
     def why(self, workload_id: str) -> WhyView:
-        return self._call(_WHY, "GET", f"/workloads/{quote(workload_id, safe='')}/why")
+        return self._call(_WHY, "GET", f"/workloads/{_segment(workload_id)}/why")
 
     def queue(
         self,
@@ -196,21 +209,21 @@ class FairshareClient:
         body: dict[str, Any] = {"weight": weight, "reason": reason}
         if pool is not None:
             body["pool"] = pool
-        return self._call(_WEIGHT, "PUT", f"/budgets/{budget}/weight", json=body)
+        return self._call(_WEIGHT, "PUT", f"/budgets/{_segment(budget, '/')}/weight", json=body)
 
     def add_member(self, budget: str, user: str, role: str = "member") -> MemberAnswer:
         body = {"user": user, "role": role}
-        return self._call(_MEMBER, "POST", f"/budgets/{budget}/members", json=body)
+        return self._call(_MEMBER, "POST", f"/budgets/{_segment(budget, '/')}/members", json=body)
 
     def nodes(self, pool: str | None = None) -> NodeList:
         return self._call(_NODES, "GET", "/nodes", params={"pool": pool})
 
     def cordon(self, node: str, reason: str = "") -> NodeAnswer:
-        path = f"/nodes/{quote(node, safe='')}/cordon"
+        path = f"/nodes/{_segment(node)}/cordon"
         return self._call(_NODE, "POST", path, json={"reason": reason})
 
     def uncordon(self, node: str) -> NodeAnswer:
-        return self._call(_NODE, "POST", f"/nodes/{quote(node, safe='')}/uncordon")
+        return self._call(_NODE, "POST", f"/nodes/{_segment(node)}/uncordon")
 
     def me(self) -> Me:
         return self._call(_ME, "GET", "/me")

@@ -31,6 +31,8 @@ def build_report(
 ) -> Report:
     """Compute report ``name`` (``charges``, ``utilisation`` or ``users``) for the periods
     covering ``[start, end)`` (epoch seconds; default: all the data)."""
+    if start is not None and end is not None:
+        periods.check_span(start, end, period)
     lo = None if start is None else periods.floor(start, period)
     hi = None if end is None else periods.ceil(end, period)
     snapshot = load(engine, lo, hi)

@@ -78,6 +78,8 @@ def _run(
             pool=pool,
             budget=budget,
         )
+    except periods.ReportTooLargeError as error:
+        raise typer.BadParameter(str(error), param_hint="--from/--to/--period") from error
     finally:
         engine.dispose()
     if out is None:

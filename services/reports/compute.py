@@ -110,6 +110,7 @@ def report_range(
         if snap.horizon is None:
             return None
         end = max(snap.horizon, start + 1)
+    periods.check_span(start, end, period)
     lo = periods.floor(start, period)
     hi = periods.ceil(end, period)
     return (lo, hi) if lo < hi else None

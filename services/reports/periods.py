@@ -14,6 +14,36 @@ from events.times import DAY, HOUR, WEEK
 Period = Literal["hour", "day", "week", "month"]
 PERIODS: tuple[str, ...] = get_args(Period)
 
+#: The times a report may name: 1970-01-01 up to 2100-01-01 (UTC). Outside, there is no data,
+#: and calendar arithmetic on year 9999 overflows.
+EARLIEST = 0
+LATEST = 4_102_444_800
+#: The most periods one report may cover: a year and a bit of hours, 27 years of days. Rows
+#: are periods x budgets x pools, so this is what bounds a report's time and memory.
+MAX_PERIODS = 10_000
+
+
+class ReportTooLargeError(ValueError):
+    """A report over :data:`MAX_PERIODS` periods, or naming a time outside the range."""
+
+
+def check_span(start: int, end: int, period: Period) -> None:
+    """Refuse a range outside [EARLIEST, LATEST] or longer than MAX_PERIODS periods, before
+    anything is loaded or computed."""
+    for moment in (start, end):
+        if not EARLIEST <= moment <= LATEST:
+            raise ReportTooLargeError(
+                f"{moment} is outside the times a report may cover "
+                f"({iso(EARLIEST)} to {iso(LATEST)})"
+            )
+    length = {"hour": HOUR, "day": DAY, "week": WEEK, "month": 28 * DAY}[period]
+    count = (end - start) // length
+    if count > MAX_PERIODS:
+        raise ReportTooLargeError(
+            f"from..to covers about {count} {period}s; a report covers at most {MAX_PERIODS} "
+            "periods: narrow from/to or choose a longer period"
+        )
+
 
 def _dt(ts: int) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
@@ -75,9 +105,21 @@ def tiles(start: int, end: int, period: Period) -> list[tuple[int, int]]:
 
 def parse_time(value: str) -> int:
     """``2026-11-02``, ``2026-11-02T09:00``, ``2026-11-02T09:00:00Z`` or ``...+01:00`` (a
-    naive time is UTC), or epoch seconds, as epoch seconds."""
+    naive time is UTC), or epoch seconds, as epoch seconds; refuses times outside
+    [EARLIEST, LATEST] (:class:`ReportTooLargeError`, a ValueError)."""
+    moment = _parse(value)
+    if not EARLIEST <= moment <= LATEST:
+        raise ReportTooLargeError(
+            f"{value!r} is outside the times a report may cover ({iso(EARLIEST)} to {iso(LATEST)})"
+        )
+    return moment
+
+
+def _parse(value: str) -> int:
     text = value.strip()
     if text.lstrip("-").isdigit():
+        if len(text) > 20:
+            raise ReportTooLargeError(f"{text[:24]}... is not a time a report may cover")
         return int(text)
     if len(text) == 10:
         parsed = date.fromisoformat(text)

@@ -1,5 +1,6 @@
 """The local adapter really runs commands: CUDA_VISIBLE_DEVICES, exit codes, SIGTERM then
-SIGKILL, virtual GPU slots without NVML, and lost runs after a restart."""
+SIGKILL, virtual GPU slots without NVML, lost runs after a restart, and log paths that no
+workload id can steer out of the log directory."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from events.models import GpuHeartbeat, WorkloadFinished, WorkloadLost, WorkloadPreempted
 from services.agents import GpuSample, LocalAdapter, RunEnded, RunRequest, open_nvml
+from services.agents.local import run_label
 from tests.unit.test_agents import (
     NODE0,
     FakeClock,
@@ -84,7 +86,7 @@ def test_a_nonzero_exit_is_a_failure_with_its_code(tmp_path: Path) -> None:
     until(h, lambda: h.facts(WorkloadFinished))
     [finished] = h.facts(WorkloadFinished)
     assert (finished.outcome, finished.exit_code) == ("failed", 3)
-    assert "oops" in (tmp_path / "logs" / "w1-1.log").read_text()
+    assert "oops" in (tmp_path / "logs" / run_label("w1") / "attempt-1.log").read_text()
 
 
 def test_a_spec_without_a_command_fails_without_running(tmp_path: Path) -> None:
@@ -223,3 +225,94 @@ def test_a_restarted_local_agent_reports_its_old_runs_lost(tmp_path: Path) -> No
         assert again.agent.runs == {}
     finally:
         first.adapter.close()
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+@pytest.mark.parametrize(
+    "workload_id",
+    [
+        "../../escaped/ESCAPED",  # the finding: a relative climb out of the log dir
+        "{tmp}/escaped/absolute",  # an absolute path replaces the log dir altogether
+        "..",
+        "x" * 300,  # longer than a file name may be
+        "-rf *",
+        "\x1b[31m\u202eevil",
+    ],
+)
+def test_no_workload_id_steers_the_log_out_of_the_log_dir(tmp_path: Path, workload_id: str) -> None:
+    workload_id = workload_id.replace("{tmp}", str(tmp_path))
+    (tmp_path / "escaped").mkdir()
+    logs = tmp_path / "agent" / "logs"
+    adapter = LocalAdapter(NODE, virtual_gpus=1, use_nvml=False, log_dir=logs)
+    adapter.start(RunRequest(workload_id, 1, ((NODE, (0,)),), spec={"command": "echo hello"}))
+    ended = wait_ended(adapter)
+    assert (ended.workload_id, ended.exit_code) == (workload_id, 0), ended.message
+    log = logs / run_label(workload_id) / "attempt-1.log"
+    assert log.read_text() == "hello\n"
+    assert files_under(tmp_path) == {log}
+
+
+@pytest.mark.parametrize("workload_id", ["a\x00b", "evil\ud800"])
+def test_an_id_no_environment_can_hold_fails_the_run_cleanly(
+    tmp_path: Path, workload_id: str
+) -> None:
+    """FAIRSHARE_WORKLOAD_ID cannot hold a NUL or a lone surrogate: the run fails with the
+    reason (it used to raise out of ``start``, leaking the open log), and writes nowhere else."""
+    logs = tmp_path / "logs"
+    adapter = LocalAdapter(NODE, virtual_gpus=1, use_nvml=False, log_dir=logs)
+    adapter.start(RunRequest(workload_id, 1, ((NODE, (0,)),), spec={"command": "echo hello"}))
+    ended = wait_ended(adapter)
+    assert (ended.workload_id, ended.exit_code) == (workload_id, None)
+    assert ended.message.startswith("could not start: ")
+    assert files_under(tmp_path) <= {logs / run_label(workload_id) / "attempt-1.log"}
+
+
+def test_the_run_label_is_a_hash_with_a_readable_hint() -> None:
+    label = run_label("lab/vision: train #7")
+    assert label.startswith("lab_vision_train_7-")
+    assert len(label.rsplit("-", 1)[1]) == 64
+    assert run_label("../..") == run_label("../..")  # stable: every attempt, every restart
+    assert run_label("a/b") != run_label("a_b")  # the hint may collide; the hash does not
+    assert run_label("-rf").startswith("rf-")  # never read as an option in a shell
+    assert set(run_label("\x00/..")) <= set("0123456789abcdef")
+
+
+def test_a_symlinked_run_dir_is_refused(tmp_path: Path) -> None:
+    """A run (as the agent's user) could plant a symlink for the next attempt's log."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / run_label("w1")).symlink_to(outside, target_is_directory=True)
+    adapter = LocalAdapter(NODE, virtual_gpus=1, use_nvml=False, log_dir=logs)
+    adapter.start(request("echo ran"))
+    ended = wait_ended(adapter)
+    assert ended.exit_code is None
+    assert "is not inside" in ended.message
+    assert list(outside.iterdir()) == []
+
+
+def test_a_symlinked_log_file_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    logs = tmp_path / "logs"
+    (logs / run_label("w1")).mkdir(parents=True)
+    (logs / run_label("w1") / "attempt-1.log").symlink_to(victim)
+    adapter = LocalAdapter(NODE, virtual_gpus=1, use_nvml=False, log_dir=logs)
+    adapter.start(request("echo ran"))
+    ended = wait_ended(adapter)
+    assert ended.exit_code is None
+    assert "could not start" in ended.message
+    assert victim.read_text() == "untouched"
+
+
+def test_a_nul_in_the_spec_env_fails_the_run_and_leaks_no_log_handle(tmp_path: Path) -> None:
+    adapter = local(tmp_path)
+    adapter.start(request("true", env={"X": "a\x00b"}))
+    ended = wait_ended(adapter)
+    assert ended.exit_code is None
+    assert "could not start" in ended.message
+    assert adapter.poll_ended() == []

@@ -67,12 +67,12 @@ def reports_router(engine: Engine | None = None) -> APIRouter:
         try:
             lo = None if start is None else periods.parse_time(start)
             hi = None if end is None else periods.parse_time(end)
-        except ValueError as error:
+            content = report_bytes(source(), name, period, fmt, lo, hi, pool=pool, budget=budget)
+        except ValueError as error:  # a time that is none, or a report over its bounds
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 detail=[{"loc": ["query", "from/to"], "msg": str(error), "type": "value_error"}],
             ) from error
-        content = report_bytes(source(), name, period, fmt, lo, hi, pool=pool, budget=budget)
         return Response(
             content,
             media_type=MEDIA_TYPES[fmt],

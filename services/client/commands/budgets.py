@@ -19,6 +19,7 @@ from services.client.commands.common import (
     hours,
     num,
 )
+from services.client.terminal import add_row, plain
 
 
 def share(
@@ -46,23 +47,26 @@ def _share_table(answer: BudgetReport) -> Table:
         "OWED GPU-h",
         "DELIVERED",
         "DEMAND",
-        title=f"window {answer.window_s // 3600} h, as of {answer.as_of}",
+        title=plain(f"window {answer.window_s // 3600} h, as of {answer.as_of}"),
     )
     for budget in answer.budgets:
         name = "  " * budget.depth + budget.budget.rsplit("/", 1)[-1]
         for pool_name, figures in budget.pools.items():
             ratio = figures.delivered_ratio
-            table.add_row(
-                name + (" (closed)" if budget.closed else ""),
-                pool_name,
-                num(budget.pool_weights.get(pool_name, budget.weight)),
-                num(figures.share, 3),
-                hours(figures.usage_gpu_s),
-                num(figures.usage_ratio, 3),
-                str(figures.rank or figures.sibling_rank or "-"),
-                hours(figures.owed_gpu_s),
-                "-" if ratio is None else f"{ratio:.1%}",
-                str(figures.demand_gpus),
+            add_row(
+                table,
+                (
+                    name + (" (closed)" if budget.closed else ""),
+                    pool_name,
+                    num(budget.pool_weights.get(pool_name, budget.weight)),
+                    num(figures.share, 3),
+                    hours(figures.usage_gpu_s),
+                    num(figures.usage_ratio, 3),
+                    figures.rank or figures.sibling_rank or "-",
+                    hours(figures.owed_gpu_s),
+                    "-" if ratio is None else f"{ratio:.1%}",
+                    figures.demand_gpus,
+                ),
             )
     return table
 
@@ -80,7 +84,8 @@ def set_weight(
     """Set a budget's weight (a manager of its parent)."""
     answer = ask(ctx, api, token, lambda c: c.set_weight(budget, weight, pool, reason))
     where = f" in {pool}" if pool else ""
-    emit(answer, as_json, lambda o: o.print(f"{budget}: weight {weight:g}{where}"))
+    done = plain(f"{budget}: weight {weight:g}{where}")
+    emit(answer, as_json, lambda o: o.print(done))
 
 
 def add_member(
@@ -97,4 +102,5 @@ def add_member(
     # An accepted grant (202) is recorded: granted as far as the caller can tell.
     changed = answer.changed if isinstance(answer, MemberGrant) else True
     done = "granted" if changed else "already held"
-    emit(answer, as_json, lambda o: o.print(f"{user}: {role} of {budget} ({done})"))
+    line = plain(f"{user}: {role} of {budget} ({done})")
+    emit(answer, as_json, lambda o: o.print(line))

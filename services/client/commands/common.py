@@ -1,5 +1,6 @@
 """What every client command shares: its options, the connection to the API, and the one
-way an answer is printed (the API's JSON with ``--json``, else for people)."""
+way an answer is printed (the API's JSON with ``--json``, else for people, through
+:mod:`services.client.terminal` so that nothing the API says can drive the terminal)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.console import Console
 
 from services.api.models import Answer
 from services.client.api import ApiError, FairshareClient
+from services.client.terminal import console, styled
 
 T = TypeVar("T")
 
@@ -50,19 +52,21 @@ def ask(ctx: typer.Context, api: str, token: str | None, call: Callable[[Fairsha
     try:
         return call(client)
     except ApiError as error:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {error}", markup=True)
+        console(stderr=True).print(styled("red", "error: ", error))
         raise typer.Exit(1) from error
     finally:
         client.close()
 
 
 def emit(answer: Answer, as_json: bool, human: Callable[[Console], object]) -> None:
-    """Print ``answer``: with ``--json`` exactly the JSON the API sent (every key, in order),
-    else as ``human`` renders it on the console."""
+    """Print ``answer``: with ``--json`` exactly the JSON the API sent (every key, in order;
+    ASCII only, so a control character in a value is an escape, not a byte), else as ``human``
+    renders it on a console that reads no markup (``human`` prints through
+    :func:`~services.client.terminal.plain` and :func:`~services.client.terminal.add_row`)."""
     if as_json:
-        typer.echo(json.dumps(answer.model_dump(mode="json"), indent=2))
+        typer.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=True))
     else:
-        human(Console(soft_wrap=True))
+        human(console())
 
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")

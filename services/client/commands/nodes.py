@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from services.api.models import NodeAnswer, NodeList, NodeView
 from services.client.api import DEFAULT_API
@@ -18,6 +19,7 @@ from services.client.commands.common import (
     ask,
     emit,
 )
+from services.client.terminal import add_row, plain
 
 NodeArgument = Annotated[str, typer.Argument(help="the node")]
 
@@ -37,15 +39,18 @@ def nodes(
 def _node_table(answer: NodeList) -> Table:
     table = Table("NODE", "POOL", "STATE", "GPUS", "USED", "FREE", "HEARTBEAT", "WORKLOADS")
     for n in answer.nodes:
-        table.add_row(
-            n.node,
-            n.pool,
-            n.state,
-            str(n.gpus),
-            str(n.used_gpus),
-            str(n.free_gpus),
-            n.last_heartbeat or "-",
-            ",".join(n.workloads),
+        add_row(
+            table,
+            (
+                n.node,
+                n.pool,
+                n.state,
+                n.gpus,
+                n.used_gpus,
+                n.free_gpus,
+                n.last_heartbeat or "-",
+                ",".join(n.workloads),
+            ),
         )
     return table
 
@@ -75,6 +80,6 @@ def uncordon(
     emit(answer, as_json, lambda o: o.print(_state_line(node, answer)))
 
 
-def _state_line(node: str, answer: NodeAnswer) -> str:
+def _state_line(node: str, answer: NodeAnswer) -> Text:
     """Its state, or ``accepted`` while the API has not seen the change yet."""
-    return f"{node}: {answer.state if isinstance(answer, NodeView) else answer.status}"
+    return plain(f"{node}: {answer.state if isinstance(answer, NodeView) else answer.status}")

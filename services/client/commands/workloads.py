@@ -23,6 +23,7 @@ from services.client.commands.common import (
     emit,
     parse_duration,
 )
+from services.client.terminal import add_row, plain
 
 BudgetFilter = Annotated[str | None, typer.Option("--budget", "-A", help="budget subtree")]
 UserFilter = Annotated[str | None, typer.Option("--user", "-u", help="submitter")]
@@ -94,11 +95,11 @@ def submit(
 
     def say(console: Console) -> None:
         if code == 201:
-            console.print(f"Submitted workload {wid} ({answer.status})")
+            console.print(plain(f"Submitted workload {wid} ({answer.status})"))
         elif code == 200:
-            console.print(f"Workload {wid} was already submitted ({answer.status})")
+            console.print(plain(f"Workload {wid} was already submitted ({answer.status})"))
         else:
-            console.print(f"Accepted workload {wid} (recorded; not yet visible)")
+            console.print(plain(f"Accepted workload {wid} (recorded; not yet visible)"))
 
     emit(answer, as_json, say)
 
@@ -113,7 +114,8 @@ def cancel(
 ) -> None:
     """Cancel a workload (like scancel)."""
     answer = ask(ctx, api, token, lambda c: c.cancel(workload_id, reason))
-    emit(answer, as_json, lambda o: o.print(f"Cancel of {workload_id} recorded ({answer.status})"))
+    done = plain(f"Cancel of {workload_id} recorded ({answer.status})")
+    emit(answer, as_json, lambda o: o.print(done))
 
 
 def list_workloads(
@@ -139,14 +141,17 @@ def list_workloads(
 def _workload_table(answer: WorkloadList) -> Table:
     table = Table("WORKLOAD", "BUDGET", "USER", "STATUS", "GPUS", "POOL", "SUBMITTED")
     for w in answer.workloads:
-        table.add_row(
-            w.workload_id,
-            w.budget,
-            w.submitter,
-            w.status,
-            str(w.gpus),
-            w.pool or ",".join(w.pools),
-            w.submitted_at or "",
+        add_row(
+            table,
+            (
+                w.workload_id,
+                w.budget,
+                w.submitter,
+                w.status,
+                w.gpus,
+                w.pool or ",".join(w.pools),
+                w.submitted_at or "",
+            ),
         )
     return table
 
@@ -169,16 +174,19 @@ def _queue_table(answer: QueueView) -> Table:
     table = Table("POOL", "POS", "WORKLOAD", "BUDGET", "USER", "GPUS", "CONTRACT", "RANK", "REASON")
     for entry in answer.pools:
         for item in entry.pending:
-            table.add_row(
-                entry.pool,
-                str(item.position),
-                item.workload_id,
-                item.budget,
-                item.submitter,
-                str(item.gpus),
-                duration(item.min_runtime_s) if item.allocated else "burst",
-                str(item.budget_rank or "-"),
-                ",".join(r.code for r in item.reasons or []),
+            add_row(
+                table,
+                (
+                    entry.pool,
+                    item.position,
+                    item.workload_id,
+                    item.budget,
+                    item.submitter,
+                    item.gpus,
+                    duration(item.min_runtime_s) if item.allocated else "burst",
+                    item.budget_rank or "-",
+                    ",".join(r.code for r in item.reasons or []),
+                ),
             )
     return table
 
@@ -198,7 +206,7 @@ def show(
 def _fields_table(answer: WorkloadView) -> Table:
     table = Table("FIELD", "VALUE", show_header=False)
     for key, value in answer.model_dump(mode="json").items():
-        table.add_row(key, value if isinstance(value, str) else json.dumps(value))
+        add_row(table, (key, value if isinstance(value, str) else json.dumps(value)))
     return table
 
 
@@ -215,17 +223,17 @@ def why(
 
 
 def _explain(console: Console, workload_id: str, answer: WhyView) -> None:
-    console.print(f"{workload_id}: {answer.status} (attempt {answer.attempt})")
+    console.print(plain(f"{workload_id}: {answer.status} (attempt {answer.attempt})"))
     for entry in answer.pending:
         console.print(
-            f"pending in {entry.pool}: position {entry.position} of "
-            f"{entry.queue_length} (budget rank {entry.budget_rank or '-'})"
+            plain(
+                f"pending in {entry.pool}: position {entry.position} of "
+                f"{entry.queue_length} (budget rank {entry.budget_rank or '-'})"
+            )
         )
         for reason in entry.reasons:
-            console.print(f"  - [{reason.code}] {reason.message}", markup=False)
+            console.print(plain(f"  - [{reason.code}] {reason.message}"))
     for item in answer.preemptions:
-        console.print(
-            f"preempted (attempt {item.attempt}, {item.time}): {item.message}", markup=False
-        )
+        console.print(plain(f"preempted (attempt {item.attempt}, {item.time}): {item.message}"))
     if not answer.pending and not answer.preemptions:
-        console.print("nothing to explain: it is neither pending nor was it preempted")
+        console.print(plain("nothing to explain: it is neither pending nor was it preempted"))
