@@ -151,7 +151,8 @@ def _under_faults(
     try:
         while pending:
             stack.supervise(report)  # restarts happen from this thread (see children.py)
-            if submitter.finished.is_set() or submitter.done >= pending[0][0] * config.workloads:
+            due = submitter.finished.is_set() or submitter.done >= pending[0][0] * config.workloads
+            if due and _all_up(stack):  # one fault at a time: each service comes back first
                 _inject(pending.pop(0)[1], config, cluster, stack, topics, outcome, report)
                 outcome.faults += 1
             time.sleep(0.2)
@@ -165,6 +166,13 @@ def _under_faults(
         f"refused, {len(submitter.given_up)} given up, {submitter.retries} retries"
     )
     return outcome
+
+
+def _all_up(stack: Any) -> bool:
+    return all(
+        c.restart_at is None and c.process is not None and c.process.poll() is None
+        for c in stack.children
+    )
 
 
 def _inject(

@@ -121,6 +121,7 @@ def kill_lease_holder(
     while holder is None or holder.kind != "renew":
         if time.monotonic() > deadline:
             raise RuntimeError("no scheduler holds the lease")
+        stack.supervise(report)  # a scheduler that died earlier is due back
         time.sleep(wait)
         holder = lease_holder(bootstrap, topics)
     names = {c.process.pid: c.name for c in stack.children if c.process is not None}
