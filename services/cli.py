@@ -40,7 +40,7 @@ def _merge(commands: typer.Typer) -> None:
 
 def _register_services() -> None:
     from services.agents.cli import agent_app
-    from services.api.cli import api_app
+    from services.api.cli import api_app, tokens_app
     from services.audit.cli import audit_app, events_app
     from services.bench.cli import bench_app
     from services.charging.cli import charging_app
@@ -60,6 +60,7 @@ def _register_services() -> None:
     app.add_typer(audit_app, name="audit")
     app.add_typer(events_app, name="events")
     app.add_typer(api_app, name="api")
+    app.add_typer(tokens_app, name="tokens")
     app.add_typer(report_app, name="report")
     app.add_typer(agent_app, name="agent")
     _merge(client_app)

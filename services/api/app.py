@@ -32,6 +32,7 @@ from services.api.errors import (
     Unavailable,
 )
 from services.api.routes import budgets, dashboard, meta, nodes, queue, reports, workloads
+from services.api.security import install_security_headers
 from services.api.validation import BodyLimit, request_validation_error
 from services.api.view import LiveView
 from services.bus.kafka import FatalBusError
@@ -67,6 +68,7 @@ def create_app(
     reports and the dashboard read the read models of ``engine`` (or
     ``$FAIRSHARE_DATABASE_URL``)."""
     app = FastAPI(
+        redoc_url=None,  # its CDN script is not allowed by the CSP; /docs serves the same
         title="Fairshare API",
         version="1",
         description="GPU time by budgets: submit and inspect workloads, budgets and nodes. "
@@ -87,7 +89,8 @@ def create_app(
     app.add_exception_handler(FatalBusError, fatal_bus_error)
     app.add_exception_handler(RequestValidationError, request_validation_error)
     app.middleware("http")(log_crashes)
-    app.add_middleware(BodyLimit)  # outermost: nothing reads a body over the cap
+    app.add_middleware(BodyLimit)  # nothing reads a body over the cap
+    install_security_headers(app)  # last added = outermost: every answer, 413s too, has them
     for router in ROUTERS:
         app.include_router(router)
     _serve_reports_and_dashboard(app, view, clock, engine)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, TypeVar
@@ -311,7 +311,11 @@ def set_weight(
 
 
 def add_member(
-    app: Application, who: Principal, budget: str, body: m.MemberRequest
+    app: Application,
+    who: Principal,
+    budget: str,
+    body: m.MemberRequest,
+    known_users: Collection[str] | None = None,
 ) -> Result[m.MemberAnswer]:
     """Grant ``body.user`` a role on the budget's subtree: a manager of the budget (or above).
     UNCHANGED if the role is already held."""
@@ -321,6 +325,8 @@ def add_member(
         refusal = auth.may_manage(who, state.tree, budget)
         if refusal is not None:
             raise Forbidden(refusal, user=who.user)
+        if known_users is not None and body.user not in known_users:
+            raise Invalid("user", f"unknown user {body.user!r}: no token names them", user=who.user)
         if body.role in state.tree.nodes[budget].members.get(body.user, set()):
             grant = m.MemberGrant(budget=budget, user=body.user, role=body.role, changed=False)
             return Result(Outcome.UNCHANGED, grant)

@@ -1,6 +1,7 @@
-"""Bearer tokens mapped to users, and the authorisation rules of the API.
+"""The authorisation rules of the API, and (re-exported) who a request comes from.
 
-A tokens file is JSON: ``{"<token>": {"user": "ana", "admin": false}, ...}``. The rules:
+Tokens themselves live in :mod:`services.api.tokens` (hashing, constant-time recognition, the
+demo's) and :mod:`services.api.tokens_file` (the file of hashes). The rules:
 
 * a user submits only to budgets they are a member of, or manage (role on the budget or on an
   ancestor: roles cover subtrees);
@@ -12,79 +13,23 @@ A tokens file is JSON: ``{"<token>": {"user": "ana", "admin": false}, ...}``. Th
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-
-from events.types import Identifier
 from projections.budget_tree import ROOT, BudgetTree, parent_of
+from services.api.tokens import DEMO_TOKENS, Principal, TokenTable, default_tokens
+from services.api.tokens_file import TokenFileError, load_tokens
 
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a request comes from."""
-
-    user: str
-    admin: bool = False
-
-
-class TokenEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    user: Identifier
-    admin: bool = False
-
-
-class TokenFileError(ValueError):
-    """The tokens file is missing, not JSON, or has an invalid entry; the message says which."""
-
-
-_ENTRIES = TypeAdapter(dict[str, TokenEntry])
-
-#: The demo's users (``fairshare api serve`` without ``--tokens``): never use in production.
-DEMO_TOKENS: dict[str, dict[str, Any]] = {
-    "admin-token": {"user": "admin", "admin": True},
-    "ana-token": {"user": "ana", "admin": False},
-    "bo-token": {"user": "bo", "admin": False},
-    "chen-token": {"user": "chen", "admin": False},
-}
-
-
-def parse_tokens(document: Mapping[str, Any]) -> dict[str, Principal]:
-    try:
-        entries = _ENTRIES.validate_python(dict(document))
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise TokenFileError(f"tokens: {where}: {first['msg']}") from error
-    tokens: dict[str, Principal] = {}
-    for token, entry in entries.items():
-        if len(token) < 8 or token != token.strip():
-            raise TokenFileError(f"tokens: a token of {entry.user!r} is shorter than 8 characters")
-        tokens[token] = Principal(entry.user, entry.admin)
-    return tokens
-
-
-def load_tokens(path: str | Path) -> dict[str, Principal]:
-    """Read a tokens file (see the module docstring); raises TokenFileError when invalid."""
-    try:
-        document = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise TokenFileError(f"tokens: cannot read {path}: {error}") from error
-    except json.JSONDecodeError as error:
-        raise TokenFileError(f"tokens: {path} is not JSON: {error}") from error
-    if not isinstance(document, dict):
-        raise TokenFileError(f"tokens: {path} must hold a JSON object of token -> user")
-    return parse_tokens(document)
-
-
-def default_tokens() -> dict[str, Principal]:
-    """The demo's tokens (``admin-token``, ``ana-token``, ``bo-token``, ``chen-token``)."""
-    return parse_tokens(DEMO_TOKENS)
+__all__ = [
+    "DEMO_TOKENS",
+    "Principal",
+    "TokenFileError",
+    "TokenTable",
+    "default_tokens",
+    "load_tokens",
+    "may_cancel",
+    "may_manage",
+    "may_operate_nodes",
+    "may_set_weight",
+    "may_submit",
+]
 
 
 # -- the rules --------------------------------------------------------------------------------

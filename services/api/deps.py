@@ -3,6 +3,13 @@ reports'): who is calling, and the application context a request works on.
 
 They live apart from :mod:`services.api.app` so that routers the app mounts can use the same
 token rule without importing the module that mounts them.
+
+A caller is recognised by ``Authorization: Bearer <token>``, or, for reads only, by the
+dashboard's session cookie (set by ``POST /dashboard/session``): the browser attaches a cookie
+to every request by itself, so a write must never be authorised by one. With the cookie
+``HttpOnly`` and ``SameSite=Strict``, and writes needing the header, a page of another site can
+neither read the token nor make the browser write with it (no CSRF). The token is never read
+from the URL: URLs end up in access logs, browser history and ``Referer`` headers.
 """
 
 from __future__ import annotations
@@ -14,26 +21,33 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.application import Application
-from services.api.auth import Principal
+from services.api.tokens import Principal, TokenTable
 
 log = logging.getLogger(__name__)
 
 _bearer = HTTPBearer(auto_error=False, description="a token from the tokens file")
+
+#: The dashboard's session cookie: the token itself, HttpOnly, SameSite=Strict.
+SESSION_COOKIE = "fairshare_session"
+#: Methods a session cookie may authorise: reads, which change nothing.
+COOKIE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The caller, from the bearer token (401 when missing or unknown)."""
-    if credentials is None:
+    """The caller, from the bearer token or (reads only) the session cookie; 401 otherwise."""
+    token = credentials.credentials if credentials is not None else None
+    if token is None and request.method in COOKIE_METHODS:
+        token = request.cookies.get(SESSION_COOKIE)
+    if token is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="missing bearer token (send 'Authorization: Bearer <token>')",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    tokens: dict[str, Principal] = request.app.state.tokens
-    who = tokens.get(credentials.credentials)
+    who = token_table(request).authenticate(token)
     if who is None:
         log.info("unknown token refused")
         raise HTTPException(
@@ -42,6 +56,18 @@ def principal(
             headers={"WWW-Authenticate": "Bearer"},
         )
     return who
+
+
+def token_table(request: Request) -> TokenTable:
+    """The app's tokens: a :class:`TokenTable` of hashes. A plain dict of tokens in clear
+    would be a bug (every token refused, or kept in clear), so it fails loudly."""
+    tokens = request.app.state.tokens
+    if not isinstance(tokens, TokenTable):
+        raise TypeError(
+            "the app's tokens must be a TokenTable (hashes): build it with load_tokens(path), "
+            "default_tokens() or TokenTable.of_tokens(...)"
+        )
+    return tokens
 
 
 def context(request: Request) -> Application:

@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from pathlib import Path
 
 from events.topics import Topics
 from services.api.app import create_app
-from services.api.auth import Principal, default_tokens, load_tokens
+from services.api.security import install_security_headers, redact_access_log
+from services.api.tokens import DEMO_TOKENS, TokenTable, default_tokens
+from services.api.tokens_file import load_tokens
 from services.api.view import LiveView
 
 log = logging.getLogger(__name__)
+
+
+class DemoTokensError(ValueError):
+    """The demo tokens were about to be served where others can reach them."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach ``host`` (``localhost``, 127.0.0.0/8, ``::1``). Any
+    other name counts as reachable: what it resolves to can change."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def tokens_for(tokens_path: str | Path | None, host: str) -> TokenTable:
+    """The tokens file's table; without a file the demo tokens, on a loopback ``host`` only
+    (anyone can guess ``admin-token``): raises DemoTokensError (or TokenFileError)."""
+    if tokens_path is not None:
+        return load_tokens(tokens_path)
+    if not is_loopback(host):
+        raise DemoTokensError(
+            f"refusing to serve the demo tokens ({', '.join(DEMO_TOKENS)}: anyone can guess "
+            f"them) on {host}, which is not a loopback address. Create a tokens file with "
+            "`fairshare tokens add USER [--admin] --file FILE` and pass --tokens FILE, or "
+            "listen on 127.0.0.1"
+        )
+    return default_tokens()
 
 
 def serve(
@@ -23,19 +56,18 @@ def serve(
 ) -> None:
     """Serve the API until interrupted: ensure the topics exist, start the view's consumer
     (reading the whole log), wait for it to catch up, then answer requests. ``database_url``
-    names the read models the reports and the dashboard's usage series read."""
+    names the read models the reports and the dashboard's usage series read. Raises
+    DemoTokensError or TokenFileError before touching Kafka (see :func:`tokens_for`)."""
     import uvicorn
 
     from services.bus.admin import ensure_topics
     from services.bus.kafka import KafkaEventPublisher
 
     topics = Topics(prefix=topic_prefix)
-    tokens: dict[str, Principal]
+    tokens = tokens_for(tokens_path, host)
     if tokens_path is None:
-        tokens = default_tokens()
-        log.warning("serving with the demo tokens (admin-token, ana-token, bo-token, chen-token)")
-    else:
-        tokens = load_tokens(tokens_path)
+        log.warning("serving with the demo tokens (%s) on %s", ", ".join(DEMO_TOKENS), host)
+    redact_access_log()
     ensure_topics(bootstrap, topics)
     view = LiveView.from_kafka(bootstrap, topics)
     publisher = KafkaEventPublisher(bootstrap, topics, client_id="fairshare-api")
@@ -53,6 +85,7 @@ def serve(
 
             engine = engine_for(database_url)
         app = create_app(view, publisher, tokens, engine=engine)
+        install_security_headers(app)  # idempotent: a no-op where create_app installed them
         uvicorn.run(app, host=host, port=port, log_config=None)
     finally:
         view.stop()

@@ -94,6 +94,7 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
             str(config.api_port),
             "--database-url",
             config.database_url,
+            *(["--tokens", str(config.tokens_file)] if config.tokens_file else []),
         ],
     }
 

@@ -72,6 +72,16 @@ def up(
         int,
         typer.Option(min=1, help="scheduler processes: one leads, the others stand by"),
     ] = 2,
+    tokens: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokens",
+            envvar="FAIRSHARE_API_TOKENS",
+            help="the API's tokens file (`fairshare tokens add`); default: the demo tokens "
+            "(admin-token, ...). With a file the demo workload stream is off: its users "
+            "submit with demo tokens",
+        ),
+    ] = None,
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
@@ -80,6 +90,14 @@ def up(
     if agent not in ("simulated", "local"):
         err_console.print("[red]--agent:[/] simulated or local")
         raise typer.Exit(2)
+    if tokens is not None:
+        tokens = _checked_tokens_file(tokens)
+        if submit_every:
+            console.print(
+                "the demo workload stream is off: it submits as the demo users, whose tokens "
+                f"{tokens} does not hold"
+            )
+            submit_every = 0.0
     data_dir.mkdir(parents=True, exist_ok=True)
     broker = _broker_for_up(kafka, data_dir, broker_kind)
     config = UpConfig(
@@ -93,8 +111,24 @@ def up(
         gpus_per_node=gpus_per_node,
         submit_every_s=submit_every,
         schedulers=schedulers,
+        tokens_file=tokens,
     )
     _run_up(broker, config, duration)
+
+
+def _checked_tokens_file(path: Path) -> Path:
+    """The tokens file, absolute (the API child may run elsewhere), read once here so that a
+    bad one stops ``fairshare up`` before anything starts; exit 2 with the reason."""
+    from rich.markup import escape
+
+    from services.api.tokens_file import TokenFileError, load_tokens
+
+    try:
+        load_tokens(path)
+    except TokenFileError as error:
+        err_console.print(f"[red]--tokens:[/] {escape(str(error))}")
+        raise typer.Exit(2) from error
+    return path.resolve()
 
 
 def _broker_for_up(kafka: str | None, data_dir: Path, kind: str | None) -> BrokerHandle:

@@ -35,6 +35,9 @@ class UpConfig:
     database_url: str
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+    #: The API's tokens file (hashes, ``fairshare tokens add``); None: the demo tokens, which
+    #: the API serves on a loopback host only.
+    tokens_file: Path | None = None
     agent: str = "simulated"
     cluster: str = "demo"
     nodes: int = 4

@@ -185,11 +185,8 @@ def run_stack(
     stream: threading.Thread | None = None
     try:
         stack.wait_for_api(report=report)
-        report(f"dashboard {config.api_url}/dashboard?token=admin-token")
-        report(f"API      {config.api_url}  (OpenAPI: {config.api_url}/docs)")
-        report(f"logs     {config.data_dir / 'logs'}")
-        report(f"pids     {stack.pids()}")
-        report("tokens   admin-token, ana-token, bo-token, chen-token (demo only)")
+        for line in ready_lines(config, stack.pids()):
+            report(line)
         if config.submit_every_s:
             stream = threading.Thread(
                 target=stack.submit_stream,
@@ -208,6 +205,29 @@ def run_stack(
     return stack, [escape(problem) for problem in restarted + stopped]
 
 
+def ready_lines(config: UpConfig, pids: str) -> list[str]:
+    """What ``fairshare up`` says once the API answers (escaped for Rich markup). The dashboard
+    link carries no token: the page has a sign-in form, and a URL is no place for a secret."""
+    if config.tokens_file is None:
+        tokens = (
+            "tokens   demo only: admin-token (admin), ana-token, bo-token, chen-token; "
+            "sign in to the dashboard with admin-token"
+        )
+    else:
+        tokens = (
+            f"tokens   from {config.tokens_file} (`fairshare tokens add USER` adds one); "
+            "sign in to the dashboard with yours"
+        )
+    lines = [
+        f"dashboard {config.api_url}/dashboard",
+        f"API      {config.api_url}  (OpenAPI: {config.api_url}/docs)",
+        f"logs     {config.data_dir / 'logs'}",
+        f"pids     {pids}",
+        tokens,
+    ]
+    return [escape(line) for line in lines]
+
+
 def _supervise_until(stack: Stack, should_stop: Callable[[], bool], report: Report) -> None:
     """The launcher's main loop: restart what died, print the status as soon as the API is up
     (a short run, or a slow start on a loaded machine, still shows one) and every 10 s after."""
@@ -216,7 +236,8 @@ def _supervise_until(stack: Stack, should_stop: Callable[[], bool], report: Repo
         stack.supervise(report)
         now = time.monotonic()
         if now >= next_status:
-            report(f"workloads: {escape(status_line(stack.config.api_url))}")
+            if stack.config.tokens_file is None:  # the status reads with the demo admin token
+                report(f"workloads: {escape(status_line(stack.config.api_url))}")
             report(f"services: {escape(services_line(stack.children, now))}")
             next_status = now + 10
         time.sleep(0.2)

@@ -555,27 +555,27 @@ def test_weights_are_set_by_a_manager_of_the_parent(world: World) -> None:
 
 
 def test_members_are_added_by_a_manager(world: World) -> None:
-    refused = world.client.post("/budgets/lab/b/members", json={"user": "dan"}, headers=ANA)
+    refused = world.client.post("/budgets/lab/b/members", json={"user": "ana"}, headers=ANA)
     assert refused.status_code == 403
     assert "not a manager of lab/b" in refused.json()["detail"]
     assert world.records() == []
     assert (
-        world.client.post("/budgets/nope/members", json={"user": "dan"}, headers=CHEN).status_code
+        world.client.post("/budgets/nope/members", json={"user": "ana"}, headers=CHEN).status_code
         == 404
     )
     bad = world.client.post(
-        "/budgets/lab/b/members", json={"user": "dan", "role": "owner"}, headers=CHEN
+        "/budgets/lab/b/members", json={"user": "ana", "role": "owner"}, headers=CHEN
     )
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"] == ["body", "role"]
-    done = world.client.post("/budgets/lab/b/members", json={"user": "dan"}, headers=CHEN)
+    done = world.client.post("/budgets/lab/b/members", json={"user": "ana"}, headers=CHEN)
     assert done.status_code == 201
     assert done.json()["changed"]
-    again = world.client.post("/budgets/lab/b/members", json={"user": "dan"}, headers=CHEN)
+    again = world.client.post("/budgets/lab/b/members", json={"user": "ana"}, headers=CHEN)
     assert again.status_code == 200
     assert not again.json()["changed"]
     assert len(world.records()) == 1
-    assert world.view.state.tree.is_member("dan", "lab/b")
+    assert world.view.state.tree.is_member("ana", "lab/b")
 
 
 def test_openapi_is_served(world: World) -> None:
@@ -604,29 +604,6 @@ def test_view_reads_its_own_log() -> None:
     assert view.wait_for(envelope.id, 1.0)
     assert view.caught_up
     assert "lab" in view.state.tree.nodes
-
-
-def test_tokens_file(tmp_path: Any) -> None:
-    from services.api.auth import Principal, TokenFileError, load_tokens
-
-    path = tmp_path / "tokens.json"
-    path.write_text(
-        '{"s3cret-token-1": {"user": "ana"}, "s3cret-token-2": {"user": "root", "admin": true}}'
-    )
-    assert load_tokens(path) == {
-        "s3cret-token-1": Principal("ana", False),
-        "s3cret-token-2": Principal("root", True),
-    }
-    for bad, needle in (
-        ('{"s3cret-token-1": {"user": "has space"}}', "user"),
-        ('{"s3cret-token-1": {"user": "ana", "role": "x"}}', "role"),
-        ('{"short": {"user": "ana"}}', "shorter than 8"),
-        ("[1]", "JSON object"),
-        ("{", "not JSON"),
-    ):
-        path.write_text(bad)
-        with pytest.raises(TokenFileError, match=needle):
-            load_tokens(path)
 
 
 # -- the application layer, without HTTP --------------------------------------------------------

@@ -135,6 +135,14 @@ def test_a_weight_for_a_pool_that_does_not_exist_is_422(world: World) -> None:
     assert ok.status_code in (200, 202), ok.text
 
 
+def test_a_member_that_no_token_names_is_422(world: World) -> None:
+    before = len(world.records())
+    response = world.client.post("/budgets/lab/b/members", json={"user": "dna"}, headers=CHEN)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", "user"]
+    assert len(world.records()) == before
+
+
 def test_the_log_refusing_a_record_for_its_size_is_413_not_503(world: World) -> None:
     from services.bus.port import PublishError
 

@@ -150,7 +150,7 @@ def test_budget_commands(world: World) -> None:
     code, out, err = run(world, "budgets", "set-weight", "lab/a", "3", token="chen-token")
     assert code == 0, err
     assert "lab/a: weight 3" in out
-    code, out, _ = run(world, "budgets", "add-member", "lab/b", "dan", token="chen-token")
+    code, out, _ = run(world, "budgets", "add-member", "lab/b", "ana", token="chen-token")
     assert code == 0
     assert "granted" in out
     code, _, err = run(world, "budgets", "add-member", "lab/b", "eve", token="bo-token")
@@ -234,7 +234,7 @@ def test_client_commands_merge_into_another_app(world: World) -> None:
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["pools"][0]["queue_length"] == 2
     result = runner.invoke(
-        root, ["budgets", "add-member", "lab/b", "dan"], env={"FAIRSHARE_TOKEN": "chen-token"}
+        root, ["budgets", "add-member", "lab/b", "ana"], env={"FAIRSHARE_TOKEN": "chen-token"}
     )
     assert result.exit_code == 0, result.stderr
     assert "granted" in result.stdout

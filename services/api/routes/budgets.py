@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response, status
 
 from services.api import application, queries
 from services.api.application import Outcome
-from services.api.deps import Context, User
+from services.api.deps import Context, User, token_table
 from services.api.models import (
     BudgetDetail,
     BudgetReport,
@@ -15,6 +17,7 @@ from services.api.models import (
     WeightAnswer,
     WeightRequest,
 )
+from services.api.tokens import TokenTable
 
 router = APIRouter(tags=["budgets"])
 
@@ -59,9 +62,16 @@ def set_weight(
 
 @router.post("/budgets/{budget:path}/members", status_code=status.HTTP_201_CREATED)
 def add_member(
-    budget: str, body: MemberRequest, who: User, response: Response, ctx: Context
+    budget: str,
+    body: MemberRequest,
+    who: User,
+    response: Response,
+    ctx: Context,
+    tokens: Annotated[TokenTable, Depends(token_table)],
 ) -> MemberAnswer:
-    """Grant ``user`` a role on the budget's subtree: a manager of the budget (or above)."""
-    result = application.add_member(ctx, who, budget, body)
+    """Grant ``user`` a role on the budget's subtree: a manager of the budget (or above). The
+    user must be one this API knows (a holder of a token): a typo would grant nobody."""
+    known = {principal.user for principal in tokens.values()}
+    result = application.add_member(ctx, who, budget, body, known_users=known)
     response.status_code = _MEMBER_ADDED[result.outcome]
     return result.answer

@@ -1,25 +1,35 @@
-"""The dashboard: a static page served by the API, and the read-only data it needs beyond the
-API's own endpoints (``/budgets``, ``/queue``, ``/nodes``, ``/health``).
+"""The dashboard: a static page served by the API, its sign-in, and the read-only data it
+needs beyond the API's own endpoints (``/budgets``, ``/queue``, ``/nodes``, ``/health``).
 
 * ``GET /`` redirects to ``/dashboard``; ``GET /dashboard`` is the page (no token needed: it
-  holds no data); ``/dashboard/static/...`` its script, style and the vendored Chart.js.
+  holds no data); ``/dashboard/static/...`` its script, style and the vendored Chart.js. A
+  ``token`` in the query of either is refused (400), never passed on: a URL is written to
+  access logs, browser history and ``Referer`` headers, so it must not carry a secret.
+* ``GET /dashboard/session``: whom the browser is signed in as, if anyone;
+  ``POST /dashboard/session`` (JSON ``{"token": ...}``) signs the browser in: the token is
+  checked and set as an ``HttpOnly``, ``SameSite=Strict`` cookie, which the page's own reads
+  then carry (:mod:`services.api.deps`: a cookie authorises reads only). ``DELETE
+  /dashboard/session`` signs out. Both need a JSON or a non-simple request, which a page of
+  another site cannot send without the API's consent (it gives none: no CORS).
 * ``GET /dashboard/api/preemptions?limit=`` recent preemptions with their reasons (live view);
 * ``GET /dashboard/api/usage?hours=`` hourly usage per leaf budget and pool, allocated and
   unallocated, against entitlement, and per-pool occupancy: closed hours from the read models'
   ``hourly_usage`` (when a database is configured), the current hour from the live view.
 
-Data routes need a valid bearer token, like every read of the API.
+Data routes need a valid token, like every read of the API.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response, status
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, select
 
 from events.models import PreemptCommand
@@ -27,11 +37,13 @@ from events.times import HOUR
 from projections.budget_tree import ROOT
 from projections.live_state import LiveState
 from services.api import queries
-from services.api.deps import principal
+from services.api.deps import SESSION_COOKIE, principal, token_table
 from services.api.models import RecentPreemptions, UsageSeries
 from services.api.view import LiveView
 from services.dashboard import STATIC
 from services.read_models.tables import hourly_usage
+
+log = logging.getLogger(__name__)
 
 
 def mount_dashboard(
@@ -41,23 +53,113 @@ def mount_dashboard(
     *,
     engine: Engine | None = None,
 ) -> None:
-    """Serve the page at ``/dashboard`` (``/`` redirects there) and its data routes."""
+    """Serve the page at ``/dashboard`` (``/`` redirects there), its sign-in and data routes."""
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
     app.include_router(_pages())
+    app.include_router(session_router())
     app.include_router(dashboard_router(view, clock, engine=engine))
+
+
+#: Query parameters that would put a secret into a URL.
+SECRET_PARAMETERS = ("token", "access_token")
+#: How long a dashboard sign-in lasts (the cookie's Max-Age).
+SESSION_MAX_AGE_S = 12 * 3600
+
+
+def _token_in_url(request: Request) -> PlainTextResponse | None:
+    if not any(name in request.query_params for name in SECRET_PARAMETERS):
+        return None
+    return PlainTextResponse(
+        "Tokens in URLs are refused: a URL lands in access logs, browser history and Referer "
+        "headers. Open /dashboard without it and sign in on the page.",
+        status.HTTP_400_BAD_REQUEST,
+    )
 
 
 def _pages() -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
-    @router.get("/")
-    def root(request: Request) -> RedirectResponse:
+    @router.get("/", response_model=None)
+    def root(request: Request) -> Response:
+        if (refused := _token_in_url(request)) is not None:
+            return refused
         query = request.url.query
         return RedirectResponse("/dashboard" + (f"?{query}" if query else ""))
 
-    @router.get("/dashboard")
-    def page() -> FileResponse:
+    @router.get("/dashboard", response_model=None)
+    def page(request: Request) -> Response:
+        if (refused := _token_in_url(request)) is not None:
+            return refused
         return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    return router
+
+
+class SignIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    token: str = Field(min_length=1, max_length=1024)
+
+
+class Session(BaseModel):
+    """Who the browser is signed in as; ``user`` None: not signed in."""
+
+    user: str | None
+    admin: bool = False
+
+
+def _json_only(request: Request) -> None:
+    """A cross-site form can post ``text/plain`` or form data without asking; only a page of
+    this origin can send JSON here (a cross-origin one would need CORS, which the API never
+    grants), so signing a victim's browser in as someone else takes more than a form."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, detail="send the token as JSON")
+
+
+def session_router() -> APIRouter:
+    router = APIRouter(prefix="/dashboard/session", tags=["dashboard"])
+
+    @router.get("")
+    def session(request: Request) -> Session:
+        """Whom the session cookie names (200 either way: a page asking whether it is signed
+        in is not an error)."""
+        token = request.cookies.get(SESSION_COOKIE)
+        who = None if token is None else token_table(request).authenticate(token)
+        return Session(user=None) if who is None else Session(user=who.user, admin=who.admin)
+
+    @router.post("", dependencies=[Depends(_json_only)])
+    def sign_in(body: SignIn, request: Request, response: Response) -> Session:
+        """Check a token and keep it in an HttpOnly, SameSite=Strict cookie for the page's
+        reads (writes still need ``Authorization: Bearer``)."""
+        who = token_table(request).authenticate(body.token)
+        if who is None:
+            log.info("dashboard sign-in refused: unknown token")
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="unknown token")
+        response.set_cookie(
+            SESSION_COOKIE,
+            body.token,
+            max_age=SESSION_MAX_AGE_S,
+            path="/",
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        response.headers["Cache-Control"] = "no-store"
+        return Session(user=who.user, admin=who.admin)
+
+    @router.delete("", status_code=status.HTTP_204_NO_CONTENT)
+    def sign_out(request: Request) -> Response:
+        """Forget the session cookie (DELETE: no other site's page can send one here)."""
+        response = Response(status_code=status.HTTP_204_NO_CONTENT)
+        response.delete_cookie(
+            SESSION_COOKIE,
+            path="/",
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
 
     return router
 

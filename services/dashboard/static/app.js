@@ -1,11 +1,15 @@
-/* Fairshare dashboard: polls the API every few seconds and draws what it says.
-   Token: ?token=... (kept in localStorage) or the field in the header. No build step. */
+/* Fairshare dashboard: polls the API every few seconds and draws what it says. No build step.
+   Sign-in: the form posts the token once to /dashboard/session, which keeps it in an HttpOnly,
+   SameSite=Strict cookie that this page's reads carry; the script never stores the token (not
+   in the URL, not in localStorage), so nothing it runs, or that is injected, can read it back.
+   The page's policy (Content-Security-Policy) allows no inline script or style: styles are set
+   through the CSSOM below, never in markup. */
 "use strict";
 
 const params = new URLSearchParams(window.location.search);
 const REFRESH_MS = Math.max(500, 1000 * Number(params.get("refresh") || 3));
-if (params.get("token")) localStorage.setItem("fairshare.token", params.get("token"));
-let token = localStorage.getItem("fairshare.token") || "";
+localStorage.removeItem("fairshare.token"); // where older versions kept it
+let signedIn = false;
 let pool = params.get("pool") || localStorage.getItem("fairshare.pool") || "";
 let usageBudget = "";
 let charts = {};
@@ -19,8 +23,14 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g,
 const shortTime = (iso) => (iso ? iso.replace("T", " ").replace(/:\d\dZ$/, "Z") : "");
 const duration = (s) => (s === 0 ? "burst" : s % 3600 === 0 ? `${s / 3600}h` : `${Math.round(s / 60)}m`);
 
+class SignedOut extends Error {}
+
 async function api(path) {
-  const response = await fetch(path, { headers: { Authorization: `Bearer ${token}` } });
+  const response = await fetch(path, { credentials: "same-origin" });
+  if (response.status === 401) {
+    showSignIn("signed out (unknown or expired session): sign in with a token");
+    throw new SignedOut();
+  }
   if (!response.ok) {
     let detail = response.statusText;
     try { detail = (await response.json()).detail; } catch (_) { /* not JSON */ }
@@ -33,6 +43,49 @@ function setStatus(text, error) {
   const el = $("#status");
   el.textContent = text;
   el.className = error ? "error" : "muted";
+}
+
+// -- signing in ----------------------------------------------------------------------------
+function showSignIn(message) {
+  signedIn = false;
+  $("#sign-in").hidden = false;
+  $("#signed-in").hidden = true;
+  setStatus(message || "sign in with a token", Boolean(message));
+}
+
+function showSignedIn(me) {
+  signedIn = true;
+  $("#sign-in").hidden = true;
+  $("#signed-in").hidden = false;
+  $("#who").textContent = `signed in as ${me.user}${me.admin ? " (admin)" : ""}`;
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const input = $("#token");
+  const token = input.value.trim();
+  input.value = "";
+  let response;
+  try {
+    response = await fetch("/dashboard/session", {
+      method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token }),
+    });
+  } catch (error) {
+    showSignIn(`sign-in failed: ${error.message || error}`);
+    return;
+  }
+  if (!response.ok) {
+    showSignIn(response.status === 401 ? "unknown token" : `sign-in failed: HTTP ${response.status}`);
+    return;
+  }
+  showSignedIn(await response.json());
+  refresh();
+}
+
+async function signOut() {
+  await fetch("/dashboard/session", { method: "DELETE", credentials: "same-origin" });
+  window.location.reload(); // nothing shown survives the session
 }
 
 // -- budgets -------------------------------------------------------------------------------
@@ -58,9 +111,14 @@ function ratioBar(delivered, owed) {
   if (owed === null || owed === undefined) return '<div class="bar"><em class="muted">no share</em></div>';
   if (!owed) return '<div class="bar"><em class="muted">nothing owed (no demand)</em></div>';
   const ratio = delivered / owed;
-  const color = ratio >= 0.95 ? "var(--ok)" : ratio >= 0.5 ? "var(--warn)" : "var(--bad)";
-  return `<div class="bar"><span style="width:${Math.min(1, ratio) * 100}%;background:${color}"></span>` +
+  const level = ratio >= 0.95 ? "ok" : ratio >= 0.5 ? "warn" : "bad";
+  return `<div class="bar"><span class="${level}" data-width="${Math.min(1, ratio) * 100}"></span>` +
     `<em class="ratio">${pct(ratio)}</em></div>`;
+}
+
+// widths through the CSSOM: the policy refuses style attributes in markup
+function sizeBars(root) {
+  for (const bar of root.querySelectorAll("span[data-width]")) bar.style.width = `${bar.dataset.width}%`;
 }
 
 function renderBudgets(report) {
@@ -78,6 +136,7 @@ function renderBudgets(report) {
       `<td>${ratioBar(f.delivered_gpu_s || 0, f.owed_gpu_s || 0)}</td></tr>`;
   });
   $("#budgets tbody").innerHTML = rows.join("");
+  sizeBars($("#budgets tbody"));
   const select = $("#usage-budget");
   const options = ["", ...depthFirst(report.budgets).map((b) => b.budget)];
   if (select.options.length !== options.length) {
@@ -186,7 +245,7 @@ function renderNodes(data) {
 
 // -- the loop ------------------------------------------------------------------------------
 async function refresh() {
-  if (!token) { setStatus("enter a token (e.g. ?token=admin-token)", true); return; }
+  if (!signedIn) return;
   try {
     const all = await api("/budgets");
     const pools = all.pools.map((p) => p.pool);
@@ -210,26 +269,28 @@ async function refresh() {
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
     setStatus(`refreshed every ${REFRESH_MS / 1000}s`, false);
   } catch (error) {
-    setStatus(String(error.message || error), true);
+    if (!(error instanceof SignedOut)) setStatus(String(error.message || error), true);
   }
 }
 
-function start() {
-  $("#token").value = token;
-  $("#login").addEventListener("submit", (event) => {
-    event.preventDefault();
-    token = $("#token").value.trim();
-    localStorage.setItem("fairshare.token", token);
-    refresh();
-  });
+async function start() {
+  $("#sign-in").addEventListener("submit", signIn);
+  $("#sign-out").addEventListener("click", signOut);
   $("#pool").addEventListener("change", (event) => {
     pool = event.target.value;
     localStorage.setItem("fairshare.pool", pool);
     refresh();
   });
   $("#usage-budget").addEventListener("change", (event) => { usageBudget = event.target.value; refresh(); });
-  refresh();
   timer = setInterval(refresh, REFRESH_MS);
+  const response = await fetch("/dashboard/session", { credentials: "same-origin" });
+  const session = response.ok ? await response.json() : { user: null };
+  if (session.user) {
+    showSignedIn(session);
+    refresh();
+  } else {
+    showSignIn(response.ok ? "" : `HTTP ${response.status} from /dashboard/session`);
+  }
 }
 
 document.addEventListener("DOMContentLoaded", start);
