@@ -86,7 +86,17 @@ def serve(
             engine = engine_for(database_url)
         app = create_app(view, publisher, tokens, engine=engine)
         install_security_headers(app)  # idempotent: a no-op where create_app installed them
-        uvicorn.run(app, host=host, port=port, log_config=None)
+        # A request in flight (a slow client, a long report) never holds a shutdown: after
+        # half the stop grace period the server closes what is still open.
+        from services.runtime.signals import stop_grace_s
+
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            timeout_graceful_shutdown=max(1, int(stop_grace_s() / 2)),
+        )
     finally:
         view.stop()
         publisher.close()

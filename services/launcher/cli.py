@@ -85,7 +85,6 @@ def up(
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
-    from services.launcher.config import UpConfig
 
     if agent not in ("simulated", "local"):
         err_console.print("[red]--agent:[/] simulated or local")
@@ -98,7 +97,37 @@ def up(
                 f"{tokens} does not hold"
             )
             submit_every = 0.0
-    data_dir.mkdir(parents=True, exist_ok=True)
+    from rich.markup import escape
+
+    from services.launcher.data_dir import DataDirInUseError, exclusive_data_dir
+
+    try:
+        with exclusive_data_dir(data_dir):
+            _up_in(data_dir, kafka, broker_kind, topic_prefix, database_url, api_port, agent,
+                   nodes, gpus_per_node, submit_every, schedulers, tokens, duration)  # fmt: skip
+    except DataDirInUseError as error:
+        err_console.print(f"[red]refused:[/] {escape(str(error))}")
+        raise typer.Exit(2) from error
+
+
+def _up_in(
+    data_dir: Path,
+    kafka: str | None,
+    broker_kind: str | None,
+    topic_prefix: str,
+    database_url: str | None,
+    api_port: int,
+    agent: str,
+    nodes: int,
+    gpus_per_node: int,
+    submit_every: float,
+    schedulers: int,
+    tokens: Path | None,
+    duration: float | None,
+) -> None:
+    """``fairshare up`` once it holds the data directory."""
+    from services.launcher.config import UpConfig
+
     broker = _broker_for_up(kafka, data_dir, broker_kind)
     config = UpConfig(
         bootstrap=broker.bootstrap,
