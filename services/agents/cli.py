@@ -1,12 +1,14 @@
-"""``fairshare agent simulated | local``: run a cluster agent against a Kafka.
+"""``fairshare agent simulated | local | slurm``: run a cluster agent against a Kafka.
 
 Wired into the main command as ``app.add_typer(agent_app, name="agent")``. Ctrl-C or SIGTERM
 finish the current round and stop cleanly (the local agent stops its processes: a restarted
-agent reports them lost, and the scheduler requeues the resumable ones).
+agent reports them lost, and the scheduler requeues the resumable ones; the Slurm agent leaves
+its jobs to Slurm, and a restarted one adopts them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,7 +19,11 @@ from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 if TYPE_CHECKING:
+    from services.agents.agent import ClusterAgent
     from services.agents.run_as import RunAs
+
+#: Runs an agent over Kafka until the callable says stop: (bootstrap, topics, should_stop).
+AgentRunner = Callable[[str, Topics, Callable[[], bool]], "ClusterAgent"]
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -38,8 +44,15 @@ HeartbeatOption = Annotated[
 
 
 def _serve(
-    adapter: object, kafka: str | None, topic_prefix: str, cluster: str, pool: str, hb: float
+    adapter: object,
+    kafka: str | None,
+    topic_prefix: str,
+    cluster: str,
+    pool: str,
+    hb: float,
+    runner: AgentRunner | None = None,
 ) -> None:
+    """Run ``adapter``'s agent until Ctrl-C or SIGTERM: the generic agent, or ``runner``'s."""
     from services.agents.adapter import ClusterAdapter
     from services.agents.host import serve
     from services.runtime.signals import stop_requested_on_signals
@@ -48,9 +61,17 @@ def _serve(
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
     nodes = ", ".join(f"{n.name} ({n.gpus} x {n.gpu_type})" for n in adapter.nodes())
-    console.print(f"agent of cluster {cluster} (pool {pool}) on {bootstrap}: {nodes}; Ctrl-C stops")
+    console.print(
+        f"agent of cluster {cluster} (pool {pool}) on {bootstrap}: {nodes}; Ctrl-C stops",
+        markup=False,
+    )
     with stop_requested_on_signals() as stop:
-        agent = serve(adapter, bootstrap, topics, stop, cluster=cluster, pool=pool, heartbeat_s=hb)
+        if runner is not None:
+            agent = runner(bootstrap, topics, stop)
+        else:
+            agent = serve(
+                adapter, bootstrap, topics, stop, cluster=cluster, pool=pool, heartbeat_s=hb
+            )
     summary = ", ".join(f"{k} {v}" for k, v in sorted(agent.published.items())) or "nothing"
     console.print(f"stopped; published {summary}")
 
@@ -130,6 +151,119 @@ def local(
         users = ", ".join(f"{s} as {u}" for s, u in mapping.submitters.items())
         console.print(f"commands run as their submitter's unix user: {users}", markup=False)
     _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s)
+
+
+@agent_app.command()
+def slurm(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    cluster: ClusterOption = "slurm",
+    pool: PoolOption = None,
+    partition: Annotated[
+        str | None,
+        typer.Option("--partition", help="Slurm partition: its nodes, and where jobs go"),
+    ] = None,
+    gpu_type: Annotated[
+        str | None, typer.Option("--gpu-type", help="default: the GRES type, or 'gpu'")
+    ] = None,
+    heartbeat_s: HeartbeatOption = 10.0,
+    drain_in_slurm: Annotated[
+        bool,
+        typer.Option(
+            "--drain-in-slurm",
+            help="drain in Slurm the nodes cordoned in Fairshare (resume them on uncordon)",
+        ),
+    ] = False,
+    output_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--output-dir",
+            help="directory on the nodes for the jobs' output (default: Slurm's slurm-%j.out)",
+        ),
+    ] = None,
+    sbatch_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--sbatch-option",
+            metavar="OPTION",
+            help="an sbatch option for every job, e.g. --sbatch-option=--account=lab "
+            "(repeatable; the agent's own pinning wins)",
+        ),
+    ] = None,
+    jobcomp_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--jobcomp-log",
+            help="Slurm's jobcomp/filetxt log: exit codes of jobs no longer in squeue",
+        ),
+    ] = None,
+    pending_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--pending-timeout-s",
+            min=0,
+            help="cancel (and fail) a run Slurm keeps pending this long; 0: never",
+        ),
+    ] = 600.0,
+    refresh_s: Annotated[
+        float, typer.Option("--refresh-s", min=0.1, help="seconds between reads of Slurm")
+    ] = 1.0,
+    run_as: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--run-as",
+            metavar="SUBMITTER=USER,...",
+            help="submit each submitter's jobs as that unix user (sbatch --uid; needs root; "
+            "root itself is refused); a submitter without one is refused",
+        ),
+    ] = None,
+    run_as_file: Annotated[
+        Path | None,
+        typer.Option("--run-as-file", metavar="FILE", help="SUBMITTER=USER per line"),
+    ] = None,
+) -> None:
+    """A Slurm cluster: each placement becomes an sbatch job pinned to its nodes and GPU
+    count; starts, ends, drains and GPU use are read from Slurm (see docs/agents.md)."""
+    from services.agents.slurm import SlurmAdapter
+    from services.agents.slurm_agent import serve_slurm
+    from services.agents.slurm_commands import SlurmCli, SlurmError
+    from services.agents.slurm_submit import SubmitOptions
+
+    mapping = _run_as_or_exit(run_as or [], run_as_file)
+    options = SubmitOptions(
+        partition=partition, output_dir=output_dir, extra=tuple(sbatch_option or ())
+    )
+    try:
+        adapter = SlurmAdapter(
+            SlurmCli(jobcomp_log=jobcomp_log),
+            cluster=cluster,
+            partition=partition,
+            gpu_type=gpu_type,
+            submit_options=options,
+            run_as=mapping,
+            refresh_s=refresh_s,
+            pending_timeout_s=pending_timeout_s,
+        )
+    except SlurmError as error:
+        console.print(f"refusing to start: Slurm: {error}", markup=False)
+        raise typer.Exit(2) from error
+    if mapping is None:
+        console.print("jobs run as this agent's user (no --run-as)")
+    the_pool = pool or cluster
+
+    def run(bootstrap: str, topics: Topics, stop: Callable[[], bool]) -> ClusterAgent:
+        return serve_slurm(
+            adapter,
+            bootstrap,
+            topics,
+            stop,
+            cluster=cluster,
+            pool=the_pool,
+            heartbeat_s=heartbeat_s,
+            drain_in_slurm=drain_in_slurm,
+        )
+
+    _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, runner=run)
 
 
 def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:

@@ -1,0 +1,276 @@
+"""The cluster agent over Slurm: the generic loop, plus what only a shared cluster has.
+
+:class:`SlurmAgent` is :class:`~services.agents.agent.ClusterAgent` driving a
+:class:`~services.agents.slurm.SlurmAdapter`, with four things more, each read from the
+adapter's latest listing of Slurm:
+
+* **Drains decided in Slurm.** A node Slurm drains (an admin's ``scontrol update
+  state=drain``, a health check, ``fail``) is cordoned in Fairshare (``NodeCordoned`` by
+  ``slurm``, with Slurm's reason), so the scheduler places nothing there and drains its work
+  as contracts end; when Slurm resumes it, the agent lifts its own cordon (never one an admin
+  of Fairshare set). One Slurm drain is one cordon: the event id derives from the drain's reason
+  and time, so a Fairshare admin who uncordons the node is not overruled by the same drain.
+* **Drains decided in Fairshare** (opt-in, ``drain_in_slurm``): a node cordoned in Fairshare is
+  drained in Slurm (reason ``fairshare: ...``) so that nothing submitted around Fairshare starts
+  there either, and resumed when Fairshare uncordons it.
+* **Jobs submitted around Fairshare.** GPUs that Slurm gave to jobs the agent did not submit
+  are reported in heartbeats with the occupant ``slurm:foreign``, and a placement that would
+  need them waits (it is not submitted to pend in Slurm while Fairshare counts it running).
+* **Stray jobs.** A job of this cluster whose run the log no longer has active (lost and
+  placed again elsewhere while the agent was away, cancelled, failed to publish) is cancelled
+  after ``stray_grace_s``, so a run never holds GPUs twice.
+
+Down nodes are the adapter's ``reachable``: no heartbeats, and the scheduler declares them down
+(its liveness rule decides down and up from heartbeats alone: a ``NodeDown`` from the agent
+would be undone by the next heartbeat check).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from events import Topics
+from events.envelope import Envelope, derived_event_id
+from events.models import (
+    EventData,
+    GpuHeartbeat,
+    NodeCordoned,
+    NodeUncordoned,
+)
+from events.types import TEXT_PATTERN
+from projections.cluster_state import ACTIVE, WorkloadState
+from services.agents.agent import ClusterAgent
+from services.agents.host import run_on_kafka
+from services.agents.slurm import SlurmAdapter
+from services.agents.slurm_parse import FAIRSHARE_REASON_PREFIX, SlurmNode
+from services.bus.kafka import KafkaEventPublisher
+from services.bus.port import EventPublisher
+
+log = logging.getLogger(__name__)
+
+#: Who cordons a node that Slurm drained, and lifts that cordon.
+SLURM_ACTOR = "slurm"
+#: The occupant of a GPU held by a job submitted around Fairshare, in heartbeats.
+FOREIGN_OCCUPANT = "slurm:foreign"
+
+
+def _short_text(text: str, limit: int = 500) -> str:
+    """Slurm's free text as a Fairshare ``ShortText``: no control characters, bounded."""
+    cleaned = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", " ", text)[:limit]
+    return cleaned if re.match(TEXT_PATTERN, cleaned) else ""
+
+
+class SlurmAgent(ClusterAgent):
+    """The agent of one Slurm cluster (see the module's docstring for what it adds)."""
+
+    adapter: SlurmAdapter
+
+    def __init__(
+        self,
+        adapter: SlurmAdapter,
+        publisher: EventPublisher,
+        *,
+        cluster: str,
+        pool: str,
+        drain_in_slurm: bool = False,
+        stray_grace_s: float = 10.0,
+        heartbeat_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+        source: str | None = None,
+        orphan_grace_s: float = 5.0,
+    ) -> None:
+        super().__init__(
+            adapter,
+            publisher,
+            cluster=cluster,
+            pool=pool,
+            heartbeat_s=heartbeat_s,
+            clock=clock,
+            source=source,
+            orphan_grace_s=orphan_grace_s,
+        )
+        self.drain_in_slurm = drain_in_slurm
+        self.stray_grace_s = stray_grace_s
+        #: The standing Fairshare cordon of each node: (event id, by whom, reason).
+        self.cordons: dict[str, tuple[str, str, str]] = {}
+        #: Cordon events already handed to Slurm as a drain (``drain_in_slurm``).
+        self._handed: set[str] = set()
+        #: Nodes resumed in Slurm, with the listing time it was done at (once per listing).
+        self._resumed: dict[str, float] = {}
+        #: Stray jobs by id, with when they were first seen stray.
+        self._strays: dict[str, float] = {}
+        self.cancelled_strays = 0
+
+    # -- reading the log -------------------------------------------------------------------
+    def observe(self, envelope: Envelope[Any]) -> None:
+        fresh = envelope.id not in self.state.event_ids
+        super().observe(envelope)
+        data = envelope.data
+        if not fresh:
+            return
+        if isinstance(data, NodeCordoned):
+            self.cordons[data.node] = (envelope.id, data.cordoned_by, data.reason)
+        elif isinstance(data, NodeUncordoned):
+            self.cordons.pop(data.node, None)
+
+    # -- the loop --------------------------------------------------------------------------
+    def step(self) -> None:
+        """Nodes and strays against this round's listing of Slurm, then the generic round
+        (which reads the same listing: it is read at most every ``refresh_s``)."""
+        snapshot = self.adapter.refresh()
+        if self.started and snapshot is not None:
+            now = self.clock()
+            for name in sorted(self.node_specs):
+                found = snapshot.nodes.get(name)
+                if found is not None and name in self.state.cluster.nodes:
+                    self._sync_node(found, now)
+            self._cancel_strays(now)
+        super().step()
+
+    def _sync_node(self, slurm: SlurmNode, now: float) -> None:
+        name = slurm.name
+        cordoned = self.state.cluster.nodes[name].cordoned
+        standing = self.cordons.get(name) if cordoned else None
+        if slurm.drained and not slurm.drained_by_fairshare:
+            if not cordoned:
+                event_id = derived_event_id(
+                    "agent", "slurm-drain", name, slurm.reason_time, slurm.reason
+                )
+                reason = _short_text(f"drained in Slurm: {slurm.reason or slurm.state}")
+                self._publish_node(
+                    NodeCordoned(node=name, cordoned_by=SLURM_ACTOR, reason=reason), now, event_id
+                )
+        elif not slurm.drained and standing is not None and standing[1] == SLURM_ACTOR:
+            event_id = derived_event_id("agent", "slurm-resume", name, standing[0])
+            self._publish_node(NodeUncordoned(node=name, uncordoned_by=SLURM_ACTOR), now, event_id)
+        if self.drain_in_slurm:
+            self._hand_to_slurm(slurm, standing, cordoned)
+
+    def _hand_to_slurm(
+        self, slurm: SlurmNode, standing: tuple[str, str, str] | None, cordoned: bool
+    ) -> None:
+        name = slurm.name
+        if standing is not None and standing[1] != SLURM_ACTOR:
+            event_id, by, why = standing
+            if slurm.drained or slurm.unreachable or event_id in self._handed:
+                return
+            reason = f"{FAIRSHARE_REASON_PREFIX} cordoned by {by}" + (f": {why}" if why else "")
+            if self.adapter.drain(name, _short_text(reason, 200).replace("\n", " ")):
+                self._handed.add(event_id)
+        elif not cordoned and slurm.drained_by_fairshare:
+            taken = self.adapter.snapshot.taken_at if self.adapter.snapshot else 0.0
+            if self._resumed.get(name) != taken:
+                self._resumed[name] = taken
+                self.adapter.resume(name)
+
+    def _publish_node(self, data: EventData, now: float, event_id: str) -> None:
+        if event_id in self.in_flight or event_id in self.state.event_ids:
+            return
+        kind = "cordoned" if isinstance(data, NodeCordoned) else "uncordoned"
+        self._publish(kind, data, now, event_id)
+
+    def _cancel_strays(self, now: float) -> None:
+        tracked = self.adapter.tracked_job_ids()
+        seen: dict[str, float] = {}
+        for tag, job in self.adapter.our_jobs():
+            if job.ended or job.job_id in tracked:
+                continue
+            workload = self.state.cluster.workloads.get(tag.workload_id)
+            if (
+                workload is not None
+                and workload.attempt == tag.attempt
+                and workload.status in ACTIVE
+            ):
+                continue
+            first = self._strays.get(job.job_id, now)
+            seen[job.job_id] = first
+            if now - first < self.stray_grace_s:
+                continue
+            log.warning(
+                "cancelling a Slurm job whose run the log no longer has active",
+                extra={
+                    "workload_id": tag.workload_id,
+                    "attempt": tag.attempt,
+                    "job": job.job_id,
+                    "status": None if workload is None else workload.status,
+                },
+            )
+            if self.adapter.cancel_job(job.job_id):
+                self.cancelled_strays += 1
+            seen[job.job_id] = now  # again after another grace if it is still there
+        self._strays = seen
+
+    # -- GPUs held around Fairshare --------------------------------------------------------
+    def _gpus_busy(self, workload: WorkloadState) -> bool:
+        if super()._gpus_busy(workload):
+            return True
+        for node_name, _gpus in workload.placement:
+            foreign = self.adapter.foreign_gpus(node_name)
+            node = self.state.cluster.nodes[node_name]
+            if foreign and foreign + len(node.assigned) > node.gpus:
+                self._warn_once(
+                    f"foreign:{workload.workload_id}:{workload.attempt}:{node_name}",
+                    "GPUs held in Slurm by jobs Fairshare did not submit; the run waits",
+                    workload_id=workload.workload_id,
+                    node=node_name,
+                    foreign_gpus=foreign,
+                )
+                return True
+        return False
+
+    def _publish(
+        self, kind: str, data: EventData, at: float, event_id: str, *, track: bool = True
+    ) -> None:
+        if isinstance(data, GpuHeartbeat):
+            data = self._with_foreign_occupants(data)
+        super()._publish(kind, data, at, event_id, track=track)
+
+    def _with_foreign_occupants(self, heartbeat: GpuHeartbeat) -> GpuHeartbeat:
+        """The heartbeat with the GPUs that foreign jobs hold named ``slurm:foreign``: Slurm
+        does not say which indices those are, so the highest ones Fairshare has not assigned
+        (Fairshare's indices are its own bookkeeping; Slurm picks the devices)."""
+        count = self.adapter.foreign_gpus(heartbeat.node)
+        if not count:
+            return heartbeat
+        node = self.state.cluster.nodes.get(heartbeat.node)
+        assigned = set(node.assigned) if node is not None else set()
+        free = [g.index for g in heartbeat.gpus if g.occupant is None and g.index not in assigned]
+        marked = set(sorted(free, reverse=True)[:count])
+        gpus = tuple(
+            g.model_copy(update={"occupant": FOREIGN_OCCUPANT}) if g.index in marked else g
+            for g in heartbeat.gpus
+        )
+        return heartbeat.model_copy(update={"gpus": gpus})
+
+
+def serve_slurm(
+    adapter: SlurmAdapter,
+    bootstrap: str,
+    topics: Topics,
+    should_stop: Callable[[], bool],
+    *,
+    cluster: str,
+    pool: str,
+    heartbeat_s: float = 10.0,
+    drain_in_slurm: bool = False,
+    poll_s: float = 0.2,
+) -> SlurmAgent:
+    """A Slurm agent publishing to ``bootstrap``, run until ``should_stop()``."""
+    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
+    agent = SlurmAgent(
+        adapter,
+        publisher,
+        cluster=cluster,
+        pool=pool,
+        heartbeat_s=heartbeat_s,
+        drain_in_slurm=drain_in_slurm,
+    )
+    try:
+        run_on_kafka(agent, bootstrap, topics, should_stop, poll_s=poll_s)
+    finally:
+        publisher.close()
+    return agent
