@@ -79,11 +79,20 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
         "scheduler" if n == 1 else f"scheduler-{n}": scheduler
         for n in range(1, max(1, config.schedulers) + 1)
     }
+    slurm: dict[str, list[str]] = {}
+    if config.slurm_cluster:
+        slurm_agent = ["agent", "slurm", *common, "--cluster", config.slurm_cluster]
+        slurm_agent += ["--heartbeat-s", str(config.heartbeat_s)]
+        slurm_agent += ["--output-dir", str((logs / "slurm-runs").resolve())]
+        if config.slurm_jobcomp_log is not None:
+            slurm_agent += ["--jobcomp-log", str(config.slurm_jobcomp_log)]
+        slurm = {"agent-slurm": slurm_agent}
     return {
         "charging": ["charging", *common],
         "projector": ["projector", *common, "--database-url", config.database_url],
         **schedulers,
         "agent": agent,
+        **slurm,
         "api": [
             "api",
             "serve",

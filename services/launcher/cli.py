@@ -82,6 +82,14 @@ def up(
             "submit with demo tokens",
         ),
     ] = None,
+    slurm_cluster: Annotated[
+        str | None,
+        typer.Option(help="also run this Slurm cluster (fairshare agent slurm) as a second pool"),
+    ] = None,
+    slurm_jobcomp_log: Annotated[
+        Path | None,
+        typer.Option(help="Slurm's jobcomp/filetxt log (exit codes of jobs gone from squeue)"),
+    ] = None,
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
@@ -97,40 +105,17 @@ def up(
                 f"{tokens} does not hold"
             )
             submit_every = 0.0
+    from dataclasses import replace
+
     from rich.markup import escape
 
+    from services.launcher.config import UpConfig
     from services.launcher.data_dir import DataDirInUseError, exclusive_data_dir
 
-    try:
-        with exclusive_data_dir(data_dir):
-            _up_in(data_dir, kafka, broker_kind, topic_prefix, database_url, api_port, agent,
-                   nodes, gpus_per_node, submit_every, schedulers, tokens, duration)  # fmt: skip
-    except DataDirInUseError as error:
-        err_console.print(f"[red]refused:[/] {escape(str(error))}")
-        raise typer.Exit(2) from error
-
-
-def _up_in(
-    data_dir: Path,
-    kafka: str | None,
-    broker_kind: str | None,
-    topic_prefix: str,
-    database_url: str | None,
-    api_port: int,
-    agent: str,
-    nodes: int,
-    gpus_per_node: int,
-    submit_every: float,
-    schedulers: int,
-    tokens: Path | None,
-    duration: float | None,
-) -> None:
-    """``fairshare up`` once it holds the data directory."""
-    from services.launcher.config import UpConfig
-
-    broker = _broker_for_up(kafka, data_dir, broker_kind)
+    if slurm_cluster is not None:
+        _check_slurm(slurm_cluster)
     config = UpConfig(
-        bootstrap=broker.bootstrap,
+        bootstrap="",  # known once the broker runs
         topics=Topics(prefix=topic_prefix),
         data_dir=data_dir,
         database_url=database_url or f"sqlite:///{data_dir.resolve()}/fairshare.db",
@@ -141,8 +126,36 @@ def _up_in(
         submit_every_s=submit_every,
         schedulers=schedulers,
         tokens_file=tokens,
+        slurm_cluster=slurm_cluster,
+        slurm_jobcomp_log=slurm_jobcomp_log,
     )
-    _run_up(broker, config, duration)
+    try:
+        with exclusive_data_dir(data_dir):
+            broker = _broker_for_up(kafka, data_dir, broker_kind)
+            _run_up(broker, replace(config, bootstrap=broker.bootstrap), duration)
+    except DataDirInUseError as error:
+        err_console.print(f"[red]refused:[/] {escape(str(error))}")
+        raise typer.Exit(2) from error
+
+
+def _check_slurm(cluster: str) -> None:
+    """A Slurm cluster was asked for: its tools must answer here, or nothing starts (exit 2)."""
+    import shutil
+    import subprocess
+
+    sinfo = shutil.which("sinfo")
+    answer = (
+        subprocess.run([sinfo, "-h", "-o", "%N"], capture_output=True, text=True, timeout=15)
+        if sinfo
+        else None
+    )
+    if answer is None or answer.returncode != 0:
+        why = "sinfo is not installed" if answer is None else answer.stderr.strip()[:200]
+        err_console.print(
+            f"[red]--slurm-cluster {cluster}:[/] Slurm does not answer here ({why}); start "
+            "one with `bash .ci/start-slurm`, or leave the option out"
+        )
+        raise typer.Exit(2)
 
 
 def _checked_tokens_file(path: Path) -> Path:

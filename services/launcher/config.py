@@ -38,6 +38,11 @@ class UpConfig:
     #: The API's tokens file (hashes, ``fairshare tokens add``); None: the demo tokens, which
     #: the API serves on a loopback host only.
     tokens_file: Path | None = None
+    #: A Slurm cluster run beside the simulated one (its own pool), by ``fairshare agent
+    #: slurm`` on this host; None: the simulated cluster only.
+    slurm_cluster: str | None = None
+    #: Slurm's jobcomp/filetxt log, for exit codes of jobs that left squeue.
+    slurm_jobcomp_log: Path | None = None
     agent: str = "simulated"
     cluster: str = "demo"
     nodes: int = 4

@@ -54,7 +54,8 @@ def _request(config: UpConfig, rng: random.Random, user: str) -> dict[str, Any]:
     return {
         "workload_id": f"demo-{uuid.uuid4().hex[:10]}",
         "budget": USERS[user][1],
-        "pools": [config.cluster],
+        # either cluster will do: the scheduler places it where there is room
+        "pools": [config.cluster, *([config.slurm_cluster] if config.slurm_cluster else [])],
         "gpus": rng.choice((1, 1, 2, 2, 4)),
         "min_runtime_s": rng.choice((0, 60, 120, 300)),
         # the simulated agent runs duration_s; the local one runs the command
