@@ -32,9 +32,30 @@ def simulate(
         Path | None,
         typer.Option(help="write the (first) policy's full event log, charges included, here"),
     ] = None,
+    checkpoint_every: Annotated[
+        float,
+        typer.Option(help="minutes of progress between a job's checkpoints (0: never checkpoints)"),
+    ] = 30,
+    restart_overhead: Annotated[
+        int, typer.Option(help="seconds a resumed run spends restarting before it progresses")
+    ] = 180,
+    preemption_cost: Annotated[
+        bool,
+        typer.Option(help="charge preempted jobs their lost work (off: every second is kept)"),
+    ] = True,
+    maintenance: Annotated[
+        float,
+        typer.Option(help="fraction of nodes sent for repair per day, at random times (0: none)"),
+    ] = 0.0,
+    seed: Annotated[int, typer.Option(help="seed of the maintenance scenario")] = 0,
+    repair_hours: Annotated[
+        float, typer.Option(help="hours a node stays down for repair once drained")
+    ] = 4,
 ) -> None:
     """Replay a trace through the scheduler (and baselines) on a simulated cluster."""
     from services.simulator.engine import SimulationConfig
+    from services.simulator.maintenance import MaintenanceConfig
+    from services.simulator.preemption_cost import PreemptionCost
     from services.simulator.runner import POLICIES
     from services.simulator.runner import simulate as run_simulation
     from services.simulator.trace import TraceError, load_budgets, load_trace
@@ -45,7 +66,17 @@ def simulate(
         raise typer.Exit(2)
     try:
         config = SimulationConfig(
-            gpus=gpus, gpus_per_node=gpus_per_node, grace_period_s=grace_period
+            gpus=gpus,
+            gpus_per_node=gpus_per_node,
+            grace_period_s=grace_period,
+            cost=PreemptionCost(
+                checkpoint_every_s=round(checkpoint_every * 60),
+                restart_overhead_s=restart_overhead,
+                enabled=preemption_cost,
+            ),
+            maintenance=MaintenanceConfig(
+                rate=maintenance, seed=seed, repair_s=round(repair_hours * 3600)
+            ),
         )
         jobs = load_trace(trace, limit=limit)
         weights = load_budgets(budgets)
@@ -54,7 +85,8 @@ def simulate(
         raise typer.Exit(2) from error
     console.print(
         f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
-        f"contracts: {config.contract.describe()}"
+        f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
+        f"{config.maintenance.describe()}"
     )
     try:
         run_simulation(

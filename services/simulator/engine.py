@@ -2,9 +2,13 @@
 batch, and acts out the decisions the way a cluster agent would.
 
 The scheduler's state is built by the same folds the live system uses (``ClusterState``,
-``BudgetTree``, ``UsageWindow``); the simulator only plays the agent's part: a placed workload
-starts when its GPUs are physically free, runs for its traced duration (work done before a
-preemption is kept: jobs checkpoint), and a preempted one stops after the grace period.
+``BudgetTree``, ``UsageWindow``); the simulator only plays the agent's and the world's part: a
+placed workload starts when its GPUs are physically free and runs for its traced duration; a
+preempted one stops after the grace period and keeps only the progress it had checkpointed,
+paying a restart when it runs again (``preemption_cost.py``); and, in the maintenance scenario,
+nodes are cordoned for repair, taken down once empty (or when stuck) and brought back
+(``maintenance.py``). Everything is a function of the trace and the configuration: no clock,
+no unseeded randomness.
 """
 
 from __future__ import annotations
@@ -15,16 +19,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pydantic import JsonValue
+
 from events.models import (
     BudgetCreated,
     EventData,
     GpuHeartbeat,
     GpuReading,
+    NodeCordoned,
+    NodeDown,
     NodeRegistered,
+    NodeUncordoned,
+    NodeUp,
     PlaceCommand,
     Placement,
     PreemptCommand,
     WorkloadFinished,
+    WorkloadLost,
     WorkloadPreempted,
     WorkloadStarted,
     WorkloadSubmitted,
@@ -37,14 +48,22 @@ from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow, bucket_of, split_by_hour
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
+from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests
+from services.simulator.preemption_cost import (
+    CHECKPOINT_EVERY_KEY,
+    RESTART_OVERHEAD_KEY,
+    Interruption,
+    PreemptionCost,
+    at_risk,
+)
 from services.simulator.trace import ContractRule, TraceJob
 
 POOL = "sim"
 CLUSTER = "sim"
 
 # Event kinds, in the order they are handled when they fall on the same instant: ends first
-# (they free GPUs), then starts, then arrivals, then timers.
-FINISH, PREEMPT_DONE, START, ARRIVAL, WAKE, TICK = range(6)
+# (they free GPUs), then repaired nodes, starts, arrivals, repair requests, then timers.
+FINISH, PREEMPT_DONE, REPAIRED, START, ARRIVAL, CORDON, DRAIN_CAP, WAKE, TICK = range(9)
 
 Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext], PassResult]
 
@@ -59,6 +78,8 @@ class SimulationConfig:
     max_preemption_searches: int = 16
     #: Stop at the last arrival (the evaluation period); work still running is cut there.
     stop_at_last_arrival: bool = True
+    cost: PreemptionCost = field(default_factory=PreemptionCost)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1 or self.gpus < self.gpus_per_node:
@@ -78,6 +99,14 @@ class Run:
     first_start: float | None = None
     run_start: float | None = None
     last_posted: float = 0.0
+    #: Restart seconds the current run pays before it progresses.
+    overhead: float = 0.0
+    #: Seconds (per GPU) of progress thrown away by stops, and of restarts paid, so far.
+    discarded_s: float = 0.0
+    restart_s: float = 0.0
+    #: Seconds (per GPU) held in runs that have ended, and when the job was done.
+    busy_s: float = 0.0
+    finished_at: float | None = None
 
 
 @dataclass
@@ -109,6 +138,11 @@ class SimulationOutcome:
     preemptions: list[PreemptionRecord]
     passes: int
     wall_seconds: float
+    interruptions: list[Interruption]
+    drains: list[Drain]
+    #: Repair requests for a node already out of service (merged into that repair).
+    repairs_merged: int
+    config: SimulationConfig
 
 
 class Simulation:
@@ -171,6 +205,11 @@ class Simulation:
         self.demand_now: dict[str, int] = dict.fromkeys(weights, 0)
         self.demand_since: dict[str, float] = dict.fromkeys(weights, self.start)
         self.demand: dict[str, dict[int, float]] = {b: {} for b in weights}
+        self.interruptions: list[Interruption] = []
+        #: Nodes out of service for repair (cordoned, then down), and every drain in order.
+        self.in_repair: dict[str, Drain] = {}
+        self.drains: list[Drain] = []
+        self.repairs_merged = 0
 
     # -- plumbing ------------------------------------------------------------------------
     def push(self, at: float, kind: int, workload_id: str = "", attempt: int = 0) -> None:
@@ -258,6 +297,13 @@ class Simulation:
         rule = self.config.contract
         run = Run(job, job.duration, rule.min_runtime_s(job), rule.is_debug(job))
         self.runs[job.job_id] = run
+        spec: dict[str, JsonValue] = {"duration_s": job.duration}
+        cost = self.config.cost
+        if cost.enabled:
+            # Declared by the job, as a real one would declare how it checkpoints: lets a
+            # policy weigh what a preemption would throw away (preemption_cost.at_risk).
+            spec[CHECKPOINT_EVERY_KEY] = cost.checkpoint_every_s
+            spec[RESTART_OVERHEAD_KEY] = cost.restart_overhead_s
         self.apply(
             WorkloadSubmitted.model_construct(
                 workload_id=job.job_id,
@@ -266,10 +312,10 @@ class Simulation:
                 gpus=job.gpus,
                 gang="single-node" if job.gpus <= self.config.gpus_per_node else "whole-nodes",
                 min_runtime_s=run.min_runtime_s,
-                resumable=True,
+                resumable=job.resumable,
                 priority=rule.priority(job),
                 submitter="trace",
-                spec={"duration_s": job.duration},
+                spec=spec,
             )
         )
         self._change_demand(job.budget, job.gpus)
@@ -291,10 +337,11 @@ class Simulation:
         if run.first_start is None:
             run.first_start = self.now
         run.run_start = run.last_posted = self.now
+        run.overhead = self.config.cost.overhead(attempt)
         if workload.allocated:
             self.open_gpus[workload.budget] += workload.gpus
             self.open_weighted[workload.budget] += workload.gpus * self.now
-        self.push(self.now + run.remaining, FINISH, workload_id, attempt)
+        self.push(self.now + run.overhead + run.remaining, FINISH, workload_id, attempt)
         self.push(self.now + workload.min_runtime_s, WAKE)
 
     def on_finish(self, workload_id: str, attempt: int) -> None:
@@ -302,8 +349,12 @@ class Simulation:
         if workload.attempt != attempt or workload.status != "running":
             return
         run = self.runs[workload_id]
+        if run.run_start is not None:
+            run.busy_s += self.now - run.run_start
+            run.restart_s += run.overhead  # a finished run paid its restart in full
         self._close(workload, run)
         run.remaining = 0.0
+        run.finished_at = self.now
         self.apply(
             WorkloadFinished.model_construct(
                 workload_id=workload_id,
@@ -320,11 +371,7 @@ class Simulation:
         if workload.attempt != attempt or workload.status not in ("placed", "running"):
             return
         run = self.runs[workload_id]
-        ran = 0.0
-        if run.run_start is not None:
-            ran = self.now - run.run_start
-            run.remaining = max(0.0, run.remaining - ran)
-            self._close(workload, run)
+        ran = self._stop(workload, run, "preempted")
         self.apply(
             WorkloadPreempted.model_construct(
                 workload_id=workload_id,
@@ -335,6 +382,70 @@ class Simulation:
         )
         if not workload.resumable:
             self._change_demand(workload.budget, -workload.gpus)
+
+    def _stop(self, workload: WorkloadState, run: Run, cause: str) -> float:
+        """End the current run (if it started): keep its checkpointed progress, count what is
+        wasted, and close its occupancy. Returns how long it ran."""
+        if run.run_start is None:
+            return 0.0
+        ran = self.now - run.run_start
+        loss = at_risk(self.config.cost, ran, run.overhead, workload.resumable)
+        run.remaining = max(0.0, run.remaining - loss.kept_s)
+        run.discarded_s += loss.discarded_s
+        run.restart_s += loss.restart_s
+        run.busy_s += ran
+        self.interruptions.append(
+            Interruption(
+                self.now, workload.workload_id, workload.budget, workload.gpus, cause, ran, loss
+            )
+        )
+        self._close(workload, run)
+        return ran
+
+    def on_lost(self, lost: WorkloadLost) -> None:
+        """The pass declared a run on a down node lost: the job loses what a preemption would."""
+        workload = self.cluster.workloads[lost.workload_id]
+        self._stop(workload, self.runs[lost.workload_id], "lost")
+        if not workload.resumable:
+            self._change_demand(workload.budget, -workload.gpus)
+
+    # -- maintenance ---------------------------------------------------------------------
+    def on_cordon(self, node: str) -> None:
+        if node in self.in_repair:
+            self.repairs_merged += 1
+            return
+        self.apply(NodeCordoned(node=node, cordoned_by="simulator", reason="repair"))
+        drain = Drain(node, self.now)
+        self.in_repair[node] = drain
+        self.drains.append(drain)
+        index = len(self.drains) - 1
+        self.push(self.now + self.config.maintenance.stuck_after_s, DRAIN_CAP, node, index)
+
+    def on_drain_cap(self, node: str, index: int) -> None:
+        drain = self.drains[index]
+        if drain.down_at is None:
+            if self.cluster.nodes[node].holders:
+                drain.stuck = True  # someone has to step in: the node goes down with its work
+            else:
+                drain.drained_at = self.now  # emptied at this very instant
+            self._take_down(drain, index)
+
+    def check_drains(self) -> None:
+        """Nodes under repair that are now empty go down for their repair."""
+        for index, drain in enumerate(self.drains):
+            if drain.down_at is None and not self.cluster.nodes[drain.node].holders:
+                drain.drained_at = self.now
+                self._take_down(drain, index)
+
+    def _take_down(self, drain: Drain, index: int) -> None:
+        drain.down_at = self.now
+        self.apply(NodeDown(node=drain.node))
+        self.push(self.now + self.config.maintenance.repair_s, REPAIRED, drain.node, index)
+
+    def on_repaired(self, node: str) -> None:
+        self.apply(NodeUp(node=node))
+        self.apply(NodeUncordoned(node=node, uncordoned_by="simulator"))
+        del self.in_repair[node]
 
     def on_tick(self) -> None:
         if self.recorder is not None:
@@ -352,6 +463,9 @@ class Simulation:
         if self.recorder is not None:
             for decided in result.ordered:
                 self.record(decided)
+        for event in result.events:
+            if isinstance(event, WorkloadLost):
+                self.on_lost(event)
         for command in result.commands:
             if isinstance(command, PreemptCommand):
                 self.preempt_commands[command.workload_id] = command.command_id
@@ -392,6 +506,11 @@ class Simulation:
         gc.freeze()  # the trace and the initial state live for the whole run
         for job in self.jobs:
             self.push(job.arrival, ARRIVAL, job.job_id)
+        requests = repair_requests(
+            self.config.maintenance, sorted(self.cluster.nodes), self.start, self.end
+        )
+        for at, node in requests:
+            self.push(at, CORDON, node)
         by_id = {job.job_id: job for job in self.jobs}
         next_tick = (bucket_of(self.start) + 1) * HOUR
         self.push(next_tick, TICK)
@@ -417,8 +536,16 @@ class Simulation:
                 elif kind == TICK:
                     self.on_tick()
                     self.push(at + HOUR, TICK)
+                elif kind == CORDON:
+                    self.on_cordon(workload_id)
+                elif kind == DRAIN_CAP:
+                    self.on_drain_cap(workload_id, attempt)
+                elif kind == REPAIRED:
+                    self.on_repaired(workload_id)
                 dirty = True
             if dirty:
+                if self.in_repair:
+                    self.check_drains()
                 self.passes += 1
                 ctx = PassContext(
                     now=at,
@@ -439,6 +566,8 @@ class Simulation:
                 run = self.runs[workload_id]
                 if run.run_start is not None:
                     self._post(self.cluster.workloads[workload_id], run, self.end)
+                    # A restart paid by a run still going is spent all the same.
+                    run.restart_s += min(run.overhead, max(0.0, self.end - run.run_start))
         for budget in self.demand_now:
             self._change_demand(budget, 0)
         if self.progress is not None:
@@ -456,4 +585,8 @@ class Simulation:
             preemptions=self.preemptions,
             passes=self.passes,
             wall_seconds=time.perf_counter() - wall,
+            interruptions=self.interruptions,
+            drains=self.drains,
+            repairs_merged=self.repairs_merged,
+            config=self.config,
         )

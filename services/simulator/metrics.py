@@ -7,7 +7,10 @@
 * occupancy: busy GPU-hours / capacity GPU-hours over the hours where demand exceeds capacity;
 * queue waits (submit to first start), all jobs and debug jobs; jobs never started by the end
   count with their wait so far (a lower bound), so a starved queue cannot look fast;
-* preemptions per 1,000 delivered GPU-hours, and contract violations (must be 0).
+* preemptions per 1,000 delivered GPU-hours, and contract violations (must be 0);
+* weekly attainment, per budget and week (``weekly.py``), what the 7-day promise is about;
+* what preemptions and repairs cost: lost GPU-hours, goodput, preemptions per job, drains
+  (``costs.py``).
 """
 
 from __future__ import annotations
@@ -18,16 +21,12 @@ from typing import Any
 from events.times import HOUR
 from projections.owed import owed_pieces
 from projections.usage_window import bucket_of
+from services.simulator.costs import cost_figures, lost_seconds_by_budget, maintenance_figures
 from services.simulator.engine import POOL, SimulationOutcome
+from services.simulator.stats import percentile
+from services.simulator.weekly import WEEK_HOURS, budget_weeks, weekly_summary
 
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]); 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
+__all__ = ["compute_metrics", "owed_by_hour", "percentile", "queue_waits"]
 
 
 def queue_waits(outcome: SimulationOutcome, debug_only: bool = False) -> list[float]:
@@ -88,13 +87,16 @@ def owed_by_hour(outcome: SimulationOutcome) -> dict[str, dict[int, float]]:
 def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
     capacity = outcome.capacity_gpus
     hours = hours_of(outcome)
-    budgets: dict[str, dict[str, float]] = {}
+    budgets: dict[str, dict[str, Any]] = {}
     owed_total = delivered_capped = hourly_min = 0.0
     busy_by_hour = busy_seconds_by_hour(outcome)
     demand_by_hour = dict.fromkeys(hours, 0.0)
     owed_hourly = owed_by_hour(outcome)
+    delivered_hourly: dict[str, dict[int, float]] = {}
+    lost = lost_seconds_by_budget(outcome)
     for budget in sorted(outcome.demand):
         allocated, _unallocated = outcome.usage.hourly(POOL, budget)
+        delivered_hourly[budget] = allocated
         share = outcome.shares.get(budget, 0.0)
         owed = delivered = hourly = 0.0
         for hour in hours:
@@ -115,7 +117,19 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
             "owed_delivered": min(1.0, delivered / owed) if owed > 0 else 1.0,
             "owed_delivered_hourly": hourly / owed if owed > 0 else 1.0,
             "demand_gpu_hours": sum(outcome.demand[budget].values()) / HOUR,
+            "lost_gpu_hours": sum(lost.get(budget, (0.0, 0.0))) / HOUR,
         }
+    weeks = budget_weeks(
+        list(hours),
+        lambda hour: hour_length(outcome, hour),
+        owed_hourly,
+        delivered_hourly,
+        outcome.demand,
+    )
+    for budget, row in budgets.items():
+        mine = [w for w in weeks if w.budget == budget]
+        row["weekly"] = [w.as_dict(capacity) for w in mine]
+        row["owed_delivered_weekly"] = weekly_summary(mine, capacity)["owed_delivered_weekly"]
     saturated = [h for h in hours if demand_by_hour[h] > capacity * hour_length(outcome, h) > 0]
     busy_saturated = sum(busy_by_hour[h] for h in saturated)
     capacity_saturated = sum(capacity * hour_length(outcome, h) for h in saturated)
@@ -153,6 +167,10 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
             (b["owed_delivered"] for b in budgets.values() if b["owed_gpu_hours"] > 0),
             default=1.0,
         ),
+        "weeks": math.ceil(len(hours) / WEEK_HOURS),
+        **weekly_summary(weeks, capacity),
+        **cost_figures(outcome, sum(busy_by_hour.values())),
+        **maintenance_figures(outcome),
         "passes": outcome.passes,
         "wall_seconds": outcome.wall_seconds,
     }

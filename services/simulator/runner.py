@@ -18,7 +18,8 @@ from services.scheduler.core.baselines import BASELINES, baseline_policy
 from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Policy, Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.metrics import compute_metrics
-from services.simulator.report import print_report, write_metrics, write_plots
+from services.simulator.plots import write_plots
+from services.simulator.report import print_report, write_metrics
 from services.simulator.trace import TraceJob
 
 POLICIES = ("fairshare", *BASELINES)
@@ -93,6 +94,8 @@ def simulate(
     run_config = {
         **{k: v for k, v in asdict(config).items() if k != "contract"},
         "contract_rule": config.contract.describe(),
+        "preemption_cost": config.cost.describe(),
+        "maintenance_scenario": config.maintenance.describe(),
         "jobs": len(jobs),
     }
     write_metrics(out / "metrics.json", metrics, run_config)

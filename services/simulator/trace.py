@@ -31,6 +31,8 @@ class TraceJob:
     duration: float  # seconds of run time it needs
     gpus: int
     budget: str
+    #: Traces say nothing of it; every traced job is taken to resume from its checkpoints.
+    resumable: bool = True
 
 
 @dataclass(frozen=True)

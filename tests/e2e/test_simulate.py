@@ -32,6 +32,10 @@ def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> N
         "all",
         "--out",
         str(out),
+        "--maintenance",
+        "0.05",
+        "--seed",
+        "3",
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -51,18 +55,44 @@ def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> N
             "contract_violations",
             "jobs",
             "wall_seconds",
+            "owed_delivered_weekly",
+            "worst_budget_week",
+            "weekly_violations",
+            "lost_gpu_hours",
+            "goodput",
+            "preemptions_per_job_p99",
+            "max_preemptions_of_a_job",
+            "drain_p50_s",
+            "drain_p90_s",
+            "stuck_drains",
         ):
             assert key in overall, (name, key)
         assert overall["jobs"] == 1500
         assert overall["contract_violations"] == 0, name
         assert 0.0 <= overall["owed_delivered"] <= 1.0
+        assert 0.0 <= overall["owed_delivered_weekly"] <= 1.0
+        assert 0.0 < overall["goodput"] <= 1.0
         for row in policy["budgets"].values():
-            assert {"owed_delivered", "owed_gpu_hours", "delivered_gpu_hours"} <= set(row)
+            assert {"owed_delivered", "owed_gpu_hours", "delivered_gpu_hours", "weekly"} <= set(row)
+    # The same seed sends the same nodes for repair at the same times under every policy.
+    repairs = {
+        p["overall"]["repairs"] + p["overall"]["repairs_merged"]
+        for p in metrics["policies"].values()
+    }
+    assert len(repairs) == 1
+    assert repairs.pop() > 0
+    fair = metrics["policies"]["fairshare"]["overall"]
+    assert fair["preemptions"] > 0
+    assert fair["lost_gpu_hours"] > 0, "preemption is not free"
     baselines = [metrics["policies"][n]["overall"]["preemptions"] for n in ("fifo", "quota")]
-    assert baselines == [0, 0], "baselines never preempt"
-    for plot in ("owed_vs_delivered", "attainment_by_policy", "occupancy", "wait_cdf"):
+    drains = [metrics["policies"][n]["overall"]["drain_preemptions"] for n in ("fifo", "quota")]
+    assert baselines == drains, "baselines preempt only to drain nodes for repair"
+    assert metrics["config"]["cost"]["checkpoint_every_s"] == 1800
+    plots = ("owed_vs_delivered", "attainment_by_policy", "occupancy", "wait_cdf")
+    for plot in (*plots, "preemption_cost", "maintenance"):
         assert (out / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "policies side by side" in result.stdout
+    for table in ("policies side by side", "what preemption cost", "maintenance"):
+        assert table in result.stdout
 
 
 def test_simulate_refuses_bad_input_clearly(tmp_path: Path) -> None:
