@@ -98,6 +98,10 @@ class NodeState:
     down: bool = False
     drained: bool = False
     last_heartbeat: float | None = None
+    #: Why, by whom and when the node was cordoned (``NodeCordoned``); cleared by an uncordon.
+    cordon_reason: str = ""
+    cordoned_by: str | None = None
+    cordoned_at: float | None = None
 
     @property
     def free(self) -> int:
@@ -138,6 +142,11 @@ class WorkloadState:
     #: The attempt whose place command was admitted (not fenced): its placement stands even
     #: when a deposed leader's place command with the same derived id is refused later.
     admitted_place_attempt: int = 0
+    #: When the current attempt ended (a lost run: its last heartbeat, as it is charged), and
+    #: how a finished run ended; cleared by a requeue.
+    ended_at: float | None = None
+    exit_code: int | None = None
+    end_message: str = ""
 
     @property
     def allocated(self) -> bool:
@@ -318,11 +327,13 @@ class ClusterState:
     def _on_cordoned(self, e: NodeCordoned, now: float) -> None:
         node = self._node(e.node)
         node.drained = False
+        node.cordon_reason, node.cordoned_by, node.cordoned_at = e.reason, e.cordoned_by, now
         self._set_schedulable(node, True, node.down)
 
     def _on_uncordoned(self, e: NodeUncordoned, now: float) -> None:
         node = self._node(e.node)
         node.drained = False
+        node.cordon_reason, node.cordoned_by, node.cordoned_at = "", None, None
         self._set_schedulable(node, False, node.down)
 
     def _on_drained(self, e: NodeDrained, now: float) -> None:
@@ -396,6 +407,7 @@ class ClusterState:
         if workload.status == "pending":
             self._dequeue(workload)
             workload.status = "cancelled"
+            workload.ended_at = now
         elif workload.status in ACTIVE:
             workload.cancel_requested = True
             self.cancelling.add(workload.workload_id)
@@ -547,11 +559,12 @@ class ClusterState:
         else:
             self.unallocated_active.get(pool, set()).discard(workload.workload_id)
 
-    def _end(self, workload: WorkloadState, status: Status) -> None:
+    def _end(self, workload: WorkloadState, status: Status, at: float) -> None:
         if not workload.preempting:
             self._forget_victim(workload)
         self._release_physical(workload)
         workload.status = status
+        workload.ended_at = at
         workload.preempting = False
         self.cancelling.discard(workload.workload_id)
         if status in ("preempted", "lost") and workload.resumable:
@@ -563,17 +576,18 @@ class ClusterState:
     def _on_finished(self, e: WorkloadFinished, now: float) -> None:
         workload = self._workload(e.workload_id)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
-            self._end(workload, e.outcome)
+            self._end(workload, e.outcome, now)
+            workload.exit_code, workload.end_message = e.exit_code, e.message
 
     def _on_preempted(self, e: WorkloadPreempted, now: float) -> None:
         workload = self._workload(e.workload_id)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
-            self._end(workload, "cancelled" if workload.cancel_requested else "preempted")
+            self._end(workload, "cancelled" if workload.cancel_requested else "preempted", now)
 
     def _on_lost(self, e: WorkloadLost, now: float) -> None:
         workload = self._workload(e.workload_id)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
-            self._end(workload, "lost")
+            self._end(workload, "lost", e.last_heartbeat.timestamp())
 
     def _on_requeued(self, e: WorkloadRequeued, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -584,7 +598,8 @@ class ClusterState:
         workload.attempt += 1
         workload.pool = None
         workload.placement = ()
-        workload.placed_at = workload.started_at = None
+        workload.placed_at = workload.started_at = workload.ended_at = None
+        workload.exit_code, workload.end_message = None, ""
         workload.preempting = False
         self._enqueue(workload)
 

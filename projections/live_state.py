@@ -33,6 +33,7 @@ from events.models import (
     BudgetWeightChanged,
     DecisionRecord,
     GpuHeartbeat,
+    LedgerCharge,
     MembershipGranted,
     MembershipRevoked,
     PlaceCommand,
@@ -109,6 +110,10 @@ class LiveState:
     #: When each held fact was first held (a count of holds), by event id.
     _held_at: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _holds: int = field(default=0, init=False, repr=False)
+    #: GPU-seconds charged per workload, all attempts, corrections included: allocated
+    #: (debited to its budget) and unallocated (free burst occupancy).
+    charged_gpu_s: dict[str, int] = field(default_factory=dict)
+    free_gpu_s: dict[str, int] = field(default_factory=dict)
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
     events: int = 0
@@ -177,6 +182,11 @@ class LiveState:
         try:
             if isinstance(data, _BUDGET_EVENTS):
                 self.tree.apply(data, now)
+            elif isinstance(data, LedgerCharge):
+                totals = self.charged_gpu_s if data.kind == "allocated" else self.free_gpu_s
+                totals[data.workload_id] = (
+                    totals.get(data.workload_id, 0) + data.signed_gpu_seconds
+                )
             elif isinstance(data, UsageSnapshot):
                 current = self.usage.get(data.pool)
                 if current is None or data.window_end >= current.window_end:

@@ -84,6 +84,7 @@ def create_app(
         window_s=window_s,
         read_your_writes_s=read_your_writes_s,
         flush_timeout_s=flush_timeout_s,
+        read_models=engine,
     )
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(FatalBusError, fatal_bus_error)

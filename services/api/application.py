@@ -13,29 +13,37 @@ changed, so the HTTP layer can pick its status code; the errors are mapped to HT
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
+from sqlalchemy import Engine
+
 from events.envelope import Envelope, new_event
 from events.models import (
+    BudgetClosed,
+    BudgetCreated,
     BudgetWeightChanged,
     EventData,
     MembershipGranted,
+    MembershipRevoked,
     NodeCordoned,
     NodeUncordoned,
     WorkloadCancelled,
     WorkloadSubmitted,
 )
+from events.models.budgets import Role
 from events.times import DEFAULT_WINDOW_S, utc_from_epoch
+from projections.budget_tree import ROOT, BudgetNode, parent_of
 from projections.cluster_state import TERMINAL, WorkloadState
 from projections.live_state import LiveState
 from services.api import auth, queries
 from services.api import models as m
 from services.api.auth import Principal
-from services.api.errors import Conflict, Forbidden, Invalid, TooLarge, Unavailable
+from services.api.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, Unavailable
 from services.api.view import LiveView
 from services.bus.port import EventPublisher, PublishError
 
@@ -108,6 +116,7 @@ class Application:
         window_s: int = DEFAULT_WINDOW_S,
         read_your_writes_s: float = 5.0,
         flush_timeout_s: float = 10.0,
+        read_models: Engine | None = None,
     ) -> None:
         self.view = view
         self.publisher = publisher
@@ -115,8 +124,25 @@ class Application:
         self.window_s = window_s
         self.read_your_writes_s = read_your_writes_s
         self.flush_timeout_s = flush_timeout_s
+        #: The SQL read models delivered and owed are computed from (None: see
+        #: :meth:`read_model_engine`).
+        self.read_models = read_models
         self.submissions = Submissions()
         self._publish_lock = threading.Lock()
+        #: Held from the check of a budget change to its being visible: two creates of one path
+        #: must not both publish.
+        self.budget_lock = threading.Lock()
+        self._engine_lock = threading.Lock()
+
+    def read_model_engine(self) -> Engine | None:
+        """The read models: the engine the app was built with, else one made once from
+        ``$FAIRSHARE_DATABASE_URL``, else None (no delivered and owed figures)."""
+        with self._engine_lock:
+            if self.read_models is None and os.environ.get("FAIRSHARE_DATABASE_URL"):
+                from sqlalchemy import create_engine
+
+                self.read_models = create_engine(os.environ["FAIRSHARE_DATABASE_URL"])
+            return self.read_models
 
     def ready(self) -> None:
         """Writes wait until the view has read the log's history: checks against a partial
@@ -191,7 +217,9 @@ def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.
             if existing is not None:
                 app.submissions.folded(workload_id)
                 _same_submission(_fields(existing), data)
-                return Result(Outcome.UNCHANGED, queries.workload_view(existing))
+                return Result(
+                    Outcome.UNCHANGED, queries.workload_view(state, existing, app.clock())
+                )
             earlier = app.submissions.unseen(workload_id)
             if earlier is None:
                 check_submission(state, who, body, app.clock())
@@ -203,7 +231,10 @@ def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.
     if app.visible(envelope):
         with app.view.read() as state:
             app.submissions.folded(workload_id)
-            return Result(Outcome.DONE, queries.workload_view(state.cluster.workloads[workload_id]))
+            return Result(
+                Outcome.DONE,
+                queries.workload_view(state, state.cluster.workloads[workload_id], app.clock()),
+            )
     return Result(
         Outcome.ACCEPTED, m.WorkloadAccepted(event_id=envelope.id, workload_id=workload_id)
     )
@@ -268,7 +299,7 @@ def cancel(
         if refusal is not None:
             raise Forbidden(refusal, user=who.user)
         if workload.status == "cancelled" or workload.cancel_requested:
-            return Result(Outcome.UNCHANGED, queries.workload_view(workload))
+            return Result(Outcome.UNCHANGED, queries.workload_view(state, workload, app.clock()))
         if workload.status in TERMINAL:
             raise Conflict(
                 f"workload {workload_id} already ended ({workload.status})", user=who.user
@@ -278,7 +309,10 @@ def cancel(
     )
     if app.visible(envelope):
         with app.view.read() as state:
-            return Result(Outcome.DONE, queries.workload_view(state.cluster.workloads[workload_id]))
+            return Result(
+                Outcome.DONE,
+                queries.workload_view(state, state.cluster.workloads[workload_id], app.clock()),
+            )
     return Result(
         Outcome.ACCEPTED, m.WorkloadAccepted(event_id=envelope.id, workload_id=workload_id)
     )
@@ -336,6 +370,156 @@ def add_member(
         return Result(Outcome.ACCEPTED, m.BudgetAccepted(event_id=envelope.id, budget=budget))
     grant = m.MemberGrant(budget=budget, user=body.user, role=body.role, changed=True)
     return Result(Outcome.DONE, grant)
+
+
+def create_budget(
+    app: Application, who: Principal, body: m.BudgetCreateRequest
+) -> Result[m.BudgetAnswer]:
+    """A new budget under an open parent: a manager of the parent (top-level: admins).
+    UNCHANGED if it exists with these weights; a parent that funds work gets no children (its
+    work would lose its leaf)."""
+    app.ready()
+    with app.budget_lock:
+        now = app.clock()
+        with app.view.read() as state:
+            existing = _check_new_budget(state, who, body, now)
+            if existing is not None:
+                return Result(Outcome.UNCHANGED, _budget_state(body.budget, existing, now, False))
+        data = BudgetCreated(
+            budget=body.budget,
+            weight=body.weight,
+            pool_weights=dict(body.pool_weights),
+            created_by=who.user,
+            description=body.description,
+        )
+        return _budget_written(app, app.publish(data, who), body.budget)
+
+
+def _check_new_budget(
+    state: LiveState, who: Principal, body: m.BudgetCreateRequest, now: float
+) -> BudgetNode | None:
+    """The existing budget if it is the same (None: create it); refusals raised in the API's
+    order: 404, 422, 403, 409."""
+    tree, budget = state.tree, body.budget
+    parent = parent_of(budget)
+    if parent != ROOT and parent not in tree.nodes:
+        raise NotFound(f"unknown budget {parent!r} (the parent of {budget})", user=who.user)
+    for pool in body.pool_weights:
+        if pool not in state.cluster.pools:
+            known = ", ".join(sorted(state.cluster.pools)) or "none"
+            raise Invalid(("pool_weights", pool), f"unknown pool {pool!r} (known: {known})")
+    refusal = auth.may_set_weight(who, tree, budget)
+    if refusal is not None:
+        raise Forbidden(refusal, user=who.user)
+    existing = tree.nodes.get(budget)
+    if existing is not None:
+        if not existing.open_at(now):
+            raise Conflict(f"budget {budget} was closed; a budget's path is never reused")
+        weights = {p: existing.weight_at(p, now) for p in existing.pool_weights}
+        if existing.weight_at("", now) == body.weight and weights == dict(body.pool_weights):
+            return existing
+        raise Conflict(
+            f"budget {budget} exists with other weights; change them with PUT "
+            f"/budgets/{budget}/weight",
+            user=who.user,
+        )
+    if parent != ROOT:
+        closed = [a for a in tree.ancestors(parent) if not tree.nodes[a].open_at(now)]
+        if closed:
+            raise Conflict(f"budget {parent} is closed ({closed[0]} was closed)", user=who.user)
+        working = _unfinished_work(state, parent)
+        if tree.nodes[parent].is_leaf and working:
+            raise Conflict(
+                f"{parent} funds work that has not ended ({working[0]}"
+                f"{' and more' if len(working) > 1 else ''}): a budget with work cannot get "
+                "children, its work would no longer be funded by a leaf",
+                user=who.user,
+            )
+    return None
+
+
+def _unfinished_work(state: LiveState, budget: str) -> list[str]:
+    return sorted(
+        w.workload_id
+        for w in state.cluster.workloads.values()
+        if w.budget == budget and not queries.finished(state, w)
+    )
+
+
+def close_budget(
+    app: Application, who: Principal, budget: str, body: m.BudgetCloseRequest
+) -> Result[m.BudgetAnswer]:
+    """Close a budget (its subtree takes no new work, its work waits last): a manager of its
+    parent (top-level: admins). UNCHANGED if it is closed already."""
+    app.ready()
+    with app.budget_lock:
+        now = app.clock()
+        with app.view.read() as state:
+            queries.budget_or_404(state, budget)
+            refusal = auth.may_set_weight(who, state.tree, budget)
+            if refusal is not None:
+                raise Forbidden(refusal, user=who.user)
+            node = state.tree.nodes[budget]
+            if not node.open_at(now):
+                return Result(Outcome.UNCHANGED, _budget_state(budget, node, now, False))
+        data = BudgetClosed(budget=budget, closed_by=who.user, reason=body.reason)
+        return _budget_written(app, app.publish(data, who), budget)
+
+
+def _budget_written(
+    app: Application, envelope: Envelope[Any], budget: str
+) -> Result[m.BudgetAnswer]:
+    if not app.visible(envelope):
+        return Result(Outcome.ACCEPTED, m.BudgetAccepted(event_id=envelope.id, budget=budget))
+    now = app.clock()
+    with app.view.read() as state:
+        return Result(Outcome.DONE, _budget_state(budget, state.tree.nodes[budget], now, True))
+
+
+def _budget_state(budget: str, node: BudgetNode, now: float, changed: bool) -> m.BudgetState:
+    return m.BudgetState(
+        budget=budget,
+        parent=parent_of(budget) or None,
+        leaf=node.is_leaf,
+        closed=not node.open_at(now),
+        weight=node.weight_at("", now),
+        pool_weights={p: node.weight_at(p, now) for p in sorted(node.pool_weights)},
+        changed=changed,
+    )
+
+
+def revoke_member(
+    app: Application, who: Principal, budget: str, user: str, role: Role
+) -> Result[m.RevokeAnswer]:
+    """Take ``role`` on ``budget`` from ``user``: a manager of the budget (or above).
+    UNCHANGED if they do not hold it there (the answer names an ancestor where they still
+    do: roles cover subtrees, so revoking here would change nothing)."""
+    app.ready()
+    with app.view.read() as state:
+        queries.budget_or_404(state, budget)
+        refusal = auth.may_manage(who, state.tree, budget)
+        if refusal is not None:
+            raise Forbidden(refusal, user=who.user)
+        still = _held_above(state, budget, user, role)
+        if role not in state.tree.nodes[budget].members.get(user, set()):
+            revoke = m.MemberRevoke(
+                budget=budget, user=user, role=role, changed=False, still_held_on=still
+            )
+            return Result(Outcome.UNCHANGED, revoke)
+    data = MembershipRevoked(budget=budget, user=user, role=role, revoked_by=who.user)
+    envelope = app.publish(data, who)
+    if not app.visible(envelope):
+        return Result(Outcome.ACCEPTED, m.BudgetAccepted(event_id=envelope.id, budget=budget))
+    revoke = m.MemberRevoke(budget=budget, user=user, role=role, changed=True, still_held_on=still)
+    return Result(Outcome.DONE, revoke)
+
+
+def _held_above(state: LiveState, budget: str, user: str, role: str) -> str | None:
+    """The nearest ancestor of ``budget`` on which ``user`` holds ``role``."""
+    for ancestor in reversed(state.tree.ancestors(budget)[:-1]):
+        if role in state.tree.nodes[ancestor].members.get(user, set()):
+            return ancestor
+    return None
 
 
 # -- nodes --------------------------------------------------------------------------------------

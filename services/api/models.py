@@ -14,7 +14,7 @@ This module imports pydantic and ``events`` only, never FastAPI, so the CLI impo
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -80,6 +80,27 @@ class CordonRequest(_Request):
     reason: ShortText = ""
 
 
+class BudgetCreateRequest(_Request):
+    """A new budget under an existing, open parent (a top-level one: under the root)."""
+
+    budget: BudgetPath
+    weight: Weight = 1.0
+    #: Weights that replace ``weight`` in these pools (each a known pool).
+    pool_weights: dict[PoolName, Weight] = Field(default_factory=dict, max_length=64)
+    description: ShortText = ""
+
+
+class BudgetCloseRequest(_Request):
+    reason: ShortText = ""
+
+
+#: Every status a workload can have; ``GET /workloads?status=`` takes one of them.
+WorkloadStatus = Literal[
+    "pending", "placed", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
+]
+WORKLOAD_STATUSES: tuple[str, ...] = get_args(WorkloadStatus)
+
+
 # -- answers ------------------------------------------------------------------------------------
 class Answer(BaseModel):
     """Base of every answer."""
@@ -135,6 +156,22 @@ class WorkloadView(Answer):
     contract_ends_at: str | None
     preempting: bool
     cancel_requested: bool
+    #: The job's name (``spec.name``, ``fairshare submit -J``), if it has one.
+    name: str | None = None
+    #: Preempt commands against it, cancellations not counted (it was requeued after each).
+    preemptions: int = 0
+    #: When the current attempt ended, and how a finished one ended.
+    ended_at: str | None = None
+    exit_code: int | None = None
+    end_message: str = ""
+    #: Seconds the current attempt has run (to its end, or to ``as_of``).
+    elapsed_s: int | None = None
+    #: Seconds of its contract (min_runtime) still to run, while it runs allocated.
+    contract_left_s: int | None = None
+    #: GPU-seconds charged to its budget (every attempt, corrections included), and burst
+    #: (unallocated) GPU-seconds, as far as the ledger has posted them.
+    charged_gpu_s: int = 0
+    burst_gpu_s: int = 0
 
 
 class WorkloadList(Answer):
@@ -199,6 +236,14 @@ class FairShareReason(_Reason):
     budgets_ahead: list[BudgetAheadView]
 
 
+class FundedFirstReason(_Reason):
+    """Burst work: funded (allocated) work is considered before any burst work."""
+
+    code: Literal["funded-first"]
+    workloads_ahead: int
+    budgets: list[str]
+
+
 class BudgetQueueReason(_Reason):
     code: Literal["budget-queue"]
     #: The first 20.
@@ -255,6 +300,7 @@ class DownReason(_Reason):
 Reason = Annotated[
     PlainReason
     | FairShareReason
+    | FundedFirstReason
     | BudgetQueueReason
     | CapacityReason
     | ContractReason
@@ -280,6 +326,11 @@ class QueueEntry(Answer):
     usage_ratio: float | None
     #: Absent (not null) when the queue was asked for without reasons.
     reasons: list[Reason] | None = Field(default=None, exclude_if=lambda value: value is None)
+    name: str | None = None
+    #: The one reason that decides (like squeue's REASON), and it in one sentence; null when
+    #: the queue was asked for without reasons.
+    reason: str | None = None
+    summary: str | None = None
 
 
 class PoolQueueView(Answer):
@@ -305,6 +356,9 @@ class PendingInPool(Answer):
     budget_rank: int | None
     usage_ratio: float | None
     reasons: list[Reason]
+    #: The reason that decides, and it in one sentence.
+    reason: str = ""
+    summary: str = ""
 
 
 # -- decision records ---------------------------------------------------------------------------
@@ -354,6 +408,8 @@ class WhyView(Answer):
     pending: list[PendingInPool]
     placements: list[PlacementRecord]
     preemptions: list[PreemptionRecord]
+    #: Where it stands, in one sentence (the details are the fields above).
+    summary: str = ""
 
 
 # -- budgets ------------------------------------------------------------------------------------
@@ -363,12 +419,16 @@ class PoolFigures(Answer):
     usage_ratio: float | None
     rank: int | None
     sibling_rank: int | None
-    owed_gpu_s: float | None
-    delivered_gpu_s: float
+    #: From the read models (null without them): integer GPU-seconds, as the charges report.
+    owed_gpu_s: int | float | None
+    delivered_gpu_s: int | float | None
     delivered_ratio: float | None
     demand_gpus: int
     #: min(share x capacity, demand): an int when the demand is the smaller.
     entitled_gpus: int | float | None
+    #: 2^-usage_ratio, like sshare's FairShare: 1 unused, 0.5 used exactly its share, towards
+    #: 0 the more it is over-served (orders siblings as the ratio does); null without a share.
+    fairshare_factor: float | None = None
 
 
 class BudgetView(Answer):
@@ -393,6 +453,18 @@ class PoolCapacity(Answer):
     capacity: int
 
 
+class FiguresSource(Answer):
+    """Where delivered and owed come from: the charges report's computation over the read
+    models, for the hours ``from``..``to``, at the read models' horizon and log position."""
+
+    from_: str | None = Field(alias="from", serialization_alias="from")
+    to: str | None
+    as_of: str | None
+    log_position: str
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
 class BudgetReport(Answer):
     as_of: str
     window_s: int
@@ -400,6 +472,8 @@ class BudgetReport(Answer):
     #: How ``owed_gpu_s`` is computed, in words.
     owed: str
     budgets: list[BudgetView]
+    #: Null when the API has no read models (then delivered and owed are null too).
+    delivered_owed: FiguresSource | None = None
 
 
 class WeightSet(Answer):
@@ -414,6 +488,29 @@ class MemberGrant(Answer):
     user: str
     role: str
     #: False: the role was already held, nothing was published.
+    changed: bool
+
+
+class MemberRevoke(Answer):
+    budget: str
+    user: str
+    role: str
+    #: False: the role was not held on this budget, nothing was published.
+    changed: bool
+    #: An ancestor on which the user still holds the role (roles cover subtrees), if any.
+    still_held_on: str | None = None
+
+
+class BudgetState(Answer):
+    """A budget after a create or close."""
+
+    budget: str
+    parent: str | None
+    leaf: bool
+    closed: bool
+    weight: float
+    pool_weights: dict[str, float]
+    #: False: it already was so, nothing was published.
     changed: bool
 
 
@@ -433,10 +530,26 @@ class NodeView(Answer):
     drained: bool
     workloads: list[str]
     last_heartbeat: str | None
+    #: Why, by whom and since when it is cordoned (like sinfo -R); empty when it is not.
+    cordon_reason: str = ""
+    cordoned_by: str | None = None
+    cordoned_at: str | None = None
 
 
 class NodeList(Answer):
     nodes: list[NodeView]
+
+
+class PoolView(Answer):
+    pool: str
+    #: GPUs of its nodes that are up (cordoned ones included), free GPUs on nodes taking work.
+    capacity: int
+    free_gpus: int
+    nodes: int
+
+
+class PoolList(Answer):
+    pools: list[PoolView]
 
 
 #: What each write answers: the new state, or 202 with what was recorded.
@@ -444,6 +557,8 @@ SubmitAnswer = WorkloadView | WorkloadAccepted | AlreadyAccepted
 CancelAnswer = WorkloadView | WorkloadAccepted
 WeightAnswer = WeightSet | BudgetAccepted
 MemberAnswer = MemberGrant | BudgetAccepted
+RevokeAnswer = MemberRevoke | BudgetAccepted
+BudgetAnswer = BudgetState | BudgetAccepted
 NodeAnswer = NodeView | NodeAccepted
 
 

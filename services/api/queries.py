@@ -1,45 +1,44 @@
-"""The read side of the API: answers built from a LiveState, in the API's words.
+"""The read side of the API: answers built from a LiveState, one function per figure.
 
 What to say is decided elsewhere (the queue order and why work waits in the scheduling core's
-:mod:`~services.scheduler.core.why_pending`, the figures in the folds); this module only turns
-it into the answers of :mod:`services.api.models` and the sentences clients have always read.
-Nothing here changes the state it reads.
+:mod:`~services.scheduler.core.why_pending`, put into answers by :mod:`services.api.waiting`
+and into words by :mod:`services.api.sentences`; the fair-share figures in the folds; delivered
+and owed by the charges report's computation, :func:`services.reports.delivered_and_owed`);
+this module turns them into the answers of :mod:`services.api.models`. Nothing here changes the
+state it reads.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any, overload
+import logging
+import math
 
-from events.models import PreemptCommand
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
+
 from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
-from projections.cluster_state import ClusterState, NodeState, WorkloadState
+from projections.cluster_state import TERMINAL, ClusterState, NodeState, WorkloadState
 from projections.demand import wanted
-from projections.live_state import CommandRecord, LiveState
+from projections.live_state import LiveState
 from services.api import models as m
+from services.api import waiting
 from services.api.errors import NotFound
-from services.scheduler.core import why_pending as why
+from services.api.sentences import iso, ratio
+from services.api.waiting import command_records, pending_queue, pool_queue, workload_name
+from services.reports import RangeFigures, delivered_and_owed
+from services.reports.writers import to_decimal
 from services.scheduler.core.fairshare_order import FairShareOrder
 
+log = logging.getLogger(__name__)
 
-@overload
-def iso(ts: float) -> str: ...
-@overload
-def iso(ts: None) -> None: ...
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
-
-
-def _ratio(value: float) -> float | None:
-    """JSON has no infinity: a budget without a share has no ratio."""
-    return None if value == float("inf") else value
-
-
-def _fmt(value: float) -> str:
-    return "none" if value == float("inf") else f"{value:.4g}"
+#: Re-exported: readers (the dashboard) have always found these here.
+__all__ = [
+    "command_records",
+    "iso",
+    "pending_queue",
+    "pool_queue",
+]
 
 
 # -- lookups that answer 404 --------------------------------------------------------------------
@@ -77,10 +76,19 @@ def known_pools(state: LiveState) -> list[str]:
 
 
 # -- workloads and nodes ------------------------------------------------------------------------
-def workload_view(workload: WorkloadState) -> m.WorkloadView:
+def workload_view(
+    state: LiveState, workload: WorkloadState, now: float | None = None
+) -> m.WorkloadView:
+    """A workload, with its elapsed time and contract left at ``now`` (None: not computed)."""
     contract_end = None
     if workload.allocated and workload.started_at is not None:
         contract_end = workload.started_at + workload.min_runtime_s
+    elapsed = contract_left = None
+    if now is not None and workload.started_at is not None:
+        until = workload.ended_at if workload.ended_at is not None else now
+        elapsed = max(0, round(until - workload.started_at))
+        if contract_end is not None and workload.status in ("placed", "running"):
+            contract_left = max(0, round(contract_end - now))
     return m.WorkloadView(
         workload_id=workload.workload_id,
         budget=workload.budget,
@@ -103,6 +111,15 @@ def workload_view(workload: WorkloadState) -> m.WorkloadView:
         contract_ends_at=iso(contract_end),
         preempting=workload.preempting,
         cancel_requested=workload.cancel_requested,
+        name=workload_name(workload.spec),
+        preemptions=waiting.preemption_count(state, workload.workload_id),
+        ended_at=iso(workload.ended_at),
+        exit_code=workload.exit_code,
+        end_message=workload.end_message,
+        elapsed_s=elapsed,
+        contract_left_s=contract_left,
+        charged_gpu_s=state.charged_gpu_s.get(workload.workload_id, 0),
+        burst_gpu_s=state.free_gpu_s.get(workload.workload_id, 0),
     )
 
 
@@ -135,15 +152,55 @@ def workload_list(
     submitter: str | None,
     pool: str | None,
     limit: int,
+    preempted: bool = False,
+    now: float | None = None,
 ) -> m.WorkloadList:
-    """Newest first."""
+    """Newest first; ``preempted``: only work preempted at least once (it is requeued, so no
+    status says so)."""
     found = [
         w
         for w in state.cluster.workloads.values()
         if matches(w, status=status, budget=budget, submitter=submitter, pool=pool)
+        and (not preempted or waiting.preemption_count(state, w.workload_id) > 0)
     ]
     found.sort(key=lambda w: (-w.submitted_at, w.workload_id))
-    return m.WorkloadList(total=len(found), workloads=[workload_view(w) for w in found[:limit]])
+    return m.WorkloadList(
+        total=len(found), workloads=[workload_view(state, w, now) for w in found[:limit]]
+    )
+
+
+#: Statuses a workload ends in; preempted and lost only when it will not be requeued.
+ENDED = frozenset({*TERMINAL, "preempted", "lost"})
+
+
+def finished(state: LiveState, workload: WorkloadState) -> bool:
+    """Whether ``workload`` is over for good (not waiting to be requeued)."""
+    return workload.status in ENDED and workload.workload_id not in state.cluster.awaiting_requeue
+
+
+def history(
+    state: LiveState,
+    now: float,
+    *,
+    budget: str | None,
+    submitter: str | None,
+    pool: str | None,
+    since: float | None,
+    limit: int,
+) -> m.WorkloadList:
+    """Finished work, the latest end first (like sacct): exit code, elapsed time and the
+    GPU-seconds charged are in each view."""
+    found = [
+        w
+        for w in state.cluster.workloads.values()
+        if finished(state, w)
+        and matches(w, budget=budget, submitter=submitter, pool=pool)
+        and (since is None or (w.ended_at or w.submitted_at) >= since)
+    ]
+    found.sort(key=lambda w: (-(w.ended_at or w.submitted_at), w.workload_id))
+    return m.WorkloadList(
+        total=len(found), workloads=[workload_view(state, w, now) for w in found[:limit]]
+    )
 
 
 def node_state(node: NodeState) -> str:
@@ -173,6 +230,9 @@ def node_view(node: NodeState) -> m.NodeView:
         drained=node.drained,
         workloads=sorted(node.holders),
         last_heartbeat=iso(node.last_heartbeat),
+        cordon_reason=node.cordon_reason,
+        cordoned_by=node.cordoned_by,
+        cordoned_at=iso(node.cordoned_at),
     )
 
 
@@ -186,6 +246,22 @@ def node_list(state: LiveState, pool: str | None) -> m.NodeList:
     )
 
 
+def pool_list(state: LiveState) -> m.PoolList:
+    """Every pool with nodes or work: what ``fairshare submit`` picks from when there is one."""
+    pools = []
+    for pool in known_pools(state):
+        nodes = [n for n in state.cluster.nodes.values() if n.pool == pool]
+        pools.append(
+            m.PoolView(
+                pool=pool,
+                capacity=state.cluster.capacity(pool),
+                free_gpus=sum(n.free for n in nodes if n.schedulable),
+                nodes=len(nodes),
+            )
+        )
+    return m.PoolList(pools=pools)
+
+
 def me(state: LiveState, user: str, admin: bool) -> m.Me:
     roles = {
         path: sorted(node.members[user])
@@ -196,56 +272,6 @@ def me(state: LiveState, user: str, admin: bool) -> m.Me:
 
 
 # -- the queue ----------------------------------------------------------------------------------
-def pending_queue(
-    state: LiveState, pool: str, now: float, window_s: int = DEFAULT_WINDOW_S
-) -> why.PoolQueue:
-    return why.PoolQueue(
-        state.cluster, state.tree, pool, now, state.usage_in_window(pool, now), window_s
-    )
-
-
-def pool_queue(
-    state: LiveState,
-    pool: str,
-    now: float,
-    window_s: int = DEFAULT_WINDOW_S,
-    *,
-    reasons: bool = True,
-) -> m.PoolQueueView:
-    """``pool``'s pending work in order, with position (1-based) and, if asked, reasons."""
-    queue = pending_queue(state, pool, now, window_s)
-    entries = []
-    for position, workload in enumerate(queue.ordered, start=1):
-        entries.append(
-            m.QueueEntry(
-                position=position,
-                workload_id=workload.workload_id,
-                budget=workload.budget,
-                submitter=workload.submitter,
-                gpus=workload.gpus,
-                gang=workload.gang,
-                min_runtime_s=workload.min_runtime_s,
-                allocated=workload.allocated,
-                priority=workload.priority,
-                submitted_at=iso(workload.submitted_at),
-                budget_rank=queue.rank(workload.budget),
-                usage_ratio=_ratio(queue.usage_ratio(workload.budget)),
-                reasons=reason_views(queue.reasons(position), now) if reasons else None,
-            )
-        )
-    nodes = [n for n in state.cluster.nodes.values() if n.pool == pool]
-    usable = [n for n in nodes if n.schedulable]
-    return m.PoolQueueView(
-        pool=pool,
-        capacity=state.cluster.capacity(pool),
-        free_gpus=sum(n.free for n in usable),
-        largest_free_gpus=max((n.free for n in usable), default=0),
-        cordoned_nodes=sorted(n.name for n in nodes if n.cordoned),
-        queue_length=len(queue.ordered),
-        pending=entries,
-    )
-
-
 def queue_view(
     state: LiveState,
     now: float,
@@ -256,313 +282,18 @@ def queue_view(
     submitter: str | None,
     reasons: bool,
 ) -> m.QueueView:
-    """Every pool's queue (or ``pool``'s), entries filtered by budget subtree and submitter
-    (positions stay those of the whole queue)."""
-    result = []
-    for name in pools_or_404(state, pool):
-        entry = pool_queue(state, name, now, window_s, reasons=reasons)
-        entry.pending = [
-            item
-            for item in entry.pending
-            if (budget is None or item.budget == budget or item.budget.startswith(budget + "/"))
-            and (submitter is None or item.submitter == submitter)
-        ]
-        result.append(entry)
-    return m.QueueView(as_of=iso(now), window_s=window_s, pools=result)
+    """Every pool's queue (or ``pool``'s; 404 if unknown), entries filtered by budget subtree
+    and submitter (positions stay those of the whole queue)."""
+    pools = pools_or_404(state, pool)
+    return waiting.queue_view(
+        state, now, window_s, pools, budget=budget, submitter=submitter, reasons=reasons
+    )
 
 
 def why_view(state: LiveState, workload_id: str, now: float, window_s: int) -> m.WhyView:
-    """Why a workload is pending (per acceptable pool) and its decision records."""
-    workload = workload_or_404(state, workload_id)
-    pending = []
-    if workload.status == "pending":
-        for pool in workload.pools:
-            queue = pending_queue(state, pool, now, window_s)
-            for position, queued in enumerate(queue.ordered, start=1):
-                if queued.workload_id != workload_id:
-                    continue
-                pending.append(
-                    m.PendingInPool(
-                        pool=pool,
-                        position=position,
-                        queue_length=len(queue.ordered),
-                        budget_rank=queue.rank(queued.budget),
-                        usage_ratio=_ratio(queue.usage_ratio(queued.budget)),
-                        reasons=reason_views(queue.reasons(position), now),
-                    )
-                )
-    placements, preemptions = _records(state, workload_id)
-    return m.WhyView(
-        workload_id=workload_id,
-        status=workload.status,
-        attempt=workload.attempt,
-        as_of=iso(now),
-        pending=pending,
-        placements=placements,
-        preemptions=preemptions,
-    )
-
-
-# -- reasons, in words --------------------------------------------------------------------------
-def reason_views(reasons: tuple[why.PendingReason, ...], now: float) -> list[m.Reason]:
-    return [reason_view(reason, now) for reason in reasons]
-
-
-def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
-    """One typed reason of the core as the API says it (code, sentence, details)."""
-    match reason:
-        case why.NoShare(budget=budget, pool=pool):
-            message = (
-                f"{budget} has no share of {pool} (closed, or not in the tree): its work is "
-                "considered last"
-            )
-            return m.PlainReason(code=reason.code.value, message=message)
-        case why.NoNodes(pool=pool):
-            message = f"no node is registered in pool {pool}"
-            return m.PlainReason(code=reason.code.value, message=message)
-        case why.Unallocated():
-            message = (
-                "it runs unallocated (min_runtime 0): it never preempts, and waits for idle GPUs"
-            )
-            return m.PlainReason(code=reason.code.value, message=message)
-        case why.FairShare():
-            return _fair_share(reason)
-        case why.BudgetQueue(budget=budget, workloads_ahead=ahead):
-            message = (
-                f"{len(ahead)} workload(s) of {budget} come first (higher priority or submitted "
-                "earlier)"
-            )
-            return m.BudgetQueueReason(
-                code="budget-queue", message=message, workloads_ahead=list(ahead[:20])
-            )
-        case why.TooLarge() | why.FitsNow() | why.InsufficientCapacity():
-            return _capacity(reason)
-        case why.Contract():
-            return _contract(reason, now)
-        case why.Starting(workloads=workloads):
-            message = (
-                "placed work has not started yet (its contract starts when it does): "
-                + ", ".join(workloads[:10])
-            )
-            return m.WorkloadsReason(
-                code="starting", message=message, workloads=list(workloads[:10])
-            )
-        case why.RanksAhead():
-            return _ranks_ahead(reason)
-        case why.CordonedNodes(pool=pool, nodes=nodes, gpus=gpus):
-            message = (
-                f"{len(nodes)} node(s) of {pool} are cordoned ({gpus} GPUs take no new work): "
-                + ", ".join(nodes)
-            )
-            return m.CordonedReason(
-                code="cordoned-nodes", message=message, nodes=list(nodes), gpus=gpus
-            )
-        case why.DownNodes(pool=pool, nodes=nodes):
-            message = f"{len(nodes)} node(s) of {pool} are down: {', '.join(nodes)}"
-            return m.DownReason(code="down-nodes", message=message, nodes=list(nodes))
-
-
-def _rank(rank: int | None) -> str:
-    return "-" if rank is None else str(rank)
-
-
-def _fair_share(reason: why.FairShare) -> m.FairShareReason:
-    message = (
-        f"{reason.workloads_ahead} workload(s) of budget(s) ranking ahead of {reason.budget} "
-        f"(rank {_rank(reason.rank)}, usage ratio {_fmt(reason.usage_ratio)}) come first: "
-        + ", ".join(
-            f"{b.budget} (rank {_rank(b.rank)}, usage ratio {_fmt(b.usage_ratio)})"
-            for b in reason.ahead
-        )
-    )
-    return m.FairShareReason(
-        code="fair-share",
-        message=message,
-        budget=reason.budget,
-        budget_rank=reason.rank,
-        budget_usage_ratio=_ratio(reason.usage_ratio),
-        budgets_ahead=[
-            m.BudgetAheadView(
-                budget=b.budget,
-                rank=b.rank,
-                usage_ratio=_ratio(b.usage_ratio),
-                workloads_ahead=b.workloads_ahead,
-            )
-            for b in reason.ahead
-        ],
-    )
-
-
-def _capacity(reason: why.TooLarge | why.FitsNow | why.InsufficientCapacity) -> m.CapacityReason:
-    fit = reason.offer
-    shape = "on whole nodes" if fit.needs_whole_nodes else "on one node"
-    if isinstance(reason, why.TooLarge):
-        if reason.limit == "pool":
-            message = (
-                f"needs {reason.gpus} GPUs but {reason.pool} has only {reason.limit_gpus} GPUs "
-                "on nodes that are up"
-            )
-        else:
-            message = (
-                f"needs {reason.gpus} GPUs on one node; the largest node of {reason.pool} has "
-                f"{reason.limit_gpus}"
-            )
-    elif isinstance(reason, why.FitsNow):
-        where = fit.largest_free_node if not fit.needs_whole_nodes else "idle nodes"
-        message = (
-            f"{reason.gpus} GPU(s) are free {shape} ({where}): the next scheduling pass should "
-            "place it, unless work ahead of it takes them first"
-        )
-    else:
-        if fit.needs_whole_nodes:
-            offer = f"{fit.free_gpus_on_idle_nodes} GPU(s) are on fully idle nodes"
-        else:
-            offer = f"the largest free block is {fit.largest_free_gpus} GPU(s)" + (
-                f" on {fit.largest_free_node}" if fit.largest_free_node else ""
-            )
-        message = (
-            f"needs {reason.gpus} GPU(s) {shape}; {offer} ({fit.free_gpus} free in {reason.pool})"
-        )
-    return m.CapacityReason(
-        code=reason.code.value,
-        message=message,
-        fits_now=fit.fits_now,
-        needs_whole_nodes=fit.needs_whole_nodes,
-        free_gpus=fit.free_gpus,
-        largest_free_node=fit.largest_free_node,
-        largest_free_gpus=fit.largest_free_gpus,
-        free_gpus_on_idle_nodes=fit.free_gpus_on_idle_nodes,
-        capacity=fit.capacity,
-        largest_node_gpus=fit.largest_node_gpus,
-    )
-
-
-def _contract(reason: why.Contract, now: float) -> m.ContractReason:
-    first = reason.waits_on
-    end = first.ends_at
-    message = (
-        "preemption is blocked by a min_runtime: it waits on "
-        f"{first.workload_id} ({first.budget}, {first.gpus} GPU(s), "
-        f"min_runtime {first.min_runtime_s} s), "
-        f"whose contract ends at {iso(end)} (in {max(0, round(end - now))} s)"
-    )
-    return m.ContractReason(
-        code="contract",
-        message=message,
-        waits_on=first.workload_id,
-        contract_ends_at=iso(end),
-        contracts=[
-            m.ContractView(
-                workload_id=hold.workload_id,
-                budget=hold.budget,
-                gpus=hold.gpus,
-                min_runtime_s=hold.min_runtime_s,
-                contract_ends_at=iso(hold.ends_at),
-            )
-            for hold in reason.holds[:10]
-        ],
-    )
-
-
-def _ranks_ahead(reason: why.RanksAhead) -> m.WorkloadsReason:
-    shown = reason.workloads[:10]
-    message = (
-        "running work past its contract belongs to budgets that rank ahead of "
-        f"{reason.budget} even after counting this request, so it may not be preempted: "
-        + ", ".join(f"{w.workload_id} ({w.budget}, rank {_rank(w.rank)})" for w in shown)
-    )
-    return m.WorkloadsReason(
-        code="ranks-ahead", message=message, workloads=[w.workload_id for w in shown]
-    )
-
-
-# -- decision records ---------------------------------------------------------------------------
-def _records(
-    state: LiveState, workload_id: str
-) -> tuple[list[m.PlacementRecord], list[m.PreemptionRecord]]:
-    """The place and preempt commands of a workload, with their decision records."""
-    placements: list[m.PlacementRecord] = []
-    preemptions: list[m.PreemptionRecord] = []
-    for record in state.commands.get(workload_id, []):
-        command = record.command
-        if isinstance(command, PreemptCommand):
-            preemptions.append(_preemption(state, record, command))
-            continue
-        placements.append(
-            m.PlacementRecord(
-                **_decision_fields(record),
-                placement=[
-                    m.PlacementPart(node=part.node, gpus=list(part.gpus))
-                    for part in command.placement.nodes
-                ],
-            )
-        )
-    return placements, preemptions
-
-
-def _decision_fields(record: CommandRecord) -> dict[str, Any]:
-    command = record.command
-    decision = command.decision
-    return {
-        "time": iso(record.time),
-        "command_id": command.command_id,
-        "attempt": command.attempt,
-        "pool": command.pool,
-        "reason": decision.reason,
-        "detail": decision.detail,
-        "pass_id": decision.pass_id,
-        "input_position": [p.model_dump() for p in decision.input_position],
-        "budgets": [b.model_dump() for b in decision.budgets],
-    }
-
-
-def _preemption(
-    state: LiveState, record: CommandRecord, command: PreemptCommand
-) -> m.PreemptionRecord:
-    decision = command.decision
-    preemptor = state.cluster.workloads.get(decision.preemptor or "")
-    preemptor_budget = None if preemptor is None else preemptor.budget
-    fields = _decision_fields(record)
-    return m.PreemptionRecord(
-        **fields,
-        preemptor=decision.preemptor,
-        preemptor_budget=preemptor_budget,
-        requeue=command.requeue,
-        grace_period_s=command.grace_period_s,
-        message=_preempt_message(decision.reason, decision.preemptor, preemptor_budget, fields),
-    )
-
-
-def _preempt_message(
-    reason: str, preemptor: str | None, preemptor_budget: str | None, fields: dict[str, Any]
-) -> str:
-    standings = "; ".join(
-        f"{b['budget']} rank {b['rank']}, usage ratio {b['usage_ratio']:.4g}"
-        for b in fields["budgets"]
-    )
-    text = {
-        "preempt-for": f"preempted to make room for {preemptor}"
-        + (f" ({preemptor_budget})" if preemptor_budget else ""),
-        "drain": "preempted because its node is cordoned and its contract was over",
-        "node-lost": "its node stopped sending heartbeats",
-        "cancel": "cancelled by its submitter",
-    }.get(reason, reason)
-    where = f" (pass {fields['pass_id']}"
-    if fields["input_position"]:
-        where += ", decided at " + ", ".join(
-            f"{p['topic']}/{p['partition']}@{p['offset']}" for p in fields["input_position"]
-        )
-    where += ")"
-    return text + (f"; budgets: {standings}" if standings else "") + where
-
-
-def command_records(state: LiveState, workload_id: str) -> dict[str, list[dict[str, Any]]]:
-    """The decision records as plain dicts, for readers that index them (the dashboard)."""
-    placements, preemptions = _records(state, workload_id)
-    return {
-        "placements": [r.model_dump() for r in placements],
-        "preemptions": [r.model_dump() for r in preemptions],
-    }
+    """Why a workload is pending, or what happened to it (404 if unknown)."""
+    workload_or_404(state, workload_id)
+    return waiting.why_view(state, workload_id, now, window_s)
 
 
 # -- budgets ------------------------------------------------------------------------------------
@@ -577,31 +308,36 @@ def _order(state: LiveState, pool: str, now: float, window_s: int) -> FairShareO
     )
 
 
-#: How ``owed_gpu_s`` is computed, sent with every budget report.
+#: How ``owed_gpu_s`` and ``delivered_gpu_s`` are computed, sent with every budget report.
 OWED = (
-    "GPU-seconds over the window of min(share x capacity, demand), moment by moment, per leaf; "
-    "an inner budget's is the sum of its leaves'"
+    "from the read models, as the charges report computes them, over the hours of the window "
+    "up to their horizon (see delivered_owed): delivered = GPU-seconds charged to the budget, "
+    "corrections included; owed = min(share x capacity, demand) moment by moment, per leaf, "
+    "running work counting as demand up to its last charge; an inner budget's are the sums of "
+    "its leaves'"
 )
 
 
 def budget_report(
-    state: LiveState, now: float, window_s: int = DEFAULT_WINDOW_S, pools: list[str] | None = None
+    state: LiveState,
+    now: float,
+    window_s: int = DEFAULT_WINDOW_S,
+    pools: list[str] | None = None,
+    figures: RangeFigures | None = None,
 ) -> m.BudgetReport:
-    """The tree with, per pool: share, window usage, usage ratio, rank, owed and delivered.
+    """The tree with, per pool: share, window usage, usage ratio, rank and fair-share factor
+    (live: what the scheduler ranks by), and delivered and owed (``figures``: the one
+    computation the charges report makes too, :func:`services.reports.delivered_and_owed`;
+    null without read models).
 
-    * usage = delivered = allocated GPU-seconds of the subtree in the window (the latest usage
-      snapshot plus running allocated work since it, :meth:`LiveState.usage_in_window`);
-    * owed = for a leaf, the integral over the window of min(share x capacity, its demand)
-      (docs/design.md section 6: a budget that asked for nothing is owed nothing), from the demand
-      history the live state keeps, with the shares of each moment; for an inner budget, the
-      sum of its leaves' (as in the charges report: a sibling's unused entitlement is owed to
-      no one);
+    * usage = allocated GPU-seconds of the subtree in the window (the latest usage snapshot
+      plus running allocated work since it, :meth:`LiveState.usage_in_window`);
     * ``demand_gpus`` (GPUs of the subtree's pending and running allocated work now) and
       ``entitled_gpus`` = min(share x capacity, demand now): what it is owed at this instant.
     """
     tree = state.tree
     pools = known_pools(state) if pools is None else pools
-    figures = {pool: _PoolFigures(state, pool, now, window_s) for pool in pools}
+    by_pool = {pool: _PoolFigures(state, pool, now, window_s, figures) for pool in pools}
     budgets = []
     for path in sorted(p for p in tree.nodes if p != ROOT):
         node = tree.nodes[path]
@@ -615,7 +351,7 @@ def budget_report(
                 weight=node.weight_at("", now),
                 pool_weights={p: node.weight_at(p, now) for p in sorted(node.pool_weights)},
                 members={u: sorted(r) for u, r in sorted(node.members.items()) if r},
-                pools={pool: figures[pool].of(path, node.is_leaf) for pool in pools},
+                pools={pool: by_pool[pool].of(path, node.is_leaf) for pool in pools},
             )
         )
     return m.BudgetReport(
@@ -624,43 +360,104 @@ def budget_report(
         pools=[m.PoolCapacity(pool=p, capacity=state.cluster.capacity(p)) for p in pools],
         owed=OWED,
         budgets=budgets,
+        delivered_owed=None if figures is None else _source(figures),
     )
 
 
-def budget_detail(state: LiveState, budget: str, now: float, window_s: int) -> m.BudgetDetail:
+def window_figures(
+    engine: Engine | None, window_s: int, pool: str | None = None
+) -> RangeFigures | None:
+    """Delivered and owed over the window ending at the read models' horizon, as the charges
+    report computes them; None without read models (or when they cannot be read: logged)."""
+    if engine is None:
+        return None
+    try:
+        return delivered_and_owed(engine, window_s=window_s, pool=pool)
+    except DBAPIError as error:
+        log.warning("read models unreadable: no delivered and owed", extra={"error": str(error)})
+        return None
+
+
+def _source(figures: RangeFigures) -> m.FiguresSource:
+    return m.FiguresSource(
+        from_=iso(figures.start),
+        to=iso(figures.end),
+        as_of=iso(figures.as_of),
+        log_position=figures.log_position,
+    )
+
+
+def budget_detail(
+    state: LiveState,
+    budget: str,
+    now: float,
+    window_s: int,
+    figures: RangeFigures | None = None,
+) -> m.BudgetDetail:
     budget_or_404(state, budget)
-    report = budget_report(state, now, window_s)
+    report = budget_report(state, now, window_s, figures=figures)
     entry = next(b for b in report.budgets if b.budget == budget)
     return m.BudgetDetail(**dict(entry), as_of=report.as_of, window_s=window_s)
+
+
+def fairshare_factor(usage_ratio: float) -> float:
+    """sshare's FairShare, 2^-(usage / share): 1 for no usage, 0.5 at exactly its share,
+    towards 0 the more over-served; strictly decreasing in the ratio the scheduler ranks by,
+    so it orders siblings as the ranks do."""
+    return round(math.exp2(-min(usage_ratio, 1e6)), 6)
 
 
 class _PoolFigures:
     """One pool's figures for every budget, computed once per report."""
 
-    def __init__(self, state: LiveState, pool: str, now: float, window_s: int) -> None:
+    def __init__(
+        self,
+        state: LiveState,
+        pool: str,
+        now: float,
+        window_s: int,
+        figures: RangeFigures | None,
+    ) -> None:
+        self.pool = pool
         self.order = _order(state, pool, now, window_s)
         self.capacity = state.cluster.capacity(pool)
         self.demand = _demand(state.cluster, state.tree, pool)
-        self.owed = _owed(state, pool, now, window_s)
+        self.figures = figures
 
     def of(self, path: str, leaf: bool) -> m.PoolFigures:
         order = self.order
         share = order.shares.get(path)
         used = order.usage.get(path, 0.0)
-        owed = None if share is None else self.owed.get(path, 0.0)
         demand = self.demand.get(path, 0)
+        usage_ratio = None if share is None else ratio(order.ratio(path))
+        delivered, owed, delivered_ratio = _delivered_owed(self.figures, self.pool, path)
         return m.PoolFigures(
             share=share,
             usage_gpu_s=round(used, 3),
-            usage_ratio=None if share is None else _ratio(order.ratio(path)),
+            usage_ratio=usage_ratio,
             rank=order.ranks().get(path) if leaf else None,
             sibling_rank=_sibling_rank(order, path),
-            owed_gpu_s=None if owed is None else round(owed, 3),
-            delivered_gpu_s=round(used, 3),
-            delivered_ratio=None if not owed else round(used / owed, 6),
+            owed_gpu_s=owed,
+            delivered_gpu_s=delivered,
+            delivered_ratio=delivered_ratio,
             demand_gpus=demand,
             entitled_gpus=None if share is None else min(share * self.capacity, demand),
+            fairshare_factor=None if usage_ratio is None else fairshare_factor(usage_ratio),
         )
+
+
+def _delivered_owed(
+    figures: RangeFigures | None, pool: str, budget: str
+) -> tuple[float | None, float | None, float | None]:
+    """(delivered, owed, delivered/owed) as the charges report writes them: integer
+    GPU-seconds and a ratio of 6 decimals; all None without read models."""
+    if figures is None:
+        return None, None, None
+    found = figures.budgets.get((pool, budget))
+    if found is None:
+        return 0, 0, None
+    ratio_ = found.delivered_over_owed
+    return found.allocated, found.owed, None if ratio_ is None else float(to_decimal(ratio_))
 
 
 def _sibling_rank(order: FairShareOrder, path: str) -> int | None:
@@ -668,21 +465,6 @@ def _sibling_rank(order: FairShareOrder, path: str) -> int | None:
         return None
     siblings = sorted(order.children.get(parent_of(path), []), key=order.key)
     return siblings.index(path) + 1 if path in siblings else None
-
-
-def _owed(state: LiveState, pool: str, now: float, window_s: int) -> dict[str, float]:
-    tree, capacity = state.tree, state.cluster.capacity(pool)
-    lo = now - window_s
-
-    def entitled(at: float) -> dict[str, float]:
-        return {path: share * capacity for path, share in tree.shares(pool, at).items()}
-
-    owed: dict[str, float] = {}
-    leaves = state.demand.owed(pool, lo, now, entitled, tree.change_times(lo, now))
-    for leaf, amount in leaves.items():
-        for ancestor in tree.ancestors(leaf):
-            owed[ancestor] = owed.get(ancestor, 0.0) + amount
-    return owed
 
 
 def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int]:

@@ -1,7 +1,11 @@
 """``fairshare audit explain WORKLOAD``: the causal chain of one workload, from the log.
 
 Submission, every placement with its decision record, starts, charges, preemptions and why
-(and preemptions it caused), requeues, the end: each with its event time and log line.
+(and preemptions it caused), requeues, the end: each with its event time and log line, in
+event-time order. A log is not in that order as a file or a read of the topics gives it (one
+topic after another: every charge after every fact), so the chain is sorted by event time; at
+equal times, in the order one causes the next (a submission before its placement before its
+start ...), then in log order.
 """
 
 from __future__ import annotations
@@ -15,6 +19,13 @@ from events.models import (
     LedgerCharge,
     PlaceCommand,
     PreemptCommand,
+    WorkloadCancelled,
+    WorkloadFinished,
+    WorkloadLost,
+    WorkloadPlaced,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
     WorkloadSubmitted,
 )
 from events.ndjson import BadLine
@@ -35,50 +46,89 @@ def _decision(record: DecisionRecord) -> str:
     return text
 
 
+#: At equal event times, the order in which one fact leads to the next.
+_CAUSAL = (
+    WorkloadSubmitted,
+    WorkloadCancelled,
+    PlaceCommand,
+    WorkloadPlaced,
+    WorkloadStarted,
+    PreemptCommand,
+    WorkloadPreempted,
+    WorkloadLost,
+    WorkloadFinished,
+    LedgerCharge,  # the end of a run posts its last charge
+    WorkloadRequeued,
+)
+
+
+def _causal(item: Envelope[Any]) -> int:
+    kind = type(item.data)
+    return _CAUSAL.index(kind) if kind in _CAUSAL else len(_CAUSAL)
+
+
 def explain(log: Iterable[Envelope[Any] | BadLine], workload_id: str) -> Iterator[str]:
+    chain = sorted(
+        (
+            (item.epoch_seconds, _causal(item), index, item)
+            for index, item in enumerate(log)
+            if not isinstance(item, BadLine) and _concerns(item, workload_id)
+        ),
+        key=lambda entry: entry[:3],
+    )
     charged = 0
-    found = False
-    for item in log:
-        if isinstance(item, BadLine):
-            continue
+    for *_order, item in chain:
         data = item.data
-        mine = getattr(data, "workload_id", None) == workload_id
-        caused = isinstance(data, PreemptCommand) and data.decision.preemptor == workload_id
-        if not (mine or caused):
-            continue
-        found = True
-        when = item.time.isoformat()
-        kind = item.type.removeprefix("fairshare.").rsplit(".", 1)[0]
-        if isinstance(data, WorkloadSubmitted):
-            yield (
-                f"{when} submitted by {data.submitter} to {data.budget}: {data.gpus} GPU(s), "
-                f"contract {data.min_runtime_s}s, priority {data.priority}, pools "
-                f"{', '.join(data.pools)}"
-            )
-        elif isinstance(data, PlaceCommand):
-            nodes = ", ".join(f"{p.node}{list(p.gpus)}" for p in data.placement.nodes)
-            yield f"{when} placed (attempt {data.attempt}) on {nodes}: {_decision(data.decision)}"
-        elif isinstance(data, PreemptCommand) and caused and not mine:
-            yield f"{when} caused the preemption of {data.workload_id}: {_decision(data.decision)}"
-        elif isinstance(data, PreemptCommand):
-            yield (
-                f"{when} preempt command (attempt {data.attempt}, grace {data.grace_period_s}s, "
-                f"requeue {data.requeue}): {_decision(data.decision)}"
-            )
-        elif isinstance(data, LedgerCharge):
+        if isinstance(data, LedgerCharge):
             charged += data.signed_amount
-            yield (
-                f"{when} charge {data.charge_id}: {data.gpu_seconds} GPU-s "
-                f"({data.kind}) {data.debit_account} -> {data.credit_account}"
-            )
-        elif kind.startswith("workload."):
-            details = {
-                k: v
-                for k, v in data.model_dump(mode="json").items()
-                if k not in ("workload_id", "placement")
-            }
-            yield f"{when} {kind.removeprefix('workload.')}: {details}"
-    if not found:
+        line = _line(item, workload_id)
+        if line is not None:
+            yield line
+    if not chain:
         yield f"no event names {workload_id!r}"
     else:
         yield f"total charged to its budget: {charged} GPU-s ({charged / 3600:.2f} GPU-hours)"
+
+
+def _concerns(item: Envelope[Any], workload_id: str) -> bool:
+    data = item.data
+    mine = getattr(data, "workload_id", None) == workload_id
+    caused = isinstance(data, PreemptCommand) and data.decision.preemptor == workload_id
+    return mine or caused
+
+
+def _line(item: Envelope[Any], workload_id: str) -> str | None:
+    """One event of the chain, with its event time (None: nothing to say about it)."""
+    data = item.data
+    when = item.time.isoformat()
+    kind = item.type.removeprefix("fairshare.").rsplit(".", 1)[0]
+    mine = getattr(data, "workload_id", None) == workload_id
+    if isinstance(data, WorkloadSubmitted):
+        return (
+            f"{when} submitted by {data.submitter} to {data.budget}: {data.gpus} GPU(s), "
+            f"contract {data.min_runtime_s}s, priority {data.priority}, pools "
+            f"{', '.join(data.pools)}"
+        )
+    if isinstance(data, PlaceCommand):
+        nodes = ", ".join(f"{p.node}{list(p.gpus)}" for p in data.placement.nodes)
+        return f"{when} placed (attempt {data.attempt}) on {nodes}: {_decision(data.decision)}"
+    if isinstance(data, PreemptCommand) and not mine:
+        return f"{when} caused the preemption of {data.workload_id}: {_decision(data.decision)}"
+    if isinstance(data, PreemptCommand):
+        return (
+            f"{when} preempt command (attempt {data.attempt}, grace {data.grace_period_s}s, "
+            f"requeue {data.requeue}): {_decision(data.decision)}"
+        )
+    if isinstance(data, LedgerCharge):
+        return (
+            f"{when} charge {data.charge_id}: {data.gpu_seconds} GPU-s "
+            f"({data.kind}) {data.debit_account} -> {data.credit_account}"
+        )
+    if kind.startswith("workload."):
+        details = {
+            k: v
+            for k, v in data.model_dump(mode="json").items()
+            if k not in ("workload_id", "placement")
+        }
+        return f"{when} {kind.removeprefix('workload.')}: {details}"
+    return None

@@ -14,13 +14,16 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from services.api.models import (
+    BudgetAnswer,
     BudgetReport,
     CancelAnswer,
     Me,
     MemberAnswer,
     NodeAnswer,
     NodeList,
+    PoolList,
     QueueView,
+    RevokeAnswer,
     SubmitAnswer,
     SubmitRequest,
     WeightAnswer,
@@ -40,6 +43,9 @@ _CANCEL: TypeAdapter[CancelAnswer] = TypeAdapter(CancelAnswer)
 _WEIGHT: TypeAdapter[WeightAnswer] = TypeAdapter(WeightAnswer)
 _MEMBER: TypeAdapter[MemberAnswer] = TypeAdapter(MemberAnswer)
 _NODE: TypeAdapter[NodeAnswer] = TypeAdapter(NodeAnswer)
+_BUDGET: TypeAdapter[BudgetAnswer] = TypeAdapter(BudgetAnswer)
+_REVOKE: TypeAdapter[RevokeAnswer] = TypeAdapter(RevokeAnswer)
+_POOLS = TypeAdapter(PoolList)
 _WORKLOADS = TypeAdapter(WorkloadList)
 _WORKLOAD = TypeAdapter(WorkloadView)
 _WHY = TypeAdapter(WhyView)
@@ -172,6 +178,7 @@ class FairshareClient:
         submitter: str | None = None,
         pool: str | None = None,
         limit: int | None = None,
+        preempted: bool | None = None,
     ) -> WorkloadList:
         filters = {
             "status": status,
@@ -179,8 +186,28 @@ class FairshareClient:
             "submitter": submitter,
             "pool": pool,
             "limit": limit,
+            "preempted": preempted,
         }
         return self._call(_WORKLOADS, "GET", "/workloads", params=filters)
+
+    def history(
+        self,
+        *,
+        budget: str | None = None,
+        submitter: str | None = None,
+        pool: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> WorkloadList:
+        """Finished work, the latest end first."""
+        filters = {
+            "budget": budget,
+            "submitter": submitter,
+            "pool": pool,
+            "since": since,
+            "limit": limit,
+        }
+        return self._call(_WORKLOADS, "GET", "/history", params=filters)
 
     def workload(self, workload_id: str) -> WorkloadView:
         return self._call(_WORKLOAD, "GET", f"/workloads/{_segment(workload_id)}")
@@ -214,6 +241,32 @@ class FairshareClient:
     def add_member(self, budget: str, user: str, role: str = "member") -> MemberAnswer:
         body = {"user": user, "role": role}
         return self._call(_MEMBER, "POST", f"/budgets/{_segment(budget, '/')}/members", json=body)
+
+    def create_budget(
+        self,
+        budget: str,
+        weight: float = 1.0,
+        pool_weights: Mapping[str, float] | None = None,
+        description: str = "",
+    ) -> BudgetAnswer:
+        body = {
+            "budget": budget,
+            "weight": weight,
+            "pool_weights": dict(pool_weights or {}),
+            "description": description,
+        }
+        return self._call(_BUDGET, "POST", "/budgets", json=body)
+
+    def close_budget(self, budget: str, reason: str = "") -> BudgetAnswer:
+        path = f"/budgets/{_segment(budget, '/')}/close"
+        return self._call(_BUDGET, "POST", path, json={"reason": reason})
+
+    def revoke_member(self, budget: str, user: str, role: str = "member") -> RevokeAnswer:
+        path = f"/budgets/{_segment(budget, '/')}/members/{_segment(user)}"
+        return self._call(_REVOKE, "DELETE", path, params={"role": role})
+
+    def pools(self) -> PoolList:
+        return self._call(_POOLS, "GET", "/pools")
 
     def nodes(self, pool: str | None = None) -> NodeList:
         return self._call(_NODES, "GET", "/nodes", params={"pool": pool})

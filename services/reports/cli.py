@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from services.read_models.migrate import DEFAULT_URL, engine_for
 from services.reports import periods, report_bytes
 from services.reports.periods import Period
 from services.reports.writers import Format
@@ -19,13 +21,33 @@ report_app = typer.Typer(
 )
 
 DatabaseUrl = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--database-url",
         envvar="FAIRSHARE_DATABASE_URL",
-        help="the read models (SQLite file or PostgreSQL URL)",
+        help="the read models (SQLite file or PostgreSQL URL); default: the SQLite file "
+        "`fairshare up` keeps in --data-dir",
+        show_default=False,
     ),
 ]
+#: Where ``fairshare up`` keeps its data (the same option and variable as ``up``'s).
+DataDir = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        envvar="FAIRSHARE_DATA_DIR",
+        help="the data directory of `fairshare up` (its read models: fairshare.db)",
+    ),
+]
+DEFAULT_DATA_DIR = Path(".fairshare")
+#: The file ``fairshare up`` writes its read models to, in its data directory.
+DATABASE_FILE = "fairshare.db"
+
+
+class NoReadModelsError(Exception):
+    """No read models where the report was asked to look: said in one line, nothing created."""
+
+
 PeriodOption = Annotated[
     str, typer.Option("--period", help="hour | day | week (from Monday) | month, UTC")
 ]
@@ -44,9 +66,48 @@ PoolOption = Annotated[str | None, typer.Option("--pool", help="only this pool")
 BudgetOption = Annotated[str | None, typer.Option("--budget", help="only this budget's subtree")]
 
 
+def database_url_for(database_url: str | None, data_dir: Path) -> str:
+    """``--database-url`` if given, else the SQLite file of ``fairshare up --data-dir``."""
+    return database_url or f"sqlite:///{data_dir / DATABASE_FILE}"
+
+
+def open_read_models(url: str) -> Engine:
+    """An engine over existing read models; never creates a file (a report on a path with no
+    database would otherwise leave an empty one behind)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise NoReadModelsError(f"--database-url: {error}") from error
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return create_engine(url)
+    path = Path(parsed.database)
+    if not path.is_file():
+        raise NoReadModelsError(
+            f"no read models at {path}: start `fairshare up` (or `fairshare projector`) "
+            "there first, or give --data-dir DIR or --database-url URL"
+        )
+    return create_engine(
+        f"sqlite:///file:{path.resolve()}?mode=ro&uri=true", connect_args={"uri": True}
+    )
+
+
+def _database_error(url: str, error: DBAPIError) -> str:
+    """One line for an error of the database: a missing table means no projector ever wrote
+    there."""
+    text = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
+    where = make_url(url).render_as_string(hide_password=True)
+    if "no such table" in text or ("relation" in text and "does not exist" in text):
+        return (
+            f"{where} holds no read models ({text}): run `fairshare up` or `fairshare "
+            "projector --database-url ...` to write them"
+        )
+    return f"cannot read the read models at {where}: {text}"
+
+
 def _run(
     name: str,
-    database_url: str,
+    database_url: str | None,
+    data_dir: Path,
     period: str,
     start: str | None,
     end: str | None,
@@ -66,7 +127,12 @@ def _run(
         hi = None if end is None else periods.parse_time(end)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from/--to") from error
-    engine = engine_for(database_url)
+    url = database_url_for(database_url, data_dir)
+    try:
+        engine = open_read_models(url)
+    except NoReadModelsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
     try:
         content = report_bytes(
             engine,
@@ -80,6 +146,9 @@ def _run(
         )
     except periods.ReportTooLargeError as error:
         raise typer.BadParameter(str(error), param_hint="--from/--to/--period") from error
+    except DBAPIError as error:
+        typer.echo(f"error: {_database_error(url, error)}", err=True)
+        raise typer.Exit(1) from error
     finally:
         engine.dispose()
     if out is None:
@@ -107,7 +176,8 @@ def _format(value: str) -> Format:
 
 @report_app.command()
 def charges(
-    database_url: DatabaseUrl = DEFAULT_URL,
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
     period: PeriodOption = "day",
     start: FromOption = None,
     end: ToOption = None,
@@ -118,12 +188,13 @@ def charges(
 ) -> None:
     """Per budget x pool x period: charged and free GPU-hours, entitlement, owed, delivered/owed,
     workloads, preemptions; subtotals up the tree; corrections on their own rows."""
-    _run("charges", database_url, period, start, end, fmt, out, pool, budget)
+    _run("charges", database_url, data_dir, period, start, end, fmt, out, pool, budget)
 
 
 @report_app.command()
 def utilisation(
-    database_url: DatabaseUrl = DEFAULT_URL,
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
     period: PeriodOption = "day",
     start: FromOption = None,
     end: ToOption = None,
@@ -132,12 +203,13 @@ def utilisation(
     pool: PoolOption = None,
 ) -> None:
     """Per pool x period: allocated, unallocated, down, cordoned and idle GPU-hours."""
-    _run("utilisation", database_url, period, start, end, fmt, out, pool)
+    _run("utilisation", database_url, data_dir, period, start, end, fmt, out, pool)
 
 
 @report_app.command()
 def users(
-    database_url: DatabaseUrl = DEFAULT_URL,
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
     period: PeriodOption = "day",
     start: FromOption = None,
     end: ToOption = None,
@@ -147,4 +219,4 @@ def users(
     budget: BudgetOption = None,
 ) -> None:
     """Per budget x submitter x pool x period: charged and free GPU-hours."""
-    _run("users", database_url, period, start, end, fmt, out, pool, budget)
+    _run("users", database_url, data_dir, period, start, end, fmt, out, pool, budget)

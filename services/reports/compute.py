@@ -13,6 +13,7 @@ the log position, never the wall clock, so the same log position yields the same
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -27,7 +28,7 @@ from projections.owed import owed_pieces
 from services.reports import periods
 from services.reports.model import Column, Report, Value
 from services.reports.periods import Period
-from services.reports.source import ENDED, Snapshot
+from services.reports.source import ENDED, Snapshot, Workload
 
 REPORTS = ("charges", "utilisation", "users")
 
@@ -181,7 +182,7 @@ def _preemption_pool(snap: Snapshot, workload_id: str, attempt: int) -> str | No
     return workload.pools[0] if workload is not None and workload.pools else None
 
 
-def _preemptions(snap: Snapshot, period: Period) -> dict[tuple[int, str, str, str], int]:
+def _preemptions(snap: Snapshot, key: PeriodKey) -> dict[tuple[int, str, str, str], int]:
     """(period start, pool, budget, submitter) -> preemptions suffered (cancellations are the
     submitter's own doing and not counted)."""
     counts: dict[tuple[int, str, str, str], int] = defaultdict(int)
@@ -192,8 +193,7 @@ def _preemptions(snap: Snapshot, period: Period) -> dict[tuple[int, str, str, st
         pool = _preemption_pool(snap, p.workload_id, p.attempt)
         if workload is None or pool is None:
             continue
-        start = periods.floor(p.event_time, period)
-        counts[(start, pool, workload.budget, workload.submitter)] += 1
+        counts[(key(p.event_time), pool, workload.budget, workload.submitter)] += 1
     return counts
 
 
@@ -214,19 +214,31 @@ class _Line:
 # -- charges ------------------------------------------------------------------------------------
 def _demand_intervals(snap: Snapshot) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
     """(leaf budget, pool) -> (from, to, GPUs) of allocated work wanting GPUs: from its
-    submission (kept across requeues) until it ended, or until the horizon if it has not. A
-    workload counts in the pools it was charged in, or, never charged, in each acceptable one."""
-    horizon = snap.horizon if snap.horizon is not None else 0
+    submission (kept across requeues) until it ended; running work until its charges reach
+    (:func:`wanted_until`), pending work until the horizon. A workload counts in the pools it
+    was charged in, or, never charged, in each acceptable one."""
     out: dict[tuple[str, str], list[tuple[int, int, int]]] = defaultdict(list)
     for workload in snap.workloads.values():
         if not workload.allocated:
             continue
-        ended = workload.status in ENDED and workload.ended_at is not None
-        until = workload.ended_at if ended and workload.ended_at is not None else horizon
+        until = wanted_until(snap, workload)
         pools = snap.workload_pools.get(workload.workload_id) or set(workload.pools)
         for pool in sorted(pools):
             out[(workload.budget, pool)].append((workload.submitted_at, until, workload.gpus))
     return out
+
+
+def wanted_until(snap: Snapshot, workload: Workload) -> int:
+    """Up to when ``workload`` counts as demand: its end; for running work, the end of its
+    latest charge (what it has received since is not charged yet: counting it as wanted but
+    not as delivered would make every running budget look short-changed); for work still
+    waiting, the horizon."""
+    if workload.status in ENDED and workload.ended_at is not None:
+        return workload.ended_at
+    if workload.started_at is not None:
+        charged = snap.charged_until.get((workload.workload_id, workload.attempt), 0)
+        return max(workload.started_at, charged)
+    return snap.horizon if snap.horizon is not None else 0
 
 
 def _demand_changes(intervals: Iterable[tuple[int, int, int]], lo: int, hi: int) -> dict[int, int]:
@@ -343,8 +355,9 @@ def charges(
     report.start, report.end = bounds
     tree = build_tree(snap)
     pools = [p for p in snap.pools() if pool is None or p == pool]
-    figures = _charged(snap, period)
-    _entitled_and_owed(figures, snap, tree, pools, period, *_covered(snap, *bounds))
+    key = _period_key(period)
+    figures = _charged(snap, key)
+    _entitled_and_owed(figures, snap, tree, pools, key, *_covered(snap, *bounds))
     position = _position_values(snap)
     for period_start, period_end in periods.tiles(*bounds, period):
         head = _period_values(period, period_start, period_end)
@@ -354,15 +367,24 @@ def charges(
     return report
 
 
-def _charged(snap: Snapshot, period: Period) -> _FigureMap:
+#: The start of the period an instant falls in (reports: :func:`periods.floor`; one range:
+#: its start).
+PeriodKey = Callable[[int], int]
+
+
+def _period_key(period: Period) -> PeriodKey:
+    return lambda at: periods.floor(at, period)
+
+
+def _charged(snap: Snapshot, key: PeriodKey) -> _FigureMap:
     """The ledger's charges and corrections, and the preemptions, per leaf and period."""
     figures: _FigureMap = defaultdict(_Figures)
     for entry in snap.entries:
-        key = (periods.floor(entry.bucket_start, period), entry.pool, entry.budget)
-        line = figures[key].corrections if entry.correction else figures[key].charges
+        at = (key(entry.bucket_start), entry.pool, entry.budget)
+        line = figures[at].corrections if entry.correction else figures[at].charges
         line.add(entry.allocated, entry.gpu_s, entry.workload_id)
-    for (at, pool, leaf, _user), count in _preemptions(snap, period).items():
-        figures[(at, pool, leaf)].preemptions += count
+    for (at_, pool, leaf, _user), count in _preemptions(snap, key).items():
+        figures[(at_, pool, leaf)].preemptions += count
     return figures
 
 
@@ -371,7 +393,7 @@ def _entitled_and_owed(
     snap: Snapshot,
     tree: BudgetTree,
     pools: list[str],
-    period: Period,
+    key: PeriodKey,
     lo: int,
     hi: int,
 ) -> None:
@@ -390,13 +412,13 @@ def _entitled_and_owed(
 
             entitled: dict[int, float] = defaultdict(float)
             for hour, a, b in _pieces(lo, hi, breaks):
-                entitled[periods.floor(hour, period)] += rate(a) * (b - a)
+                entitled[key(hour)] += rate(a) * (b - a)
             demand, owed = _sweep(intervals.get((leaf, pool), ()), lo, hi, rate, breaks)
             per_period_owed: dict[int, float] = defaultdict(float)
             per_period_demand: dict[int, int] = defaultdict(int)
             for h in sorted(owed):
-                per_period_owed[periods.floor(h, period)] += owed[h]
-                per_period_demand[periods.floor(h, period)] += demand[h]
+                per_period_owed[key(h)] += owed[h]
+                per_period_demand[key(h)] += demand[h]
             for at in sorted({*entitled, *per_period_owed}):
                 f = figures[(at, pool, leaf)]
                 f.entitlement = round(entitled.get(at, 0.0))
@@ -543,6 +565,89 @@ def _open_during(tree: BudgetTree, path: str, start: int, end: int) -> bool:
     return created < end and (node.closed_at is None or node.closed_at > start)
 
 
+# -- one range: the figures behind `fairshare share`, the API's /budgets and the dashboard --------
+@dataclass(frozen=True)
+class Figures:
+    """One budget (or a pool's total, ``*``) in one pool over one range, in GPU-seconds."""
+
+    #: Delivered: charged to the budget, corrections included.
+    allocated: int
+    unallocated: int
+    entitlement: int
+    demand: int
+    owed: int
+    workloads: int
+    preemptions: int
+
+    @property
+    def delivered_over_owed(self) -> Fraction | None:
+        return _ratio(self.allocated, self.owed)
+
+
+@dataclass(frozen=True)
+class RangeFigures:
+    """Delivered and owed per budget over ``[start, end)``, as of one log position."""
+
+    #: None when the read models hold nothing yet.
+    start: int | None
+    end: int | None
+    as_of: int | None
+    log_position: str
+    #: (pool, budget) -> its figures: a leaf's own, an inner budget's the sum of its leaves',
+    #: ``*`` the pool's total (as the charges report's subtotals and total).
+    budgets: dict[tuple[str, str], Figures]
+
+
+def range_figures(
+    snap: Snapshot, start: int | None = None, end: int | None = None, *, pool: str | None = None
+) -> RangeFigures:
+    """The charges report's figures for one period, over any range of whole hours: from
+    ``start`` (default: where the snapshot was loaded from, else the first data) to ``end``
+    (default: the horizon). The same code computes a report's periods, so a report of a
+    period and this over the same range and log position agree to the GPU-second."""
+    empty = RangeFigures(None, None, snap.horizon, snap.log_position, {})
+    if snap.horizon is None:
+        return empty
+    lo = start if start is not None else snap.start
+    if lo is None:
+        first = [e.bucket_start for e in snap.entries] + [
+            w.submitted_at for w in snap.workloads.values()
+        ]
+        if not first:
+            return empty
+        lo = min(first)
+    lo = lo // HOUR * HOUR
+    hi = snap.horizon if end is None else end
+    if hi <= lo:
+        return empty
+    ranged = dataclasses.replace(
+        snap,
+        entries=[e for e in snap.entries if lo <= e.bucket_start < hi],
+        preemptions=[p for p in snap.preemptions if lo <= p.event_time < hi],
+    )
+    tree = build_tree(ranged)
+    pools = [p for p in ranged.pools() if pool is None or p == pool]
+
+    def key(_at: int) -> int:
+        return lo
+
+    leaves = _charged(ranged, key)
+    _entitled_and_owed(leaves, ranged, tree, pools, key, *_covered(ranged, lo, hi))
+    sums: dict[tuple[str, str], dict[str, int]] = {}
+    for (_at, pool_, leaf), figures in sorted(leaves.items()):
+        if pool_ not in pools:
+            continue
+        for budget in (*_ancestors(leaf), TOTAL):
+            total = sums.setdefault((pool_, budget), dict.fromkeys(_SUMMED, 0))
+            for name, value in figures.sums().items():
+                total[name] += value
+    budgets = {where: Figures(**values) for where, values in sums.items()}
+    return RangeFigures(lo, hi, snap.horizon, snap.log_position, budgets)
+
+
+_SUMMED = ("allocated", "unallocated", "entitlement", "demand", "owed", "workloads", "preemptions")
+
+
 # -- utilisation --------------------------------------------------------------------------------
 def utilisation(
     snap: Snapshot,
@@ -650,7 +755,7 @@ def users(
         pair[1 if entry.correction else 0].add(entry.allocated, entry.gpu_s, entry.workload_id)
     preempted = {
         k: v
-        for k, v in _preemptions(snap, period).items()
+        for k, v in _preemptions(snap, _period_key(period)).items()
         if (pool is None or k[1] == pool) and _in_subtree(k[2], budget)
     }
     for key in preempted:

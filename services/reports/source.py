@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select
 
 from events.models.ledger import parse_charge_id
+from events.times import HOUR
 from services.projector.sql_projector import PROJECTOR_NAME
 from services.read_models.tables import (
     budget_weights,
@@ -61,6 +62,9 @@ class Workload:
     status: str
     submitted_at: int
     ended_at: int | None
+    #: The current attempt and when it started (None until it has).
+    attempt: int = 1
+    started_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +129,10 @@ class Snapshot:
     charged_pools: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     #: Pools each workload was charged in, any attempt.
     workload_pools: dict[str, set[str]] = field(default_factory=dict)
+    #: Where each (workload, attempt)'s charges reach: the end of its latest hour bucket.
+    charged_until: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: The first instant the ledger entries were loaded for (None: from the first).
+    start: int | None = None
 
     @property
     def log_position(self) -> str:
@@ -200,25 +208,43 @@ def _max(connection: Connection, *columns: Any) -> int | None:
     return max(values) if values else None
 
 
+def window_start(horizon: int, window_s: int) -> int:
+    """The first hour of the window of ``window_s`` ending at ``horizon``: charges are by
+    hour, so a window starts on one."""
+    return (horizon - window_s) // HOUR * HOUR
+
+
 def load(
     engine: Engine,
     start: int | None = None,
     end: int | None = None,
     projector: str = DEFAULT_PROJECTOR,
+    *,
+    window_s: int | None = None,
 ) -> Snapshot:
-    """Read the read models; ledger entries only of hour buckets in ``[start, end)``."""
+    """Read the read models; ledger entries only of hour buckets in ``[start, end)``. With
+    ``window_s`` (and no ``start``), from the first hour of that window up to the horizon, read
+    in the same transaction."""
     with engine.connect() as connection:
         if connection.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
-            return _load(connection, start, end, projector)
+            return _load(connection, start, end, projector, window_s)
 
 
-def _load(connection: Connection, start: int | None, end: int | None, projector: str) -> Snapshot:
+def _load(
+    connection: Connection,
+    start: int | None,
+    end: int | None,
+    projector: str,
+    window_s: int | None = None,
+) -> Snapshot:
     positions = _positions(connection, projector)
     horizon = _horizon(connection)
+    if start is None and window_s is not None and horizon is not None:
+        start = window_start(horizon, window_s)
     entries = _entries(connection, start, end)
-    charged_pools, workload_pools = _charged_pools(connection)
+    charged_pools, workload_pools, charged_until = _charged_pools(connection)
     return Snapshot(
         positions=positions,
         horizon=horizon,
@@ -231,6 +257,8 @@ def _load(connection: Connection, start: int | None, end: int | None, projector:
         preemptions=_preemptions(connection),
         charged_pools=charged_pools,
         workload_pools=workload_pools,
+        charged_until=charged_until,
+        start=start,
     )
 
 
@@ -300,19 +328,23 @@ def _entries(connection: Connection, start: int | None, end: int | None) -> list
 
 def _charged_pools(
     connection: Connection,
-) -> tuple[dict[tuple[str, int], set[str]], dict[str, set[str]]]:
-    """Pools charged per (workload, attempt) and per workload, from every ledger entry (not
-    only those of the report's range: a workload's pools do not depend on the range)."""
+) -> tuple[dict[tuple[str, int], set[str]], dict[str, set[str]], dict[tuple[str, int], int]]:
+    """Pools charged per (workload, attempt) and per workload, and where each attempt's
+    charges reach, from every ledger entry (not only those of the report's range: a
+    workload's pools do not depend on the range)."""
     charged_pools: dict[tuple[str, int], set[str]] = {}
     workload_pools: dict[str, set[str]] = {}
+    charged_until: dict[tuple[str, int], int] = {}
     for charge, pool in connection.execute(
         select(ledger_entries.c.charge_id, ledger_entries.c.pool)
     ):
         workload_pools.setdefault(_workload_of(charge), set()).add(pool)
         parsed = parse_charge_id(charge)
         if parsed is not None:
-            charged_pools.setdefault((parsed[0], parsed[1]), set()).add(pool)
-    return charged_pools, workload_pools
+            attempt = (parsed[0], parsed[1])
+            charged_pools.setdefault(attempt, set()).add(pool)
+            charged_until[attempt] = max(charged_until.get(attempt, 0), parsed[2] + HOUR)
+    return charged_pools, workload_pools, charged_until
 
 
 def _workloads(connection: Connection) -> dict[str, Workload]:
@@ -327,6 +359,8 @@ def _workloads(connection: Connection) -> dict[str, Workload]:
             status=row.status,
             submitted_at=int(row.submitted_at),
             ended_at=None if row.ended_at is None else int(row.ended_at),
+            attempt=int(row.attempt),
+            started_at=None if row.started_at is None else int(row.started_at),
         )
         for row in connection.execute(select(workloads).order_by(workloads.c.workload_id))
     }

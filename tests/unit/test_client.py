@@ -108,18 +108,28 @@ def test_queue_table(world: World) -> None:
     assert "pa1" in lines[0]
     assert "contract" in lines[0]
     assert "pb1" in lines[1]
-    assert "fair-share" in lines[1]
+    assert "fits-now" in lines[1]  # one reason per job, the one that decides (squeue's REASON)
+    code, out, _ = run(world, "queue", "--long")
+    assert code == 0
+    assert "n1 can free them at 11:50 UTC" in " ".join(out.split())
 
 
 def test_why_pending_and_preempted(world: World) -> None:
     code, out, _ = run(world, "why", "pa1")
     assert code == 0
     assert "position 1 of 2" in out
+    assert "when r1's contract ends" in out
+    assert "waits on r1" not in out  # the details are under --verbose
+    code, out, _ = run(world, "why", "pa1", "--verbose")
+    assert code == 0
     assert "waits on r1" in out
     code, out, _ = run(world, "why", "v1")
     assert code == 0
     assert "room for pa0" in out
-    assert "pass 3" in out
+    assert "pass 3" not in out
+    code, out, _ = run(world, "why", "v1", "-v")
+    assert code == 0
+    assert "pass 3, decided at fairshare.workloads/1@17" in out
 
 
 def test_share(world: World) -> None:
@@ -214,6 +224,7 @@ def test_client_commands_merge_into_another_app(world: World) -> None:
         "cancel",
         "list",
         "queue",
+        "history",
         "show",
         "why",
         "share",

@@ -16,6 +16,7 @@ from services.scheduler.core.why_pending import (
     DownNodes,
     FairShare,
     FitsNow,
+    FundedFirst,
     Hold,
     InsufficientCapacity,
     NoNodes,
@@ -28,6 +29,7 @@ from services.scheduler.core.why_pending import (
     Starting,
     TooLarge,
     Unallocated,
+    primary,
     queue_order,
 )
 from tests.unit.scheduling_fixtures import POOL, T0, Scenario, placed_ids
@@ -90,6 +92,33 @@ def test_fair_share_names_the_budgets_ahead_with_their_ranks() -> None:
     assert reason.workloads_ahead == ahead[0][2]
 
 
+def test_burst_work_waits_for_funded_work_not_for_budgets_ranking_ahead() -> None:
+    """a ranks first; its burst job still comes after b's funded one: that is funded-first,
+    never a fair-share reason naming b as ranking ahead."""
+    s = Scenario()
+    s.set_usage({"b": 1_000_000.0})
+    s.running("r", "a", (("n0", (0, 1, 2, 3)),), started_at=T0, min_runtime_s=3600)
+    s.submit("funded", "b", gpus=2, at=T0)
+    s.submit("burst", "a", gpus=2, min_runtime_s=0, at=T0 + 1)
+    reasons = reasons_of(s, "burst")
+    assert one(reasons, FundedFirst) == FundedFirst(1, ("b",))
+    assert not any(isinstance(r, FairShare) for r in reasons)
+    assert primary(reasons) == Unallocated()
+
+
+def test_the_deciding_reason_is_what_must_change_first() -> None:
+    s = Scenario(nodes=(("n0", 4), ("n1", 4)))
+    s.running("long", "a", (("n0", (0, 1, 2, 3)),), started_at=T0, min_runtime_s=3600)
+    s.submit("w", "b", gpus=4, at=T0 + 60)
+    s.submit("small", "b", gpus=1, at=T0 + 61)
+    assert isinstance(primary(reasons_of(s, "small")), FitsNow)
+    s.running("other", "a", (("n1", (0, 1, 2, 3)),), started_at=T0, min_runtime_s=600)
+    decisive = primary(reasons_of(s, "w"))
+    assert isinstance(decisive, Contract)
+    assert decisive.waits_on.frees == "n1"  # its 4 GPUs alone fit the gang
+    assert primary(()) is None
+
+
 def test_budget_queue_lists_the_work_of_the_same_budget_ahead() -> None:
     s = Scenario()
     s.submit("first", "a", at=T0)
@@ -128,7 +157,8 @@ def test_insufficient_capacity_then_the_contract_it_waits_on() -> None:
     capacity = one(reasons, InsufficientCapacity)
     assert (capacity.offer.largest_free_node, capacity.offer.largest_free_gpus) == ("n1", 1)
     contract = one(reasons, Contract)
-    assert contract.waits_on == Hold("short", "a", 3, 600, T0 + 10 + 600)
+    # its end alone makes room on n1 (1 free + its 3), but a ranks ahead of b: not preemptible
+    assert contract.waits_on == Hold("short", "a", 3, 600, T0 + 10 + 600, "n1", False)
     assert [h.workload_id for h in contract.holds] == ["short", "long"]
 
 

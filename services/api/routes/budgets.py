@@ -1,25 +1,33 @@
-"""``/budgets``: the tree with its fair-share figures; weights and members."""
+"""``/budgets``: the tree with its fair-share figures; creating and closing budgets, their
+weights and members."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
+from events.models.budgets import Role
+from events.types import Identifier
 from services.api import application, queries
-from services.api.application import Outcome
+from services.api.application import Outcome, Result
 from services.api.deps import Context, User, token_table
 from services.api.models import (
+    BudgetAnswer,
+    BudgetCloseRequest,
+    BudgetCreateRequest,
     BudgetDetail,
     BudgetReport,
     MemberAnswer,
     MemberRequest,
+    RevokeAnswer,
     WeightAnswer,
     WeightRequest,
 )
 from services.api.tokens import TokenTable
 
 router = APIRouter(tags=["budgets"])
+A = TypeVar("A")
 
 _WEIGHT_SET = {
     Outcome.DONE: status.HTTP_200_OK,
@@ -33,21 +41,62 @@ _MEMBER_ADDED = {
 }
 
 
+_CREATED = {
+    Outcome.DONE: status.HTTP_201_CREATED,
+    Outcome.UNCHANGED: status.HTTP_200_OK,
+    Outcome.ACCEPTED: status.HTTP_202_ACCEPTED,
+}
+#: Closing and revoking: 200 once done (or already so), 202 while not yet visible.
+_CHANGED = {
+    Outcome.DONE: status.HTTP_200_OK,
+    Outcome.UNCHANGED: status.HTTP_200_OK,
+    Outcome.ACCEPTED: status.HTTP_202_ACCEPTED,
+}
+
+
 @router.get("/budgets")
 def budgets(who: User, ctx: Context, pool: str | None = None) -> BudgetReport:
-    """The budget tree with, per pool: share, window usage, usage ratio, rank, owed and
-    delivered GPU-seconds (see ``owed`` in the answer for how it is computed)."""
+    """The budget tree with, per pool: share, window usage, usage ratio, rank, fair-share
+    factor, and delivered and owed GPU-seconds from the read models (see ``owed`` and
+    ``delivered_owed`` in the answer for how and where they were computed)."""
     now = ctx.clock()
     with ctx.view.read() as state:
         pools = None if pool is None else queries.pools_or_404(state, pool)
-        return queries.budget_report(state, now, ctx.window_s, pools)
+    figures = queries.window_figures(ctx.read_model_engine(), ctx.window_s, pool)
+    with ctx.view.read() as state:
+        return queries.budget_report(state, now, ctx.window_s, pools, figures)
+
+
+@router.post("/budgets", status_code=status.HTTP_201_CREATED)
+def create_budget(
+    body: BudgetCreateRequest, who: User, response: Response, ctx: Context
+) -> BudgetAnswer:
+    """Create a budget under an open parent: a manager of the parent (top-level: admins).
+    The same budget again: 200; other weights: 409."""
+    return _answer(application.create_budget(ctx, who, body), response, _CREATED)
+
+
+@router.post("/budgets/{budget:path}/close")
+def close_budget(
+    budget: str,
+    who: User,
+    response: Response,
+    ctx: Context,
+    body: BudgetCloseRequest | None = None,
+) -> BudgetAnswer:
+    """Close a budget: its subtree takes no new work (a manager of its parent)."""
+    result = application.close_budget(ctx, who, budget, body or BudgetCloseRequest())
+    return _answer(result, response, _CHANGED)
 
 
 @router.get("/budgets/{budget:path}")
 def budget(budget: str, who: User, ctx: Context) -> BudgetDetail:
     now = ctx.clock()
     with ctx.view.read() as state:
-        return queries.budget_detail(state, budget, now, ctx.window_s)
+        queries.budget_or_404(state, budget)
+    figures = queries.window_figures(ctx.read_model_engine(), ctx.window_s)
+    with ctx.view.read() as state:
+        return queries.budget_detail(state, budget, now, ctx.window_s, figures)
 
 
 @router.put("/budgets/{budget:path}/weight")
@@ -74,4 +123,24 @@ def add_member(
     known = {principal.user for principal in tokens.values()}
     result = application.add_member(ctx, who, budget, body, known_users=known)
     response.status_code = _MEMBER_ADDED[result.outcome]
+    return result.answer
+
+
+@router.delete("/budgets/{budget:path}/members/{user}")
+def revoke_member(
+    budget: str,
+    user: Identifier,
+    who: User,
+    response: Response,
+    ctx: Context,
+    role: Annotated[Role, Query()] = "member",
+) -> RevokeAnswer:
+    """Take a role on the budget from a user: a manager of the budget (or above). Not held
+    there: 200 with ``changed`` false (and where they still hold it, if above)."""
+    result = application.revoke_member(ctx, who, budget, user, role)
+    return _answer(result, response, _CHANGED)
+
+
+def _answer(result: Result[A], response: Response, codes: dict[Outcome, int]) -> A:
+    response.status_code = codes[result.outcome]
     return result.answer

@@ -1,4 +1,5 @@
-"""``/nodes``: their state and work; cordon and uncordon (admins)."""
+"""``/nodes``: their state, work and cordon reasons; cordon and uncordon (admins);
+``/pools``: the pools they form."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fastapi import APIRouter, Response, status
 from services.api import application, queries
 from services.api.application import Outcome, Result
 from services.api.deps import Context, User
-from services.api.models import CordonRequest, NodeAnswer, NodeList, NodeView
+from services.api.models import CordonRequest, NodeAnswer, NodeList, NodeView, PoolList
 
 router = APIRouter(tags=["nodes"])
 
@@ -16,6 +17,14 @@ router = APIRouter(tags=["nodes"])
 def nodes(who: User, ctx: Context, pool: str | None = None) -> NodeList:
     with ctx.view.read() as state:
         return queries.node_list(state, pool)
+
+
+@router.get("/pools")
+def pools(who: User, ctx: Context) -> PoolList:
+    """Every pool with its capacity and free GPUs (``fairshare submit`` takes the only one
+    when there is one)."""
+    with ctx.view.read() as state:
+        return queries.pool_list(state)
 
 
 @router.get("/nodes/{node}")

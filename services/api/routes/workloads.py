@@ -1,10 +1,11 @@
-"""``/workloads``: submit, list, show, cancel, and why one waits or was preempted."""
+"""``/workloads``: submit, list, show, cancel, and why one waits or was preempted;
+``/history``: finished work (like sacct)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from services.api import application, queries
 from services.api.application import Outcome
@@ -16,8 +17,10 @@ from services.api.models import (
     SubmitRequest,
     WhyView,
     WorkloadList,
+    WorkloadStatus,
     WorkloadView,
 )
+from services.reports.periods import parse_time
 
 router = APIRouter(tags=["workloads"])
 
@@ -47,23 +50,62 @@ def submit(body: SubmitRequest, who: User, response: Response, ctx: Context) -> 
 def list_workloads(
     who: User,
     ctx: Context,
-    status_: Annotated[str | None, Query(alias="status")] = None,
+    status_: Annotated[WorkloadStatus | None, Query(alias="status")] = None,
     budget: str | None = None,
     submitter: str | None = None,
     pool: str | None = None,
+    preempted: Annotated[
+        bool, Query(description="only work preempted at least once (it was requeued)")
+    ] = False,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> WorkloadList:
-    """Workloads, newest first, filtered by status, budget (its subtree), submitter, pool."""
+    """Workloads, newest first, filtered by status, budget (its subtree), submitter, pool, and
+    whether they were ever preempted."""
+    now = ctx.clock()
     with ctx.view.read() as state:
         return queries.workload_list(
-            state, status=status_, budget=budget, submitter=submitter, pool=pool, limit=limit
+            state,
+            status=status_,
+            budget=budget,
+            submitter=submitter,
+            pool=pool,
+            limit=limit,
+            preempted=preempted,
+            now=now,
+        )
+
+
+@router.get("/history")
+def history(
+    who: User,
+    ctx: Context,
+    budget: str | None = None,
+    submitter: str | None = None,
+    pool: str | None = None,
+    since: Annotated[
+        str | None, Query(description="only work that ended at or after (ISO time, UTC)")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+) -> WorkloadList:
+    """Finished work, the latest end first (like sacct): status, exit code, elapsed time and
+    the GPU-seconds charged; work that will be requeued is not finished."""
+    try:
+        start = None if since is None else float(parse_time(since))
+    except ValueError as error:  # not a time, or out of range
+        detail = [{"loc": ["query", "since"], "msg": str(error), "type": "value_error"}]
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from error
+    now = ctx.clock()
+    with ctx.view.read() as state:
+        return queries.history(
+            state, now, budget=budget, submitter=submitter, pool=pool, since=start, limit=limit
         )
 
 
 @router.get("/workloads/{workload_id}")
 def get_workload(workload_id: str, who: User, ctx: Context) -> WorkloadView:
+    now = ctx.clock()
     with ctx.view.read() as state:
-        return queries.workload_view(queries.workload_or_404(state, workload_id))
+        return queries.workload_view(state, queries.workload_or_404(state, workload_id), now)
 
 
 @router.post("/workloads/{workload_id}/cancel")

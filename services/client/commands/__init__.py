@@ -1,11 +1,13 @@
 """Typer commands of the API client, Slurm-familiar where it helps.
 
-``submit`` (sbatch), ``cancel`` (scancel), ``queue`` (squeue), ``list``, ``show``, ``why``,
-``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol update state=drain),
-``budgets set-weight`` and ``budgets add-member``. Every read command takes ``--json`` to print
-the API's JSON as it came. HTTP errors print the status and the API's detail and exit 1.
+``submit`` (sbatch), ``cancel`` (scancel), ``queue`` (squeue), ``list``, ``history`` (sacct),
+``show``, ``why``, ``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol
+update state=drain), ``budgets create|close|set-weight|add-member|revoke-member`` (sacctmgr).
+Every read command takes ``--json`` to print the API's JSON as it came. HTTP errors print the
+status and the API's detail and exit 1.
 
-The commands are plain functions (:mod:`.workloads`, :mod:`.budgets`, :mod:`.nodes`);
+The commands are plain functions (:mod:`.workloads`, :mod:`.queue`, :mod:`.history`,
+:mod:`.budgets`, :mod:`.nodes`);
 :data:`client_app` holds them at its top level, so ``app.add_typer(client_app)`` (no name)
 merges them into another Typer app.
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 import typer
 
-from services.client.commands import budgets, nodes, workloads
+from services.client.commands import budgets, history, nodes, queue, workloads
 from services.client.commands.common import ClientFactory, ClientSource, parse_duration
 
 __all__ = ["ClientFactory", "client_app", "client_commands", "parse_duration", "register"]
@@ -27,17 +29,21 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("submit", workloads.submit),
     ("cancel", workloads.cancel),
     ("list", workloads.list_workloads),
-    ("queue", workloads.queue),
+    ("queue", queue.queue),
+    ("history", history.history),
     ("show", workloads.show),
-    ("why", workloads.why),
+    ("why", queue.why),
     ("share", budgets.share),
     ("nodes", nodes.nodes),
     ("cordon", nodes.cordon),
     ("uncordon", nodes.uncordon),
 )
 BUDGET_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("create", budgets.create),
+    ("close", budgets.close),
     ("set-weight", budgets.set_weight),
     ("add-member", budgets.add_member),
+    ("revoke-member", budgets.revoke_member),
 )
 
 

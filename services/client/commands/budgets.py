@@ -1,4 +1,5 @@
-"""Budget commands: ``share`` (sshare), ``budgets set-weight`` and ``budgets add-member``."""
+"""Budget commands: ``share`` (sshare), ``budgets create|close``, ``budgets set-weight``,
+``budgets add-member`` and ``budgets revoke-member`` (sacctmgr's part of it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from services.api.models import BudgetReport, MemberGrant
+from services.api.models import (
+    BudgetAnswer,
+    BudgetReport,
+    BudgetState,
+    MemberGrant,
+    MemberRevoke,
+)
 from services.client.api import DEFAULT_API
 from services.client.commands.common import (
     ApiOption,
@@ -29,10 +36,21 @@ def share(
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The budget tree: shares, window usage, usage ratio, rank, owed vs delivered
-    (like sshare)."""
+    """The budget tree: shares, window usage, usage ratio, fair-share factor, rank, and
+    delivered vs owed as the charges report computes them (like sshare)."""
     answer = ask(ctx, api, token, lambda c: c.budgets(pool))
     emit(answer, as_json, lambda o: o.print(_share_table(answer)))
+
+
+def _title(answer: BudgetReport) -> str:
+    title = f"window {answer.window_s // 3600} h, as of {answer.as_of}"
+    source = answer.delivered_owed
+    if source is None:
+        return title + "; delivered/owed: no read models"
+    return (
+        f"{title}; delivered/owed from the read models, {source.from_} to {source.to} "
+        f"(at {source.log_position or 'the start of the log'})"
+    )
 
 
 def _share_table(answer: BudgetReport) -> Table:
@@ -43,11 +61,13 @@ def _share_table(answer: BudgetReport) -> Table:
         "SHARE",
         "USAGE GPU-h",
         "RATIO",
+        "FAIRSHARE",
         "RANK",
         "OWED GPU-h",
-        "DELIVERED",
+        "DELIVERED GPU-h",
+        "DELIVERED/OWED",
         "DEMAND",
-        title=plain(f"window {answer.window_s // 3600} h, as of {answer.as_of}"),
+        title=plain(_title(answer)),
     )
     for budget in answer.budgets:
         name = "  " * budget.depth + budget.budget.rsplit("/", 1)[-1]
@@ -62,9 +82,11 @@ def _share_table(answer: BudgetReport) -> Table:
                     num(figures.share, 3),
                     hours(figures.usage_gpu_s),
                     num(figures.usage_ratio, 3),
+                    num(figures.fairshare_factor, 3),
                     figures.rank or figures.sibling_rank or "-",
                     hours(figures.owed_gpu_s),
-                    "-" if ratio is None else f"{ratio:.1%}",
+                    hours(figures.delivered_gpu_s),
+                    "-" if ratio is None else f"{ratio:.3f}",
                     figures.demand_gpus,
                 ),
             )
@@ -104,3 +126,74 @@ def add_member(
     done = "granted" if changed else "already held"
     line = plain(f"{user}: {role} of {budget} ({done})")
     emit(answer, as_json, lambda o: o.print(line))
+
+
+def revoke_member(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the budget")],
+    user: Annotated[str, typer.Argument(help="the user")],
+    role: Annotated[str, typer.Option(help="member or manager")] = "member",
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Take a role on a budget from a user (a manager of the budget)."""
+    answer = ask(ctx, api, token, lambda c: c.revoke_member(budget, user, role))
+    # An accepted revoke (202) is recorded: revoked as far as the caller can tell.
+    changed = answer.changed if isinstance(answer, MemberRevoke) else True
+    still = answer.still_held_on if isinstance(answer, MemberRevoke) else None
+    text = f"{user}: {role} of {budget} " + ("revoked" if changed else "not held there")
+    if still:
+        text += f"; still {role} through {still} (roles cover subtrees: revoke it there)"
+    emit(answer, as_json, lambda o: o.print(plain(text)))
+
+
+def create(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the new budget, e.g. lab/audio")],
+    weight: Annotated[float, typer.Option(help="its weight among its siblings")] = 1.0,
+    pool_weight: Annotated[
+        list[str] | None,
+        typer.Option(help="POOL=WEIGHT: another weight in one pool (repeatable)"),
+    ] = None,
+    description: Annotated[str, typer.Option(help="what it funds")] = "",
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a budget (a manager of its parent; top-level budgets: admins)."""
+    weights = _pool_weights(pool_weight or [])
+    answer = ask(ctx, api, token, lambda c: c.create_budget(budget, weight, weights, description))
+    emit(answer, as_json, lambda o: o.print(plain(_budget_line(budget, answer, "created"))))
+
+
+def close(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the budget")],
+    reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Close a budget: its subtree takes no new work (a manager of its parent)."""
+    answer = ask(ctx, api, token, lambda c: c.close_budget(budget, reason))
+    emit(answer, as_json, lambda o: o.print(plain(_budget_line(budget, answer, "closed"))))
+
+
+def _pool_weights(items: list[str]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for item in items:
+        pool, _, value = item.partition("=")
+        try:
+            weights[pool] = float(value)
+        except ValueError as error:
+            raise typer.BadParameter(
+                f"{item!r} is not POOL=WEIGHT", param_hint="--pool-weight"
+            ) from error
+    return weights
+
+
+def _budget_line(budget: str, answer: BudgetAnswer, done: str) -> str:
+    if not isinstance(answer, BudgetState):
+        return f"{budget}: {done} (recorded; not yet visible)"
+    return f"{budget}: {done if answer.changed else 'already ' + done} (weight {answer.weight:g})"

@@ -31,6 +31,12 @@ TokenOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the API's JSON")]
 PoolFilter = Annotated[str | None, typer.Option("--pool", "-p", help="only this pool")]
+BudgetFilter = Annotated[str | None, typer.Option("--budget", "-A", help="budget subtree")]
+UserFilter = Annotated[str | None, typer.Option("--user", "-u", help="submitter")]
+MeFilter = Annotated[
+    bool, typer.Option("--me", help="only my work (the user of the token), like squeue --me")
+]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="every detail")]
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,30 @@ def ask(ctx: typer.Context, api: str, token: str | None, call: Callable[[Fairsha
     try:
         return call(client)
     except ApiError as error:
-        console(stderr=True).print(styled("red", "error: ", error))
+        console(stderr=True).print(styled("red", "error: ", _for_people(error)))
         raise typer.Exit(1) from error
     finally:
         client.close()
+
+
+def _for_people(error: ApiError) -> str:
+    """The API's refusal as a command-line user acts on it: a 401 names this command's
+    ``--token`` and ``FAIRSHARE_TOKEN``, not the HTTP header the API asks for."""
+    if error.status != 401:
+        return str(error)
+    if "unknown" in str(error.detail):
+        return (
+            "HTTP 401: the API does not know this token: check --token or FAIRSHARE_TOKEN "
+            "(`fairshare tokens add USER` makes one)"
+        )
+    return "HTTP 401: no token given: pass --token TOKEN or set FAIRSHARE_TOKEN"
+
+
+def submitter_filter(client: FairshareClient, user: str | None, me: bool) -> str | None:
+    """``--user``, or with ``--me`` the user the token belongs to (asked of the API)."""
+    if me:
+        return client.me().user
+    return user
 
 
 def emit(answer: Answer, as_json: bool, human: Callable[[Console], object]) -> None:
@@ -64,7 +90,9 @@ def emit(answer: Answer, as_json: bool, human: Callable[[Console], object]) -> N
     renders it on a console that reads no markup (``human`` prints through
     :func:`~services.client.terminal.plain` and :func:`~services.client.terminal.add_row`)."""
     if as_json:
-        typer.echo(json.dumps(answer.model_dump(mode="json"), indent=2, ensure_ascii=True))
+        typer.echo(
+            json.dumps(answer.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=True)
+        )
     else:
         human(console())
 
@@ -92,8 +120,8 @@ def parse_duration(text: str) -> int:
     raise typer.BadParameter(f"{text!r} is not a duration (e.g. 3600, 45m, 2h, 1h30m, 01:30:00)")
 
 
-def hours(gpu_seconds: float | None) -> str:
-    return "-" if gpu_seconds is None else f"{gpu_seconds / 3600:,.1f}"
+def hours(gpu_seconds: float | None, digits: int = 1) -> str:
+    return "-" if gpu_seconds is None else f"{gpu_seconds / 3600:,.{digits}f}"
 
 
 def num(value: float | None, digits: int = 4) -> str:
@@ -103,3 +131,17 @@ def num(value: float | None, digits: int = 4) -> str:
 def duration(seconds: int) -> str:
     hours_, rest = divmod(seconds, 3600)
     return f"{hours_}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def elapsed(seconds: int | None) -> str:
+    """Slurm's ``[D-]HH:MM:SS``; ``-`` when there is none."""
+    if seconds is None:
+        return "-"
+    days, rest = divmod(seconds, 86_400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def nodelist(parts: list[str]) -> str:
+    """The nodes a workload runs on, comma-separated (``-`` for none)."""
+    return ",".join(parts) or "-"

@@ -1,5 +1,5 @@
-"""Node commands: ``nodes`` (sinfo -N), ``cordon`` and ``uncordon`` (scontrol update
-state=drain / resume)."""
+"""Node commands: ``nodes`` (sinfo -N, and -R for the reasons nodes take no work),
+``cordon`` and ``uncordon`` (scontrol update state=drain / resume)."""
 
 from __future__ import annotations
 
@@ -27,17 +27,28 @@ NodeArgument = Annotated[str, typer.Argument(help="the node")]
 def nodes(
     ctx: typer.Context,
     pool: PoolFilter = None,
+    reasons: Annotated[
+        bool,
+        typer.Option(
+            "--list-reasons", "-R", help="only nodes taking no work, and why (like sinfo -R)"
+        ),
+    ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Nodes: state, used and free GPUs, last heartbeat (like sinfo -N)."""
+    """Nodes: state, used and free GPUs, last heartbeat, why cordoned (like sinfo -N)."""
     answer = ask(ctx, api, token, lambda c: c.nodes(pool))
-    emit(answer, as_json, lambda o: o.print(_node_table(answer)))
+    if reasons:
+        answer = NodeList(nodes=[n for n in answer.nodes if n.cordoned or n.down])
+    table = _reason_table if reasons else _node_table
+    emit(answer, as_json, lambda o: o.print(table(answer)))
 
 
 def _node_table(answer: NodeList) -> Table:
-    table = Table("NODE", "POOL", "STATE", "GPUS", "USED", "FREE", "HEARTBEAT", "WORKLOADS")
+    table = Table(
+        "NODE", "POOL", "STATE", "GPUS", "USED", "FREE", "HEARTBEAT", "WORKLOADS", "REASON"
+    )
     for n in answer.nodes:
         add_row(
             table,
@@ -50,8 +61,28 @@ def _node_table(answer: NodeList) -> Table:
                 n.free_gpus,
                 n.last_heartbeat or "-",
                 ",".join(n.workloads),
+                reason(n) or "-",
             ),
         )
+    return table
+
+
+def reason(node: NodeView) -> str:
+    """Why the node takes no work: the cordon's reason (the admin's words), or that it stopped
+    sending heartbeats."""
+    if node.cordoned:
+        return node.cordon_reason or "cordoned (no reason given)"
+    if node.down:
+        return "not responding (no heartbeat)"
+    return ""
+
+
+def _reason_table(answer: NodeList) -> Table:
+    table = Table("REASON", "USER", "TIMESTAMP", "NODE", "STATE")
+    for n in answer.nodes:
+        since = n.cordoned_at if n.cordoned else n.last_heartbeat
+        by = n.cordoned_by if n.cordoned else "-"
+        add_row(table, (reason(n), by or "-", since or "-", n.node, n.state))
     return table
 
 

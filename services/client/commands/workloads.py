@@ -1,5 +1,5 @@
-"""Workload commands: ``submit`` (sbatch), ``cancel`` (scancel), ``list``, ``queue`` (squeue),
-``show`` (scontrol show job) and ``why``."""
+"""Workload commands: ``submit`` (sbatch), ``cancel`` (scancel), ``list`` and ``show``
+(scontrol show job)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,31 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.api.models import QueueView, WhyView, WorkloadList, WorkloadView
-from services.client.api import DEFAULT_API
+from services.api.models import WorkloadList, WorkloadStatus, WorkloadView
+from services.client.api import DEFAULT_API, FairshareClient
 from services.client.commands.common import (
     ApiOption,
+    BudgetFilter,
     JsonOption,
+    MeFilter,
     PoolFilter,
     TokenOption,
+    UserFilter,
     ask,
-    duration,
+    elapsed,
     emit,
+    nodelist,
     parse_duration,
+    submitter_filter,
 )
 from services.client.terminal import add_row, plain
-
-BudgetFilter = Annotated[str | None, typer.Option("--budget", "-A", help="budget subtree")]
-UserFilter = Annotated[str | None, typer.Option("--user", "-u", help="submitter")]
 
 
 def submit(
     ctx: typer.Context,
     budget: Annotated[
-        str, typer.Option("--budget", "-A", help="leaf budget that funds it (Slurm: account)")
+        str,
+        typer.Option("--budget", "-A", help="leaf budget that funds it (Slurm: account)"),
     ],
     command: Annotated[
         list[str] | None, typer.Argument(help="the command to run (after --)")
@@ -40,7 +43,13 @@ def submit(
     gpus: Annotated[int, typer.Option("--gpus", "-G", help="GPUs of the gang")] = 1,
     pool: Annotated[
         list[str] | None,
-        typer.Option("--pool", "-p", help="acceptable pool, repeatable, preferred first"),
+        typer.Option(
+            "--pool",
+            "-p",
+            help="acceptable pool, repeatable, preferred first (required when the cluster has "
+            "several pools; default: its only pool)",
+            show_default=False,
+        ),
     ] = None,
     min_runtime: Annotated[
         str,
@@ -51,6 +60,10 @@ def submit(
             "01:30:00; a bare number is seconds",
         ),
     ] = "0",
+    name: Annotated[
+        str | None,
+        typer.Option("--name", "-J", help="a name for the job (shown by list, queue, history)"),
+    ] = None,
     gang: Annotated[str, typer.Option(help="single-node or whole-nodes")] = "single-node",
     priority: Annotated[int, typer.Option(help="order within the budget only")] = 0,
     resumable: Annotated[bool, typer.Option(help="requeue automatically after preemption")] = True,
@@ -66,16 +79,7 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Submit a workload (like sbatch). Retrying with the same --id is safe."""
-    try:
-        payload_spec: dict[str, Any] = json.loads(spec) if spec else {}
-    except json.JSONDecodeError as error:
-        raise typer.BadParameter(f"--spec is not JSON: {error}") from error
-    if not isinstance(payload_spec, dict):
-        raise typer.BadParameter("--spec must be a JSON object")
-    if command:
-        payload_spec["command"] = list(command)
-    if image:
-        payload_spec["image"] = image
+    payload_spec = _spec(spec, command, image, name)
     wid = workload_id or str(uuid.uuid4())
     # Sent as given, not checked here: the API names a bad field (422) like for any client.
     request = {
@@ -89,9 +93,13 @@ def submit(
         "priority": priority,
         "spec": payload_spec,
     }
-    if not request["pools"]:
-        raise typer.BadParameter("at least one --pool is required", param_hint="--pool")
-    answer, code = ask(ctx, api, token, lambda c: (c.submit(request), c.last_status))
+
+    def send(client: FairshareClient) -> tuple[Any, int]:
+        if not request["pools"]:
+            request["pools"] = [_only_pool(client)]
+        return client.submit(request), client.last_status
+
+    answer, code = ask(ctx, api, token, send)
 
     def say(console: Console) -> None:
         if code == 201:
@@ -102,6 +110,36 @@ def submit(
             console.print(plain(f"Accepted workload {wid} (recorded; not yet visible)"))
 
     emit(answer, as_json, say)
+
+
+def _spec(
+    spec: str | None, command: list[str] | None, image: str | None, name: str | None
+) -> dict[str, Any]:
+    try:
+        payload: dict[str, Any] = json.loads(spec) if spec else {}
+    except json.JSONDecodeError as error:
+        raise typer.BadParameter(f"--spec is not JSON: {error}") from error
+    if not isinstance(payload, dict):
+        raise typer.BadParameter("--spec must be a JSON object")
+    if command:
+        payload["command"] = list(command)
+    if image:
+        payload["image"] = image
+    if name is not None:
+        if not name.strip():
+            raise typer.BadParameter("a name cannot be empty", param_hint="--name")
+        payload["name"] = name
+    return payload
+
+
+def _only_pool(client: FairshareClient) -> str:
+    """The cluster's only pool; with none or several, ``--pool`` is required (said with the
+    pools to choose from)."""
+    pools = [p.pool for p in client.pools().pools]
+    if len(pools) == 1:
+        return pools[0]
+    known = f"{len(pools)} pools: {', '.join(pools)}" if pools else "no pool yet"
+    raise typer.BadParameter(f"required: the cluster has {known}", param_hint="--pool")
 
 
 def cancel(
@@ -118,11 +156,26 @@ def cancel(
     emit(answer, as_json, lambda o: o.print(done))
 
 
+StatusFilter = Annotated[
+    WorkloadStatus | None,
+    typer.Option(
+        "--status",
+        "-t",
+        help="only work in this status (preempted work is requeued: see --preempted)",
+        show_default=False,
+    ),
+]
+
+
 def list_workloads(
     ctx: typer.Context,
-    status: Annotated[str | None, typer.Option(help="pending, running, ...")] = None,
+    status: StatusFilter = None,
+    preempted: Annotated[
+        bool, typer.Option("--preempted", help="only work preempted at least once")
+    ] = False,
     budget: BudgetFilter = None,
     user: UserFilter = None,
+    me: MeFilter = False,
     pool: PoolFilter = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
@@ -133,61 +186,49 @@ def list_workloads(
         ctx,
         api,
         token,
-        lambda c: c.workloads(status=status, budget=budget, submitter=user, pool=pool),
+        lambda c: c.workloads(
+            status=status,
+            budget=budget,
+            submitter=submitter_filter(c, user, me),
+            pool=pool,
+            preempted=preempted or None,
+        ),
     )
     emit(answer, as_json, lambda o: o.print(_workload_table(answer)))
 
 
 def _workload_table(answer: WorkloadList) -> Table:
-    table = Table("WORKLOAD", "BUDGET", "USER", "STATUS", "GPUS", "POOL", "SUBMITTED")
+    table = Table(
+        "WORKLOAD",
+        "NAME",
+        "BUDGET",
+        "USER",
+        "STATUS",
+        "GPUS",
+        "ELAPSED",
+        "CONTRACT LEFT",
+        "PREEMPTED",
+        "NODELIST / POOLS",
+        "SUBMITTED",
+    )
     for w in answer.workloads:
+        left = "-" if w.contract_left_s is None else elapsed(w.contract_left_s)
         add_row(
             table,
             (
                 w.workload_id,
+                w.name or "-",
                 w.budget,
                 w.submitter,
                 w.status,
                 w.gpus,
-                w.pool or ",".join(w.pools),
+                elapsed(w.elapsed_s),
+                left if w.allocated else "burst",
+                w.preemptions,
+                nodelist([p.node for p in w.placement]) if w.placement else ",".join(w.pools),
                 w.submitted_at or "",
             ),
         )
-    return table
-
-
-def queue(
-    ctx: typer.Context,
-    pool: PoolFilter = None,
-    budget: BudgetFilter = None,
-    user: UserFilter = None,
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Pending work in scheduling order per pool, with why it waits (like squeue)."""
-    answer = ask(ctx, api, token, lambda c: c.queue(pool=pool, budget=budget, submitter=user))
-    emit(answer, as_json, lambda o: o.print(_queue_table(answer)))
-
-
-def _queue_table(answer: QueueView) -> Table:
-    table = Table("POOL", "POS", "WORKLOAD", "BUDGET", "USER", "GPUS", "CONTRACT", "RANK", "REASON")
-    for entry in answer.pools:
-        for item in entry.pending:
-            add_row(
-                table,
-                (
-                    entry.pool,
-                    item.position,
-                    item.workload_id,
-                    item.budget,
-                    item.submitter,
-                    item.gpus,
-                    duration(item.min_runtime_s) if item.allocated else "burst",
-                    item.budget_rank or "-",
-                    ",".join(r.code for r in item.reasons or []),
-                ),
-            )
     return table
 
 
@@ -208,32 +249,3 @@ def _fields_table(answer: WorkloadView) -> Table:
     for key, value in answer.model_dump(mode="json").items():
         add_row(table, (key, value if isinstance(value, str) else json.dumps(value)))
     return table
-
-
-def why(
-    ctx: typer.Context,
-    workload_id: Annotated[str, typer.Argument(help="the workload")],
-    api: ApiOption = DEFAULT_API,
-    token: TokenOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Why a workload is pending, or why it was preempted."""
-    answer = ask(ctx, api, token, lambda c: c.why(workload_id))
-    emit(answer, as_json, lambda o: _explain(o, workload_id, answer))
-
-
-def _explain(console: Console, workload_id: str, answer: WhyView) -> None:
-    console.print(plain(f"{workload_id}: {answer.status} (attempt {answer.attempt})"))
-    for entry in answer.pending:
-        console.print(
-            plain(
-                f"pending in {entry.pool}: position {entry.position} of "
-                f"{entry.queue_length} (budget rank {entry.budget_rank or '-'})"
-            )
-        )
-        for reason in entry.reasons:
-            console.print(plain(f"  - [{reason.code}] {reason.message}"))
-    for item in answer.preemptions:
-        console.print(plain(f"preempted (attempt {item.attempt}, {item.time}): {item.message}"))
-    if not answer.pending and not answer.preemptions:
-        console.print(plain("nothing to explain: it is neither pending nor was it preempted"))

@@ -32,6 +32,7 @@ class PendingCode(StrEnum):
     NO_SHARE = "no-share"
     NO_NODES = "no-nodes"
     FAIR_SHARE = "fair-share"
+    FUNDED_FIRST = "funded-first"
     BUDGET_QUEUE = "budget-queue"
     TOO_LARGE = "too-large"
     FITS_NOW = "fits-now"
@@ -87,7 +88,9 @@ class BudgetAhead:
 
 @dataclass(frozen=True, slots=True)
 class FairShare:
-    """Work of other budgets comes first in the fair-share order."""
+    """Work of the same kind (funded or burst) of other budgets comes first in the fair-share
+    order. Not only budgets ranking ahead: each pick counts ``gpus x min_runtime`` against its
+    budget, so budgets take turns, and a lower-ranked budget's work can come first."""
 
     code: ClassVar[PendingCode] = PendingCode.FAIR_SHARE
     budget: str
@@ -99,6 +102,17 @@ class FairShare:
     @property
     def workloads_ahead(self) -> int:
         return sum(b.workloads_ahead for b in self.ahead)
+
+
+@dataclass(frozen=True, slots=True)
+class FundedFirst:
+    """Burst (unallocated) work: every funded workload comes before any burst work, whatever
+    the budgets' ranks."""
+
+    code: ClassVar[PendingCode] = PendingCode.FUNDED_FIRST
+    workloads_ahead: int
+    #: Budgets of that funded work, sorted.
+    budgets: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +172,12 @@ class Hold:
     gpus: int
     min_runtime_s: int
     ends_at: float
+    #: A node on which its GPUs and the free ones would fit the waiting gang (single-node
+    #: gangs), else None: freeing it alone is not enough, or the gang takes whole nodes.
+    frees: str | None = None
+    #: Whether, once its contract is over, its budget ranks behind the waiting workload's (as
+    #: the ranking stands now): only then may a pass preempt it.
+    preemptible: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +237,7 @@ PendingReason = (
     NoShare
     | NoNodes
     | FairShare
+    | FundedFirst
     | BudgetQueue
     | TooLarge
     | FitsNow
@@ -338,13 +359,17 @@ def explain(
 def _standing(
     workload: WorkloadState, ahead: Sequence[WorkloadState], ranking: FairShareOrder
 ) -> list[PendingReason]:
-    """Work ahead of it: of other budgets (fair share), then of its own budget."""
+    """Work ahead of it: funded work ahead of burst work, then work of its kind of other
+    budgets (fair share), then of its own budget."""
     ranks = ranking.ranks()
     mine = workload.budget
     reasons: list[PendingReason] = []
+    funded = [w for w in ahead if w.allocated and not workload.allocated]
+    if funded:
+        reasons.append(FundedFirst(len(funded), tuple(sorted({w.budget for w in funded}))))
     counts: dict[str, int] = {}
     for other in ahead:
-        if other.budget != mine:
+        if other.budget != mine and other.allocated == workload.allocated:
             counts[other.budget] = counts.get(other.budget, 0) + 1
     if counts:
         ordered = sorted(counts, key=lambda b: (ranks.get(b, len(ranks) + 1), b))
@@ -434,14 +459,24 @@ def blockers(
             n is not None and n.schedulable and (whole or n.gpus >= workload.gpus) for n in nodes
         ):
             continue
+        behind = ranking.ranks_behind(running.budget, workload.budget, extra)
         if running.started_at is None:
             not_started.append(running.workload_id)
         elif not running.contract_over(now):
             end = running.started_at + running.min_runtime_s
+            frees = None if whole else _frees(cluster, running, workload.gpus)
             protected.append(
-                Hold(running.workload_id, running.budget, running.gpus, running.min_runtime_s, end)
+                Hold(
+                    running.workload_id,
+                    running.budget,
+                    running.gpus,
+                    running.min_runtime_s,
+                    end,
+                    frees,
+                    behind,
+                )
             )
-        elif not ranking.ranks_behind(running.budget, workload.budget, extra):
+        elif not behind:
             ahead.append(running)
     reasons: list[PendingReason] = []
     if protected:
@@ -453,3 +488,42 @@ def blockers(
         ranked = tuple(RankedWork(w.workload_id, w.budget, ranks.get(w.budget)) for w in ahead)
         reasons.append(RanksAhead(workload.budget, ranked))
     return reasons
+
+
+def _frees(cluster: ClusterState, running: WorkloadState, gpus: int) -> str | None:
+    """The node (by name) on which ``running``'s GPUs and the free ones would hold ``gpus``."""
+    for name, held in running.placement:
+        node = cluster.nodes.get(name)
+        if node is not None and node.schedulable and node.free + len(held) >= gpus:
+            return name
+    return None
+
+
+#: Most decisive first: what must change before the workload can start. Capacity and what
+#: blocks preemption come before the order: one that does not fit waits whatever its
+#: position, one that fits is placed by the next pass unless work ahead takes the GPUs.
+_PRIMARY: tuple[type, ...] = (
+    NoNodes,
+    TooLarge,
+    Contract,
+    Starting,
+    RanksAhead,
+    Unallocated,
+    InsufficientCapacity,
+    FitsNow,
+    NoShare,
+    FundedFirst,
+    FairShare,
+    BudgetQueue,
+    CordonedNodes,
+    DownNodes,
+)
+
+
+def primary(reasons: Sequence[PendingReason]) -> PendingReason | None:
+    """The one reason that decides, like squeue's REASON column; None for no reasons."""
+    for kind in _PRIMARY:
+        for reason in reasons:
+            if isinstance(reason, kind):
+                return reason
+    return reasons[0] if reasons else None

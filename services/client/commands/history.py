@@ -1,0 +1,97 @@
+"""``history``: finished work, like sacct: how it ended, how long it ran, what it cost."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from services.api.models import WorkloadList
+from services.client.api import DEFAULT_API
+from services.client.commands.common import (
+    ApiOption,
+    BudgetFilter,
+    JsonOption,
+    MeFilter,
+    PoolFilter,
+    TokenOption,
+    UserFilter,
+    ask,
+    elapsed,
+    emit,
+    hours,
+    nodelist,
+    submitter_filter,
+)
+from services.client.terminal import add_row
+
+
+def history(
+    ctx: typer.Context,
+    budget: BudgetFilter = None,
+    user: UserFilter = None,
+    me: MeFilter = False,
+    pool: PoolFilter = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", "-S", help="only work that ended since (ISO date/time, UTC)"),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Finished work, the latest end first (like sacct): status, exit code, elapsed time and
+    GPU-hours charged. Work that will be requeued is not finished."""
+    answer = ask(
+        ctx,
+        api,
+        token,
+        lambda c: c.history(
+            budget=budget,
+            submitter=submitter_filter(c, user, me),
+            pool=pool,
+            since=since,
+            limit=limit,
+        ),
+    )
+    emit(answer, as_json, lambda o: o.print(_history_table(answer)))
+
+
+def _history_table(answer: WorkloadList) -> Table:
+    table = Table(
+        "WORKLOAD",
+        "NAME",
+        "BUDGET",
+        "USER",
+        "STATUS",
+        "EXIT",
+        "ELAPSED",
+        "GPUS",
+        "CHARGED GPU-h",
+        "BURST GPU-h",
+        "PREEMPTED",
+        "NODELIST",
+        "ENDED",
+    )
+    for w in answer.workloads:
+        add_row(
+            table,
+            (
+                w.workload_id,
+                w.name or "-",
+                w.budget,
+                w.submitter,
+                w.status,
+                "-" if w.exit_code is None else w.exit_code,
+                elapsed(w.elapsed_s),
+                w.gpus,
+                hours(w.charged_gpu_s, 2),
+                hours(w.burst_gpu_s, 2),
+                w.preemptions,
+                nodelist([p.node for p in w.placement]),
+                w.ended_at or "-",
+            ),
+        )
+    return table

@@ -1,0 +1,145 @@
+"""What waits and why: ``queue`` (squeue) with one reason per job, and ``why``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.api.models import PreemptionRecord, QueueView, WhyView
+from services.client.api import DEFAULT_API
+from services.client.commands.common import (
+    ApiOption,
+    BudgetFilter,
+    JsonOption,
+    MeFilter,
+    PoolFilter,
+    TokenOption,
+    UserFilter,
+    VerboseOption,
+    ask,
+    duration,
+    emit,
+    submitter_filter,
+)
+from services.client.terminal import add_row, plain
+
+
+def queue(
+    ctx: typer.Context,
+    pool: PoolFilter = None,
+    budget: BudgetFilter = None,
+    user: UserFilter = None,
+    me: MeFilter = False,
+    long: Annotated[
+        bool, typer.Option("--long", "-l", help="say the reason of each job in a sentence")
+    ] = False,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Pending work in scheduling order per pool, with the reason each job waits (like
+    squeue's REASON; -l: in words, `why JOB`: every detail)."""
+    answer = ask(
+        ctx,
+        api,
+        token,
+        lambda c: c.queue(pool=pool, budget=budget, submitter=submitter_filter(c, user, me)),
+    )
+    emit(answer, as_json, lambda o: o.print(_queue_table(answer, long)))
+
+
+def _queue_table(answer: QueueView, long: bool) -> Table:
+    columns = ["POOL", "POS", "WORKLOAD", "NAME", "BUDGET", "USER", "GPUS", "CONTRACT", "RANK"]
+    table = Table(*columns, "REASON", *(["WHY"] if long else []))
+    for entry in answer.pools:
+        for item in entry.pending:
+            add_row(
+                table,
+                (
+                    entry.pool,
+                    item.position,
+                    item.workload_id,
+                    item.name or "-",
+                    item.budget,
+                    item.submitter,
+                    item.gpus,
+                    duration(item.min_runtime_s) if item.allocated else "burst",
+                    item.budget_rank or "-",
+                    item.reason or "-",
+                    *([item.summary or ""] if long else []),
+                ),
+            )
+    return table
+
+
+def why(
+    ctx: typer.Context,
+    workload_id: Annotated[str, typer.Argument(help="the workload")],
+    verbose: VerboseOption = False,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Why a workload is pending, or what happened to it, in one sentence (-v: every reason,
+    and the decision records behind each placement and preemption)."""
+    answer = ask(ctx, api, token, lambda c: c.why(workload_id))
+    emit(answer, as_json, lambda o: _explain(o, answer, verbose))
+
+
+def _explain(console: Console, answer: WhyView, verbose: bool) -> None:
+    console.print(plain(f"{answer.workload_id}: {answer.summary}"))
+    if answer.preemptions and answer.status not in ("preempted", "lost", "cancelled"):
+        last = answer.preemptions[-1]
+        count = len(answer.preemptions)
+        console.print(plain(f"earlier: {_preempted(last)}" + (f" ({count}x)" if count > 1 else "")))
+    if not verbose:
+        return
+    console.print(plain(f"status {answer.status}, attempt {answer.attempt}, as of {answer.as_of}"))
+    for entry in answer.pending:
+        console.print(
+            plain(
+                f"pending in {entry.pool}: position {entry.position} of {entry.queue_length} "
+                f"(budget rank {entry.budget_rank or '-'}, usage ratio "
+                f"{'-' if entry.usage_ratio is None else f'{entry.usage_ratio:.4g}'})"
+            )
+        )
+        for reason in entry.reasons:
+            console.print(plain(f"  - [{reason.code}] {reason.message}"))
+    for placement in answer.placements:
+        nodes = ", ".join(f"{p.node}{p.gpus}" for p in placement.placement)
+        console.print(
+            plain(
+                f"placed (attempt {placement.attempt}, {placement.time}) on {nodes}: "
+                f"{placement.reason}, pass {placement.pass_id}"
+            )
+        )
+    for item in answer.preemptions:
+        console.print(plain(_preempted(item)))
+        _record(console, item)
+
+
+def _preempted(item: PreemptionRecord) -> str:
+    return f"attempt {item.attempt}, {item.time}: {item.message}"
+
+
+def _record(console: Console, item: PreemptionRecord) -> None:
+    """The decision record behind a preemption: each budget once, the pass and where in the
+    log it was decided."""
+    seen: set[str] = set()
+    for standing in item.budgets:
+        if standing.budget in seen:
+            continue
+        seen.add(standing.budget)
+        console.print(
+            plain(
+                f"  {standing.budget}: rank {standing.rank}, share {standing.share:.3g}, usage "
+                f"ratio {standing.usage_ratio:.3g}"
+            )
+        )
+    where = ", ".join(f"{p.topic}/{p.partition}@{p.offset}" for p in item.input_position)
+    console.print(plain(f"  pass {item.pass_id}, decided at {where or '-'}"))
+    if item.detail:
+        console.print(plain(f"  {item.detail}"))
