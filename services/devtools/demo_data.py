@@ -4,6 +4,10 @@
   pending work, a preemption, a cordoned node, the ledger's charges and one correction);
 * :func:`simulated_lab`: a run of the simulator over the first jobs of a real trace
   (``data/traces``), its budgets placed in a tree;
+* :func:`fresh_lab`: the first minutes of a lab the size of ``fairshare up``'s (4 nodes x 4
+  GPUs) under a stream of short jobs: every GPU busy within a minute, work queued;
+* :func:`long_history`: weeks of the same lab, simulated (daily and weekly load, a budget that
+  wakes up half way, nodes sent for repair): what a dashboard shows after months;
 * :func:`project`: the events through the in-memory bus into the SQL read models;
 * :class:`ServerThread`: uvicorn serving an app in a thread on a free loopback port.
 """
@@ -11,10 +15,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import random
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -344,6 +350,130 @@ def simulated_lab(
 
     Simulation(remapped, weights, SimulationConfig(gpus=gpus), run_pass, recorder=record).run()
     return events
+
+
+#: The lab ``fairshare up`` writes (services/launcher/lab.py): budgets and weights.
+UP_LAB = {"lab": 1.0, "lab/vision": 2.0, "lab/robotics": 1.0, "lab/nlp": 1.0}
+#: Who cordons the last node of the generated labs, and why (the node tiles show it).
+CORDON = ("admin", "ECC errors on GPU 2: waiting for a replacement card")
+
+
+def _simulated(
+    jobs: list[Any],
+    config: Any,
+    source: str,
+    cordon_last_node: bool = True,
+) -> list[Envelope[Any]]:
+    """The simulator's event log of ``jobs`` on the lab's budgets (:data:`UP_LAB`), plus, at
+    the last arrival, a cordon of the last node with a reason."""
+    from services.scheduler.core.scheduling_pass import run_pass
+    from services.simulator.engine import Simulation
+
+    events: list[Envelope[Any]] = []
+
+    def record(data: EventData, at: float) -> None:
+        events.append(
+            new_event(
+                data,
+                source=source,
+                time=datetime.fromtimestamp(at, UTC),
+                event_id=derived_event_id(source, str(len(events))),
+            )
+        )
+
+    simulation = Simulation(jobs, dict(UP_LAB), config, run_pass, recorder=record)
+    simulation.run()
+    if cordon_last_node:
+        node = sorted(simulation.cluster.nodes)[-1]
+        by, reason = CORDON
+        record(NodeCordoned(node=node, cordoned_by=by, reason=reason), jobs[-1].arrival)
+    return events
+
+
+def _arrivals(
+    rng: random.Random,
+    start: float,
+    end: float,
+    per_hour: Callable[[float], float],
+    job: Callable[[str, float], Any],
+) -> list[Any]:
+    """Jobs arriving as a Poisson process of ``per_hour(t)`` per hour (thinned from its peak),
+    the last one at ``end`` (where the simulation stops)."""
+    peak = max(per_hour(start + i * 900.0) for i in range(int((end - start) // 900) + 1))
+    jobs: list[Any] = []
+    at = start
+    while True:
+        at += rng.expovariate(peak / 3600)
+        if at >= end:
+            break
+        if rng.random() * peak <= per_hour(at):
+            jobs.append(job(f"job-{len(jobs):05d}", at))
+    jobs.append(job(f"job-{len(jobs):05d}", end))
+    return jobs
+
+
+def fresh_lab(minutes: float = 5.0, t0: datetime = T0, seed: int = 3) -> list[Envelope[Any]]:
+    """The first ``minutes`` of a ``fairshare up``-sized lab (4 nodes x 4 GPUs, the budgets of
+    :data:`UP_LAB`): a dozen jobs at once, then one every 20 s or so, 1-15 min long, contracts
+    of up to 2 min; the last node cordoned (with a reason) at the end. The last event is at
+    ``t0 + minutes``."""
+    from services.simulator.engine import SimulationConfig
+    from services.simulator.trace import ContractRule, TraceJob
+
+    rng = random.Random(seed)
+    start = t0.timestamp()
+    budgets = ("lab/vision", "lab/robotics", "lab/nlp")
+
+    def job(job_id: str, at: float) -> TraceJob:
+        budget = rng.choices(budgets, weights=(5, 3, 2))[0]
+        gpus = rng.choice((1, 1, 2, 2, 4))
+        return TraceJob(job_id, at, float(rng.randint(60, 900)), gpus, budget)
+
+    first = [job(f"start-{i:02d}", start + 2 * i) for i in range(12)]
+    later = _arrivals(rng, start + 30, start + minutes * 60, lambda _t: 180.0, job)
+    config = SimulationConfig(
+        gpus=16, gpus_per_node=4, contract=ContractRule(debug_max_gpus=0, cap_s=120)
+    )
+    return _simulated(first + later, config, "fairshare/demo/fresh")
+
+
+#: Where :func:`long_history` ends by default: a Tuesday afternoon, work queued.
+HISTORY_END = datetime(2026, 11, 3, 15, 0, tzinfo=UTC)
+
+
+def long_history(
+    weeks: int = 10, end_at: datetime = HISTORY_END, gpus: int = 16, seed: int = 11
+) -> list[Envelope[Any]]:
+    """``weeks`` of the lab of :data:`UP_LAB` on ``gpus`` GPUs (nodes of 4), up to ``end_at``:
+    busier on weekdays and by day, and in the last four hours (a deadline: work queues); 1-12 h
+    jobs of 1-8 GPUs; ``lab/nlp`` quiet for the first half, then the busiest; about one node
+    repair a fortnight (cordoned, drained, down for 8 h, back); the last node cordoned (with a
+    reason) at the end."""
+    from services.simulator.engine import SimulationConfig
+    from services.simulator.maintenance import MaintenanceConfig
+    from services.simulator.trace import TraceJob
+
+    rng = random.Random(seed)
+    end = end_at.timestamp()
+    start = end - weeks * 7 * 86400
+    half = start + (end - start) / 2
+
+    def per_hour(at: float) -> float:
+        moment = datetime.fromtimestamp(at, UTC)
+        day = 1.0 if 8 <= moment.hour < 20 else 0.35
+        rush = 4.0 if at > end - 4 * 3600 else 1.0  # a deadline: work queues at the end
+        return 1.9 * rush * day * (0.3 if moment.weekday() >= 5 else 1.0) * gpus / 16
+
+    def job(job_id: str, at: float) -> TraceJob:
+        nlp = 1 if at < half else 6
+        budget = rng.choices(("lab/vision", "lab/robotics", "lab/nlp"), weights=(4, 2, nlp))[0]
+        hours = min(12.0, max(0.25, rng.lognormvariate(math.log(2.5), 0.8)))
+        return TraceJob(job_id, at, round(hours * 3600), rng.choice((1, 2, 2, 4, 4, 8)), budget)
+
+    jobs = _arrivals(rng, start, end, per_hour, job)
+    maintenance = MaintenanceConfig(rate=0.018, seed=seed, repair_s=8 * 3600)
+    config = SimulationConfig(gpus=gpus, gpus_per_node=4, maintenance=maintenance)
+    return _simulated(jobs, config, "fairshare/demo/history")
 
 
 def project(engine: Engine, envelopes: Sequence[Envelope[Any]], prefix: str = "demo.") -> int:

@@ -1,12 +1,17 @@
 """Regenerate ``docs/dashboard.png`` and ``docs/report-charges.png``.
 
-``python -m services.devtools.screenshot [--traces data/traces] [--out docs]``
+``python -m services.devtools.screenshot [--scenario history|fresh|philly|small] [--range
+data|hour|day|week] [--no-charges] [--traces data/traces] [--out docs]``
 
-A short simulated run (the first jobs of the Philly trace, its budgets placed in a tree; the
-hand-made small lab when the traces are absent) is fed into a live view and projected into
-SQLite read models; the API serves both on a loopback port; headless Chromium (Debian's
-``chromium``, through Playwright) photographs the dashboard, and matplotlib plots the daily
-charges report (delivered vs owed per budget).
+The dashboard is photographed on one of the demo logs of :mod:`services.devtools.demo_data`:
+``history`` (default: ten weeks of a ``fairshare up``-sized lab, simulated), ``fresh`` (its
+first five minutes), ``philly`` (the first jobs of the Philly trace on 32 GPUs, its budgets
+placed in a tree) or ``small`` (the hand-made morning of a small lab). The log is fed into a
+live view and projected into SQLite read models; the API serves both on a loopback port, its
+clock at the log's last event; headless Chromium (Debian's ``chromium``, through Playwright)
+signs in, waits for the charts, and photographs the page at 1400 px. The charges report
+(delivered vs owed per budget per day) is plotted with matplotlib from the Philly run, unless
+``--no-charges``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,9 @@ from services.reports.model import Value
 from services.simulator.trace import DEVELOPMENT_TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ("history", "fresh", "philly", "small")
+#: The page's width in the screenshots, as the dashboard's browser tests check it.
+WIDTH = 1400
 
 
 def _int(value: Value) -> int:
@@ -31,6 +41,7 @@ def _int(value: Value) -> int:
 
 
 def build_events(traces: Path, jobs: int, gpus: int) -> list[Envelope[Any]]:
+    """The Philly run (the small lab when the traces are absent), a node cordoned at its end."""
     from services.devtools.demo_data import simulated_lab, small_lab
 
     if not (traces / "philly-2017-09.csv").exists():
@@ -49,20 +60,35 @@ def build_events(traces: Path, jobs: int, gpus: int) -> list[Envelope[Any]]:
     return events
 
 
-def screenshot_dashboard(url: str, out: Path, chromium: str) -> None:
+def scenario_events(scenario: str, traces: Path, jobs: int, gpus: int) -> list[Envelope[Any]]:
+    from services.devtools import demo_data
+
+    if scenario == "history":
+        return demo_data.long_history()
+    if scenario == "fresh":
+        return demo_data.fresh_lab()
+    if scenario == "small":
+        return demo_data.small_lab()
+    return build_events(traces, jobs, gpus)
+
+
+def screenshot_dashboard(url: str, out: Path, chromium: str, query: str = "") -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=chromium, headless=True, args=["--no-sandbox"]
         )
-        page = browser.new_page(viewport={"width": 1440, "height": 1000}, device_scale_factor=1)
-        page.goto(f"{url}/dashboard?refresh=60")
+        page = browser.new_page(viewport={"width": WIDTH, "height": 900}, device_scale_factor=1)
+        page.goto(f"{url}/dashboard?refresh=60{query}")
         # signs in as a user would (the token never goes into a URL)
         page.fill("#token", "admin-token")
         page.click("#sign-in button[type=submit]")
         # a function, not an expression: the page's policy forbids eval
-        page.wait_for_function("() => Number(document.body.dataset.refreshes || 0) >= 1")
+        page.wait_for_function(
+            "() => Number(document.body.dataset.refreshes || 0) >= 1"
+            " && Number(document.body.dataset.timelines || 0) >= 1"
+        )
         page.wait_for_timeout(300)
         page.screenshot(path=str(out), full_page=True)
         browser.close()
@@ -124,13 +150,31 @@ def plot_charges(engine: Any, out: Path, budgets_shown: int = 6) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=SCENARIOS, default="history")
+    parser.add_argument("--range", choices=("data", "hour", "day", "week"), default="data")
+    parser.add_argument("--charges", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--traces", type=Path, default=DEVELOPMENT_TRACES)
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument("--name", default="dashboard.png", help="file name of the screenshot")
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--gpus", type=int, default=32)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    query = "" if args.range == "data" else f"&range={args.range}"
+    events = scenario_events(args.scenario, args.traces, args.jobs, args.gpus)
+    with _served(events) as (url, _engine):
+        screenshot_dashboard(url, args.out / args.name, args.chromium, query)
+    print(f"wrote {args.out / args.name} ({args.scenario}, range {args.range})")
+    if args.charges:
+        with _served(build_events(args.traces, args.jobs, args.gpus)) as (_url, engine):
+            plot_charges(engine, args.out / "report-charges.png")
+        print(f"wrote {args.out / 'report-charges.png'}")
 
+
+@contextmanager
+def _served(events: list[Envelope[Any]]) -> Iterator[tuple[str, Any]]:
+    """The API over ``events`` (live view and SQLite read models), its clock at the last one."""
     from sqlalchemy import create_engine
 
     from services.api import create_app, default_tokens
@@ -139,27 +183,25 @@ def main(argv: list[str] | None = None) -> None:
     from services.devtools.demo_data import ServerThread, project
     from services.read_models.migrate import migrate
 
-    events = build_events(args.traces, args.jobs, args.gpus)
     view = LiveView()
     view.feed(*events)
     now = view.state.latest_time
-    args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         engine = create_engine(f"sqlite:///{scratch}/read-models.db")
-        migrate(engine)
-        project(engine, events)
-        app = create_app(
-            view,
-            InMemoryPublisher(InMemoryBroker()),
-            default_tokens(),
-            clock=lambda: now,
-            engine=engine,
-        )
-        with ServerThread(app) as server:
-            screenshot_dashboard(server.url, args.out / "dashboard.png", args.chromium)
-        plot_charges(engine, args.out / "report-charges.png")
-        engine.dispose()
-    print(f"wrote {args.out / 'dashboard.png'} and {args.out / 'report-charges.png'}")
+        try:
+            migrate(engine)
+            project(engine, events)
+            app = create_app(
+                view,
+                InMemoryPublisher(InMemoryBroker()),
+                default_tokens(),
+                clock=lambda: now,
+                engine=engine,
+            )
+            with ServerThread(app) as server:
+                yield server.url, engine
+        finally:
+            engine.dispose()
 
 
 if __name__ == "__main__":
