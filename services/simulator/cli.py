@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from services.runtime.cli_options import console, err_console
 
@@ -83,14 +84,17 @@ def simulate(
     except (TraceError, ValueError, OSError) as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
         raise typer.Exit(2) from error
-    console.print(
+    # Piped to a file or a pager, the tables keep every column whole instead of being cut to
+    # the 80 columns Rich assumes without a terminal.
+    out_console = console if console.is_terminal else Console(width=320, soft_wrap=False)
+    out_console.print(
         f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
         f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
         f"{config.maintenance.describe()}"
     )
     try:
         run_simulation(
-            jobs, weights, config, chosen, out, console, plots=plots, events_out=events_out
+            jobs, weights, config, chosen, out, out_console, plots=plots, events_out=events_out
         )
     except ValueError as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")

@@ -39,6 +39,8 @@ def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> N
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    # piped (not a terminal): the tables are whole, no cell cut to "…"
+    assert "…" not in result.stdout, result.stdout
     metrics = orjson.loads((out / "metrics.json").read_bytes())
     assert set(metrics["policies"]) == {"fairshare", "fifo", "priority", "quota", "slurm-classic"}
     for name, policy in metrics["policies"].items():
