@@ -80,6 +80,12 @@ def audit_replay(
     raise typer.Exit(1)
 
 
+from services.audit.decisions_cli import audit_decisions  # noqa: E402
+
+#: ``fairshare audit decisions --events FILE``: every pass re-derived from the log.
+audit_app.command("decisions")(audit_decisions)
+
+
 @audit_app.command("verify")
 def audit_verify(
     events: EventsOption = None,

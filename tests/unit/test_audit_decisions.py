@@ -1,0 +1,215 @@
+"""The decision audit: simulated logs check out pass by pass; every tampered one fails, naming
+the rule it breaks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from events.envelope import Envelope, derived_event_id, new_event
+from events.models import (
+    DecisionRecord,
+    EventData,
+    NodeGpus,
+    PlaceCommand,
+    Placement,
+    PreemptCommand,
+)
+from events.ndjson import write_events
+from projections.live_state import LiveState
+from services.audit.decisions import audit_decisions
+from services.audit.decisions_cli import audit_decisions as audit_command
+from services.simulator.engine import Simulation, SimulationConfig
+from services.simulator.maintenance import MaintenanceConfig
+from services.simulator.trace import PHILLY_BUDGETS, PHILLY_TRACE, load_budgets, load_trace
+
+Log = list[Envelope[Any]]
+
+
+def simulated_log(first: int, jobs: int, gpus: int = 32, maintenance: float = 0.0) -> Log:
+    trace = load_trace(PHILLY_TRACE, limit=first + jobs)[first:]
+    log: Log = []
+
+    def record(data: EventData, at: float) -> None:
+        log.append(
+            new_event(
+                data,
+                source="test",
+                time=datetime.fromtimestamp(at, UTC),
+                event_id=derived_event_id("test", str(len(log))),
+            )
+        )
+
+    config = SimulationConfig(
+        gpus=gpus, maintenance=MaintenanceConfig(rate=maintenance, seed=first % 7 + 1)
+    )
+    Simulation(trace, load_budgets(PHILLY_BUDGETS), config, _policy(), recorder=record).run()
+    return log
+
+
+def _policy() -> Any:
+    from services.scheduler.core.scheduling_pass import run_pass
+
+    return run_pass
+
+
+@pytest.fixture(scope="module")
+def log() -> Log:
+    return simulated_log(0, 200)
+
+
+def _preempts(log: Log, reason: str = "preempt-for") -> list[int]:
+    return [
+        i
+        for i, e in enumerate(log)
+        if isinstance(e.data, PreemptCommand) and e.data.decision.reason == reason
+    ]
+
+
+def _with(log: Log, index: int, data: EventData) -> Log:
+    return [*log[:index], log[index].model_copy(update={"data": data}), *log[index + 1 :]]
+
+
+def _rules(log: Log) -> set[str]:
+    return {p.rule for p in audit_decisions(log).problems}
+
+
+@pytest.mark.parametrize(
+    ("first", "jobs", "maintenance"), [(0, 200, 0.0), (150, 150, 0.0), (0, 150, 1.0)]
+)
+def test_simulated_logs_check_out(first: int, jobs: int, maintenance: float) -> None:
+    log = simulated_log(first, jobs, maintenance=maintenance)
+    audit = audit_decisions(log)
+    assert audit.passes > 10
+    assert audit.commands > audit.passes
+    assert audit.problems == []
+    assert audit.ok
+
+
+def test_the_sample_has_preemptions_and_drains_to_tamper_with(log: Log) -> None:
+    assert len(_preempts(log)) >= 3
+    assert _preempts(simulated_log(0, 150, maintenance=1.0), "drain")
+
+
+def test_a_changed_victim_fails(log: Log) -> None:
+    for index in _preempts(log):
+        command = log[index].data
+        # Another workload placed earlier, named consistently (a careful tamperer).
+        other = next(
+            e.data
+            for e in log[:index]
+            if isinstance(e.data, PlaceCommand) and e.data.workload_id != command.workload_id
+        )
+        forged = command.model_copy(
+            update={
+                "workload_id": other.workload_id,
+                "attempt": other.attempt,
+                "command_id": f"preempt:{other.workload_id}:{other.attempt}",
+            }
+        )
+        assert "re-derived" in _rules(_with(log, index, forged))
+
+
+def test_a_changed_victim_with_the_old_id_fails_on_the_id(log: Log) -> None:
+    index = _preempts(log)[0]
+    command = log[index].data
+    other = next(e.data for e in log[:index] if isinstance(e.data, PlaceCommand))
+    forged = command.model_copy(update={"workload_id": other.workload_id})
+    assert {"command-id", "re-derived"} <= _rules(_with(log, index, forged))
+
+
+def _inside_contract(log: Log) -> tuple[int, PreemptCommand]:
+    """A preempt of running allocated work still inside its contract, placed in a pass."""
+    state = LiveState()
+    for index, envelope in enumerate(log):
+        data = envelope.data
+        if isinstance(data, PlaceCommand) and index > 0:
+            now = envelope.time.timestamp()
+            for workload in state.cluster.workloads.values():
+                if (
+                    workload.status == "running"
+                    and workload.allocated
+                    and not workload.contract_over(now)
+                    and workload.workload_id != data.workload_id
+                ):
+                    decision = DecisionRecord(
+                        pass_id=data.decision.pass_id,
+                        input_position=data.decision.input_position,
+                        reason="preempt-for",
+                        preemptor=data.workload_id,
+                    )
+                    return index, PreemptCommand(
+                        command_id=f"preempt:{workload.workload_id}:{workload.attempt}",
+                        cluster=data.cluster,
+                        pool=data.pool,
+                        workload_id=workload.workload_id,
+                        attempt=workload.attempt,
+                        requeue=True,
+                        decision=decision,
+                    )
+        state.apply(envelope)
+    raise AssertionError("no running work inside its contract in the sample")
+
+
+def test_an_added_preempt_inside_a_contract_fails_on_the_contract(log: Log) -> None:
+    index, forged = _inside_contract(log)
+    inserted = log[index].model_copy(
+        update={"data": forged, "id": derived_event_id("test", "forged"), "type": forged.event_type}
+    )
+    tampered = [*log[:index], inserted, *log[index:]]
+    problems = audit_decisions(tampered).problems
+    assert any(p.rule == "contract" and forged.workload_id in p.message for p in problems)
+    assert "re-derived" in {p.rule for p in problems}
+
+
+def test_a_dropped_place_command_fails(log: Log) -> None:
+    places = [i for i, e in enumerate(log) if isinstance(e.data, PlaceCommand)]
+    for index in places[:: max(1, len(places) // 5)]:
+        assert "re-derived" in _rules([*log[:index], *log[index + 1 :]])
+
+
+def test_a_moved_placement_fails(log: Log) -> None:
+    places = [i for i, e in enumerate(log) if isinstance(e.data, PlaceCommand)]
+    nodes = sorted({n.node for i in places for n in log[i].data.placement.nodes})
+    for index in places[:: max(1, len(places) // 5)]:
+        command = log[index].data
+        part = command.placement.nodes[0]
+        elsewhere = next(n for n in nodes if n != part.node)
+        moved = Placement(
+            nodes=(NodeGpus(node=elsewhere, gpus=part.gpus), *command.placement.nodes[1:])
+        )
+        forged = command.model_copy(update={"placement": moved})
+        assert "re-derived" in _rules(_with(log, index, forged))
+
+
+def _cli(path: Path) -> tuple[int, str]:
+    app = typer.Typer()
+    app.command("decisions")(audit_command)
+    app.command("other")(lambda: None)  # a group, as under ``fairshare audit``
+    result = CliRunner().invoke(app, ["decisions", "--events", str(path)])
+    return result.exit_code, result.output
+
+
+def test_the_cli_passes_a_clean_log_and_names_the_rule_a_tampered_one_breaks(
+    log: Log, tmp_path: Path
+) -> None:
+    clean = tmp_path / "clean.ndjson"
+    write_events(clean, log)
+    code, output = _cli(clean)
+    assert code == 0, output
+    assert "0 violation(s)" in output
+    index, forged = _inside_contract(log)
+    inserted = log[index].model_copy(
+        update={"data": forged, "id": derived_event_id("test", "forged"), "type": forged.event_type}
+    )
+    tampered = tmp_path / "tampered.ndjson"
+    write_events(tampered, [*log[:index], inserted, *log[index:]])
+    code, output = _cli(tampered)
+    assert code == 1
+    assert "contract:" in output
+    assert forged.workload_id in output
