@@ -184,9 +184,7 @@ class LiveState:
                 self.tree.apply(data, now)
             elif isinstance(data, LedgerCharge):
                 totals = self.charged_gpu_s if data.kind == "allocated" else self.free_gpu_s
-                totals[data.workload_id] = (
-                    totals.get(data.workload_id, 0) + data.signed_gpu_seconds
-                )
+                totals[data.workload_id] = totals.get(data.workload_id, 0) + data.signed_gpu_seconds
             elif isinstance(data, UsageSnapshot):
                 current = self.usage.get(data.pool)
                 if current is None or data.window_end >= current.window_end:

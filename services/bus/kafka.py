@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,9 @@ from services.bus.port import PublishError
 from services.bus.records import RawRecord, route
 
 log = logging.getLogger(__name__)
+
+#: How long closing a subscriber serves the group's rebalance before it closes anyway.
+_LEAVE_TIMEOUT_S = 10.0
 
 #: Error codes that end a client for good even when librdkafka does not flag them fatal.
 _FENCED = frozenset(
@@ -324,7 +328,23 @@ class KafkaEventSubscriber:
         return {(tp.topic, tp.partition): tp.offset for tp in result}
 
     def close(self) -> None:
-        """Leave the group without committing: uncommitted work is redelivered, never lost."""
+        """Leave the group without committing: uncommitted work is redelivered, never lost.
+
+        The group is left first, serving its rebalance here: librdkafka's close never returned
+        when an assignment had arrived that no poll had served yet (a projector, a static
+        member, told to stop just after it joined). What the serving polls fetch is neither
+        handed out nor committed."""
+        try:
+            self._consumer.unsubscribe()
+            deadline = time.monotonic() + _LEAVE_TIMEOUT_S
+            while True:
+                self._consumer.consume(num_messages=1000, timeout=0.05)
+                if not self._consumer.assignment() or time.monotonic() > deadline:
+                    break
+        except (KafkaException, RuntimeError) as error:
+            log.warning(
+                "leaving the group failed", extra={"group": self._group_id, "error": str(error)}
+            )
         self._consumer.close()
         if self._owns_dead_letters and self._dead_letters is not None:
             self._dead_letters.close()
