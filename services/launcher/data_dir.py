@@ -43,8 +43,9 @@ def processes_using(directory: Path, proc: Path = Path("/proc")) -> list[User]:
     found = []
     if not proc.is_dir():
         return []
+    mine = _ancestors(proc)  # who started this run (a shell, a test) is no earlier run
     for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) in mine:
             continue
         paths = [entry / "cwd"]
         with contextlib.suppress(OSError):
@@ -54,6 +55,20 @@ def processes_using(directory: Path, proc: Path = Path("/proc")) -> list[User]:
             if command is not None and "noida" not in command:
                 found.append(User(int(entry.name), command))
     return sorted(found, key=lambda user: user.pid)
+
+
+def _ancestors(proc: Path) -> set[int]:
+    """This process and its parents, up to init."""
+    chain = {os.getpid()}
+    pid = os.getppid()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        try:
+            stat = (proc / str(pid) / "stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return chain
 
 
 def _inside(link: Path, root: Path) -> bool:
