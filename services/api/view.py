@@ -209,6 +209,12 @@ class LiveView:
             return sum(max(0, end - self._folded.get(key, 0)) for key, end in ends.items())
 
     @property
+    def skipped(self) -> int:
+        """Records read that are not valid events where they lie (wrong topic or key, or not
+        decodable): never folded, as no other reader of the log folds them."""
+        return 0 if self._follower is None else self._follower.skipped
+
+    @property
     def buffered(self) -> int:
         """Records read but held back by the merge (a partition is not read to its end)."""
         return 0 if self._follower is None else self._follower.buffered

@@ -10,11 +10,12 @@ from typing import Any
 
 from sqlalchemy import create_engine, select
 
-from events import EventDecodeError, Topics, decode_binary
+from events import Topics
 from events.envelope import Envelope
 from events.models import LedgerCharge
 from events.ndjson import BadLine, read_events
 from services.audit.replay import ReplayResult
+from services.bus.records import RawRecord, Rejected, check, source_position
 from services.read_models.tables import ledger_entries
 
 
@@ -25,16 +26,26 @@ def log_from_file(path: Path) -> Iterator[Envelope[Any] | BadLine]:
 def log_from_kafka(
     bootstrap: str, topics: Topics | None = None
 ) -> Iterator[Envelope[Any] | BadLine]:
-    """The whole log up to its current end. Invalid records (already dead-lettered) are
-    reported as bad lines numbered by their position in the read."""
+    """The whole log up to its current end (see :func:`log_from_records`)."""
     from services.bus.export import read_to_end
 
-    names = (topics or Topics()).all_names()
-    for number, record in enumerate(read_to_end(bootstrap, names), start=1):
-        try:
-            yield decode_binary(record.value, record.headers)
-        except EventDecodeError as error:
-            yield BadLine(number, f"{record.topic}/{record.partition}/{record.offset}: {error}")
+    topics = topics or Topics()
+    return log_from_records(read_to_end(bootstrap, topics.all_names()), topics)
+
+
+def log_from_records(
+    records: Iterable[RawRecord], topics: Topics
+) -> Iterator[Envelope[Any] | BadLine]:
+    """Records that fail the check every consumer applies (:func:`services.bus.records.check`:
+    they do not decode, lie on another topic or under another key; their consumers dead-letter
+    them) are reported as bad lines numbered by their position in the read, never replayed as
+    facts: a copy of a charge or a run under another key would be counted twice."""
+    for number, record in enumerate(records, start=1):
+        checked = check(record, topics)
+        if isinstance(checked, Rejected):
+            yield BadLine(number, f"{source_position(record.position)}: {checked.reason}")
+        else:
+            yield checked.envelope
 
 
 def stored_charges(database_url: str) -> list[LedgerCharge]:

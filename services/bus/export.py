@@ -2,25 +2,28 @@
 
 Reads every Fairshare topic from its first offset up to the end offsets seen when the export
 started (so it terminates on a live cluster), with a throw-away consumer that commits nothing.
-Records that are not valid events are counted and skipped: they are already in the dead-letter
-topic, which is exported too (as dead-letter events carrying the original bytes).
+Each record is written at most once, and only if it passes the check every consumer applies
+(:func:`~services.bus.records.check`). Records that do not are counted and skipped: their
+consumers dead-letter them, and the dead-letter topic is exported too (as dead-letter events
+carrying the original bytes). The export used to decode without that check, so a copy of a
+valid event produced onto another topic, or with another key, was written beside the original:
+the same event twice in the file, where no consumer had it even once.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from events.ndjson import EventLogWriter
-from events.serde import EventDecodeError, decode_binary
+from events.positions import Delivery
 from events.topics import Topics
-from services.bus.kafka import raw_record
-from services.bus.records import RawRecord
+from services.bus.records import RawRecord, check, raw_record, skip
 
 
 @dataclass(frozen=True)
@@ -135,14 +138,22 @@ def export_events(
     timeout_s: float = 10.0,
 ) -> ExportResult:
     topics = topics or Topics()
+    records = read_to_end(bootstrap, topics.all_names(), timeout_s=timeout_s)
+    return write_export(records, out, topics)
+
+
+def write_export(records: Iterable[RawRecord], out: Path, topics: Topics) -> ExportResult:
+    """Write each record that passes the check once, in the order read; count the others."""
     events = skipped = 0
     partitions: set[tuple[str, int]] = set()
     with EventLogWriter(out) as writer:
-        for record in read_to_end(bootstrap, topics.all_names(), timeout_s=timeout_s):
+        for record in records:
             partitions.add((record.topic, record.partition))
-            try:
-                writer.write(decode_binary(record.value, record.headers))
+            checked = check(record, topics)
+            if isinstance(checked, Delivery):
+                writer.write(checked.envelope)
                 events += 1
-            except EventDecodeError:
+            else:
+                skip(checked, "export")
                 skipped += 1
     return ExportResult(events=events, skipped=skipped, partitions=len(partitions))

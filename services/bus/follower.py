@@ -15,8 +15,12 @@ interleaved and however often it restarted. What the merge cannot order (facts a
 or produced after the end was read with an earlier event time) is left to the fold's holding of
 early facts (:class:`~projections.errors.MissingFact` in ``LiveState``).
 
-Records that are not valid events are skipped and counted here (their position still
-advances); the consumers that own them (the projector, the charging host) dead-letter them.
+Records are checked as every consumer checks them (:func:`~services.bus.records.check`:
+decodes, on its type's topic, keyed by its subject). Those that fail are skipped and counted
+here (their position still advances), never handed out: the consumers that own them (the
+projector, the charging host) dead-letter them. A follower used to check only that a record
+decoded, so the scheduler placed a valid submission produced with another key or onto another
+topic, which every dead-lettering consumer had rejected.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from events import EventDecodeError, TopicKind, Topics, decode_binary
+from events import TopicKind, Topics
 from events.positions import Delivery, Position
+from events.registry import EventRegistry
 from services.bus.export import watermarks
-from services.bus.kafka import raw_record
+from services.bus.records import check, raw_record, skip
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +179,9 @@ class PartitionSource(Protocol):
     def partitions(self) -> list[Key]: ...
 
     def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
-        """What was read next: events, and the bare position of records that are not."""
+        """What was read next: events that pass :func:`~services.bus.records.check`, and the
+        bare position of records that do not (skipped, never dead-lettered: see
+        :func:`~services.bus.records.skip`)."""
 
     def end_offsets(self, cached: bool = False) -> dict[Key, int]:
         """The end of every partition, safe to ask from any thread; ``cached``: as the
@@ -195,6 +202,8 @@ class Follower:
         self.merge = TimeMerge(self.topics)
         #: Next offset not yet handed out, per (topic, partition).
         self.positions: dict[Key, int] = {}
+        #: Records read that are not valid events there (never handed out).
+        self.skipped = 0
         for key in source.partitions():
             self.merge.track(key)
             self.positions[key] = 0
@@ -207,6 +216,7 @@ class Follower:
             if isinstance(item, Delivery):
                 self.merge.add(item)
             else:
+                self.skipped += 1
                 self.merge.skip(item)
         self.merge.note_ends(self.source.end_offsets(cached=True))
         released = self.merge.release()
@@ -268,9 +278,18 @@ class KafkaPartitions:
     """Every partition of some topics, from the first offset, with a group that never joins
     (partitions are assigned, nothing is committed)."""
 
-    def __init__(self, bootstrap: str, names: list[str], timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        names: list[str],
+        timeout_s: float = 10.0,
+        *,
+        topics: Topics | None = None,
+        registry: EventRegistry | None = None,
+    ) -> None:
         self.timeout_s = timeout_s
-        self.skipped = 0
+        self.topics = topics or Topics()
+        self.registry = registry
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -305,19 +324,8 @@ class KafkaPartitions:
         for message in self._consumer.consume(num_messages=max_records, timeout=timeout_s):
             if message.error() is not None:
                 continue
-            record = raw_record(message)
-            position = Position(record.topic, record.partition, record.offset)
-            try:
-                envelope = decode_binary(record.value, record.headers)
-            except EventDecodeError as error:
-                self.skipped += 1
-                log.warning(
-                    "skipped an invalid record",
-                    extra={"topic": record.topic, "offset": record.offset, "reason": str(error)},
-                )
-                items.append(position)
-                continue
-            items.append(Delivery(envelope, position))
+            checked = check(raw_record(message), self.topics, self.registry)
+            items.append(checked if isinstance(checked, Delivery) else skip(checked, "follower"))
         return items
 
     def end_offsets(self, cached: bool = False) -> dict[Key, int]:
@@ -354,9 +362,6 @@ class LogFollower(Follower):
         stall_s: float = 5.0,
     ) -> None:
         topics = topics or Topics()
-        self.kafka = KafkaPartitions(bootstrap, [topics.name(k) for k in kinds], timeout_s)
+        names = [topics.name(k) for k in kinds]
+        self.kafka = KafkaPartitions(bootstrap, names, timeout_s, topics=topics)
         super().__init__(self.kafka, topics, stall_s=stall_s)
-
-    @property
-    def skipped(self) -> int:
-        return self.kafka.skipped

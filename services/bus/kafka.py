@@ -29,8 +29,10 @@ from events.positions import Delivery, Position
 from events.registry import EventRegistry, default_registry
 from events.serde import encode_binary
 from events.topics import TopicKind, Topics
+from services.bus.deadletters import DeadLetters
+from services.bus.export import read_to_end
 from services.bus.port import PublishError
-from services.bus.records import RawRecord, route
+from services.bus.records import check, raw_record
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,9 @@ class FatalLatch:
 
 
 Clock = Callable[[], datetime]
+
+#: How long closing a consumer may serve the group's revocation before closing regardless.
+_LEAVE_TIMEOUT_S = 10.0
 
 
 def _utc_now() -> datetime:
@@ -207,7 +212,9 @@ class KafkaEventSubscriber:
 
     Offsets are committed only by :meth:`commit`, after the caller has applied the events.
     Dead letters are flushed to the log before the poll that found them returns, so committing
-    past a poison record can never lose it.
+    past a poison record can never lose it. They are signed with ``consumer``, the stable name
+    of the consumer (default: the group), never with a group made up per start, and each is
+    published once however often the record is redelivered (``services.bus.deadletters``).
     """
 
     def __init__(
@@ -217,6 +224,7 @@ class KafkaEventSubscriber:
         kinds: Iterable[TopicKind],
         topics: Topics | None = None,
         *,
+        consumer: str | None = None,
         dead_letters: KafkaEventPublisher | None = None,
         registry: EventRegistry | None = None,
         clock: Clock = _utc_now,
@@ -224,11 +232,23 @@ class KafkaEventSubscriber:
     ) -> None:
         self._topics = topics or Topics()
         self._group_id = group_id
+        self.consumer = consumer or group_id
         self._registry = registry or default_registry()
-        self._clock = clock
-        self._bootstrap = bootstrap
-        # Created on first use: most consumers never meet a poison record.
-        self._dead_letters: KafkaEventPublisher | None = dead_letters
+        dead_letter_topic = self._topics.name(TopicKind.DEADLETTER)
+        self.dead_letters = DeadLetters(
+            self.consumer,
+            (lambda: dead_letters)
+            if dead_letters is not None
+            else (
+                lambda: KafkaEventPublisher(
+                    bootstrap, self._topics, client_id=f"{self.consumer}-deadletter"
+                )
+            ),
+            lambda: read_to_end(bootstrap, [dead_letter_topic]),
+            self._topics,
+            registry=self._registry,
+            clock=clock,
+        )
         self._owns_dead_letters = dead_letters is None
         self.fatal = FatalLatch(f"consumer {group_id}")
         self._consumer = Consumer(
@@ -262,7 +282,7 @@ class KafkaEventSubscriber:
             raise
         self.fatal.check()
         deliveries: list[Delivery] = []
-        dead = 0
+        read: dict[tuple[str, int], int] = {}
         for message in messages:
             error = message.error()
             if error is not None:
@@ -272,37 +292,16 @@ class KafkaEventSubscriber:
                 log.warning("consumer error", extra={"group": self._group_id, "error": str(error)})
                 continue
             record = raw_record(message)
-            routed = route(
-                record,
-                topics=self._topics,
-                registry=self._registry,
-                consumer=self._group_id,
-                now=self._clock(),
-            )
-            if isinstance(routed, Delivery):
-                deliveries.append(routed)
+            checked = check(record, self._topics, self._registry)
+            if isinstance(checked, Delivery):
+                deliveries.append(checked)
             else:
-                self._dead_letter_publisher().publish(routed)
-                dead += 1
-                log.warning(
-                    "dead-lettered record",
-                    extra={
-                        "group": self._group_id,
-                        "position": routed.data.source_position,
-                        "reason": routed.data.reason,
-                    },
-                )
-            self._pending[(record.topic, record.partition)] = record.offset + 1
-        if dead:
-            self._dead_letter_publisher().flush()
+                self.dead_letters.reject(checked)
+            read[(record.topic, record.partition)] = record.offset + 1
+        # Only once the dead letters are in the log may a commit pass their records.
+        self.dead_letters.flush()
+        self._pending.update(read)
         return deliveries
-
-    def _dead_letter_publisher(self) -> KafkaEventPublisher:
-        if self._dead_letters is None:
-            self._dead_letters = KafkaEventPublisher(
-                self._bootstrap, self._topics, client_id=f"{self._group_id}-deadletter"
-            )
-        return self._dead_letters
 
     def commit(self, asynchronous: bool = False) -> None:
         """Commit what was handed out. ``asynchronous`` suits consumers that store their
@@ -346,21 +345,8 @@ class KafkaEventSubscriber:
                 "leaving the group failed", extra={"group": self._group_id, "error": str(error)}
             )
         self._consumer.close()
-        if self._owns_dead_letters and self._dead_letters is not None:
-            self._dead_letters.close()
-
-
-def raw_record(message: Message) -> RawRecord:
-    headers = message.headers() or []
-    pairs = list(headers.items()) if isinstance(headers, dict) else headers
-    return RawRecord(
-        topic=message.topic() or "",
-        partition=message.partition() or 0,
-        offset=message.offset() or 0,
-        key=message.key(),
-        value=message.value(),
-        headers=[(name, v.encode() if isinstance(v, str) else v) for name, v in pairs],
-    )
+        if self._owns_dead_letters:
+            self.dead_letters.close()
 
 
 def last_position(deliveries: list[Delivery]) -> Position | None:

@@ -1,9 +1,16 @@
 """An in-memory bus with Kafka's semantics, for unit tests of pure logic only.
 
-It keeps records as bytes and routes them through the same serde and dead-letter code as the
-Kafka adapter, partitions keys with Kafka's murmur2, and keeps per-group committed offsets, so a
-"crash" (closing without commit) redelivers exactly as a broker would. Integration tests use a
-real broker instead.
+It keeps records as bytes and checks them with the same code as the Kafka adapter
+(``services.bus.records``), dead-letters through the same office (``services.bus.deadletters``),
+partitions keys with Kafka's murmur2, and keeps per-group committed offsets, so a "crash"
+(closing without commit) redelivers exactly as a broker would. Integration tests use a real
+broker instead.
+
+:class:`InMemorySubscriber` plays both of Kafka's readers: :meth:`~InMemorySubscriber.poll` is
+a consumer-group member's (:class:`~services.bus.kafka.KafkaEventSubscriber`: a rejected record
+is dead-lettered, once per consumer name), :meth:`~InMemorySubscriber.fetch` a follower's
+partition source (:class:`~services.bus.follower.KafkaPartitions`: a rejected record is
+skipped, its position handed back, nothing written).
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ from events.positions import Delivery, Position
 from events.registry import EventRegistry, default_registry
 from events.serde import encode_binary
 from events.topics import TopicKind, Topics
+from services.bus.deadletters import DeadLetters
 from services.bus.partitioning import partition_for_key
 from services.bus.port import PublishError
-from services.bus.records import RawRecord, route
+from services.bus.records import RawRecord, Rejected, check, skip
 
 
 class InMemoryBroker:
@@ -94,6 +102,7 @@ class InMemorySubscriber:
         kinds: Iterable[TopicKind],
         topics: Topics | None = None,
         *,
+        consumer: str | None = None,
         registry: EventRegistry | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -102,12 +111,30 @@ class InMemorySubscriber:
         self._topics = topics or Topics()
         self._names = [self._topics.name(kind) for kind in kinds]
         self._registry = registry or default_registry()
-        self._clock = clock
-        self._dead_letters = InMemoryPublisher(broker, self._topics)
+        dead_letter_topic = self._topics.name(TopicKind.DEADLETTER)
+        self.dead_letters = DeadLetters(
+            consumer or group_id,
+            lambda: InMemoryPublisher(broker, self._topics),
+            lambda: broker.records(dead_letter_topic),
+            self._topics,
+            registry=self._registry,
+            clock=clock,
+        )
         self._fetched: dict[tuple[str, int], int] = {}
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery]:
-        return [d for d in self.fetch(timeout_s, max_records) if isinstance(d, Delivery)]
+        """As a consumer-group member: valid events; the rest dead-lettered (once). Nothing
+        read counts as handed out (for :meth:`commit`) until its dead letters are in the log."""
+        items, read = self._read(max_records)
+        deliveries: list[Delivery] = []
+        for item in items:
+            if isinstance(item, Delivery):
+                deliveries.append(item)
+            else:
+                self.dead_letters.reject(item)
+        self.dead_letters.flush()
+        self._fetched.update(read)
+        return deliveries
 
     # -- as a partition source of a follower (services.bus.follower) -----------------------
     def partitions(self) -> list[tuple[str, int]]:
@@ -119,8 +146,20 @@ class InMemorySubscriber:
 
     def fetch(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery | Position]:
         """The next records, topic by topic (the worst interleaving for a reader that trusts
-        fetch order); a dead-lettered record comes back as its bare position."""
-        items: list[Delivery | Position] = []
+        fetch order); a rejected record comes back as its bare position, not dead-lettered."""
+        items, read = self._read(max_records)
+        self._fetched.update(read)
+        return [
+            item if isinstance(item, Delivery) else skip(item, f"follower {self._group}")
+            for item in items
+        ]
+
+    def _read(
+        self, max_records: int
+    ) -> tuple[list[Delivery | Rejected], dict[tuple[str, int], int]]:
+        """The next records, checked, and the next offsets they would move the reader to."""
+        items: list[Delivery | Rejected] = []
+        read: dict[tuple[str, int], int] = {}
         budget = max_records
         for topic, index in self.partitions():
             part = self._broker.partitions(topic)[index]
@@ -128,25 +167,12 @@ class InMemorySubscriber:
                 (topic, index), self._broker.committed(self._group, topic, index)
             )
             for record in part[start : start + budget]:
-                items.append(self._route(record))
-                self._fetched[(topic, index)] = record.offset + 1
+                items.append(check(record, self._topics, self._registry))
+                read[(topic, index)] = record.offset + 1
                 budget -= 1
             if budget <= 0:
                 break
-        return items
-
-    def _route(self, record: RawRecord) -> Delivery | Position:
-        routed = route(
-            record,
-            topics=self._topics,
-            registry=self._registry,
-            consumer=self._group,
-            now=self._clock(),
-        )
-        if isinstance(routed, Delivery):
-            return routed
-        self._dead_letters.publish(routed)
-        return record.position
+        return items, read
 
     def end_offsets(self, cached: bool = False) -> dict[tuple[str, int], int]:
         return {

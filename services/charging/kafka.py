@@ -6,23 +6,29 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from events import EventDecodeError, TopicKind, Topics, decode_binary
+from events import TopicKind, Topics
 from events.models import LedgerCharge
+from events.positions import Delivery
 from services.bus.export import read_to_end
 from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
+from services.bus.records import check, skip
 from services.charging.host import ChargingHost
+
+#: The charging host's stable name: what its dead letters are signed with and derived from,
+#: whatever consumer group a start reads under.
+CONSUMER = "charging"
 
 
 def charges_on_ledger(bootstrap: str, topics: Topics) -> Iterator[LedgerCharge]:
-    """Every charge on the ledger topic up to its end now; a record that is not a valid charge
-    is skipped here (the ledger topic's consumers dead-letter it)."""
+    """Every charge on the ledger topic up to its end now. A record that fails the check every
+    reader applies is skipped here (the ledger topic's consumer, the projector, dead-letters
+    it): a charge keyed by another workload is no charge any reader of the ledger counts."""
     for record in read_to_end(bootstrap, [topics.name(TopicKind.LEDGER)]):
-        try:
-            charge = decode_binary(record.value, record.headers).data
-        except EventDecodeError:
-            continue
-        if isinstance(charge, LedgerCharge):
-            yield charge
+        checked = check(record, topics)
+        if not isinstance(checked, Delivery):
+            skip(checked, CONSUMER)
+        elif isinstance(checked.envelope.data, LedgerCharge):
+            yield checked.envelope.data
 
 
 def kafka_charging_host(
@@ -31,13 +37,16 @@ def kafka_charging_host(
     """A charging host over Kafka at ``bootstrap``; ``options`` as for :class:`ChargingHost`."""
     names = topics or Topics()
     return ChargingHost(
-        KafkaEventPublisher(bootstrap, names, client_id="charging"),
+        KafkaEventPublisher(bootstrap, names, client_id=CONSUMER),
         lambda: charges_on_ledger(bootstrap, names),
         lambda: KafkaEventSubscriber(
             bootstrap,
-            f"charging-{time.time_ns()}",  # always from the first offset: the fold is rebuilt
+            # A new group each start, to read from the first offset (the fold is rebuilt);
+            # dead letters are still the one consumer's, whatever its group.
+            f"{CONSUMER}-{time.time_ns()}",
             [TopicKind.WORKLOADS, TopicKind.HEARTBEATS],
             names,
+            consumer=CONSUMER,
         ),
         **options,
     )

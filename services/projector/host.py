@@ -152,8 +152,14 @@ def run_projector(
     # Static membership: a projector restarted after a kill -9 rejoins as the same member and
     # gets its partitions back at once, instead of waiting out the dead member's session
     # (45 s) in a rebalance; a second projector of the same name is fenced (a fatal error).
+    # Its group is its stable name, which also signs (and derives the ids of) its dead letters.
     subscriber = KafkaEventSubscriber(
-        bootstrap, group, PROJECTED, topics, config={"group.instance.id": f"{group}-static"}
+        bootstrap,
+        group,
+        PROJECTED,
+        topics,
+        consumer=group,
+        config={"group.instance.id": f"{group}-static"},
     )
     try:
         return project(

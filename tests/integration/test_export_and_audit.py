@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from events import TopicKind, new_event
+from events import TopicKind, encode_binary, new_event
 from events.ndjson import BadLine, read_events
 from projections.ledger import Ledger, charge_event_id
 from services.bus.export import export_events
@@ -26,8 +26,10 @@ def test_export_then_audit_replay_is_identical(bus: KafkaBus, tmp_path: Path) ->
     ledger = Ledger()
     publisher = bus.publisher()
     published = 0
+    envelopes = []
     for data, t in facts:
-        publisher.publish(new_event(data, source="tests", time=_at(t)))
+        envelopes.append(new_event(data, source="tests", time=_at(t)))
+        publisher.publish(envelopes[-1])
         published += 1
         for charge in ledger.apply(data, float(t)):
             publisher.publish(
@@ -35,13 +37,20 @@ def test_export_then_audit_replay_is_identical(bus: KafkaBus, tmp_path: Path) ->
             )
             published += 1
     publisher.publish_raw(bus.topics.name(TopicKind.WORKLOADS), b"k", b"garbage")
+    # Copies of a published fact under another key and on another topic: no consumer takes
+    # them, so the export must not write that fact a second (and third) time.
+    copy = encode_binary(envelopes[0])
+    publisher.publish_raw(bus.topics.name(TopicKind.WORKLOADS), b"other", copy.value, copy.headers)
+    publisher.publish_raw(bus.topics.name(TopicKind.BUDGETS), copy.key, copy.value, copy.headers)
     publisher.flush()
     out = tmp_path / "log.ndjson"
     result = export_events(bus.broker.bootstrap, out, bus.topics)
     assert result.events == published
-    assert result.skipped == 1
+    assert result.skipped == 3
     exported = list(read_events(out))
     assert not any(isinstance(e, BadLine) for e in exported)
+    ids = [e.id for e in exported if not isinstance(e, BadLine)]
+    assert len(ids) == len(set(ids)) == published, "each event written once"
     replay = run_fairshare("audit", "replay", "--events", str(out), timeout=120)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert replay.stdout.strip().splitlines()[-1] == "identical"
