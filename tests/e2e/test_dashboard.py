@@ -431,16 +431,17 @@ def test_queue_and_preemptions_say_one_short_reason_and_the_rest_on_a_click(
     assert all(len(text) < 100 for text in summary), summary
 
     # a click opens the decision record, which stays open across refreshes
-    row = preemptions.first
-    key = row.get_attribute("data-key")
-    height = row.bounding_box()["height"]
+    # (a refresh may re-render the table: the row is found again by its key, not its place)
+    key = preemptions.first.get_attribute("data-key")
+    row = page.locator(f'#preemptions > tbody > tr[data-key="{key}"]')
+    height = row.evaluate("r => r.getBoundingClientRect().height")
     row.locator("summary").click()
     record = row.locator(".more")
     assert record.is_visible()
     text = record.inner_text()
     assert "pass " in text, text
     assert "usage ratio" in text  # the budgets' standings at the decision
-    assert row.bounding_box()["height"] > height
+    assert row.evaluate("r => r.getBoundingClientRect().height") > height
     refreshes = page.evaluate("() => Number(document.body.dataset.refreshes)")
     page.wait_for_function(f"() => Number(document.body.dataset.refreshes) > {refreshes + 1}")
     again = page.locator(f'#preemptions > tbody > tr[data-key="{key}"] details')
