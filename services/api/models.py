@@ -120,6 +120,10 @@ class Health(Answer):
     waiting: int = 0
     #: Facts the fold refused (each is logged with its reason).
     rejected: int = 0
+    #: Records of the log that are no valid event where they lie (undecodable, on another
+    #: type's topic, keyed by another subject): skipped by the view, dead-lettered by the
+    #: consumers, each logged with its reason.
+    skipped: int = 0
 
 
 class Me(Answer):

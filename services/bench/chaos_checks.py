@@ -17,12 +17,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from events import EventDecodeError, TopicKind, Topics, decode_binary
+from events import TopicKind, Topics
 from events.models import WorkloadSubmitted
-from events.positions import Delivery, Position
+from events.positions import Delivery
 from projections.live_state import LiveState
 from services.bus.export import read_to_end
 from services.bus.follower import in_time_order
+from services.bus.records import Rejected, check
 
 #: A workload as every view must show it: status, attempt, pool (None while unplaced).
 Shown = tuple[str, int, str | None]
@@ -39,13 +40,13 @@ def read_log(bootstrap: str, topics: Topics) -> LogRead:
     """Every record of every event topic, up to the end offsets seen now, with positions."""
     read = LogRead()
     for record in read_to_end(bootstrap, topics.all_names(), timeout_s=30):
-        try:
-            envelope = decode_binary(record.value, record.headers)
-        except EventDecodeError:
+        # the one record check every reader makes: a record its consumers dead-letter
+        # (undecodable, on another type's topic, keyed by another subject) is not the log's
+        checked = check(record, topics)
+        if isinstance(checked, Rejected):
             read.invalid += 1
-            continue
-        position = Position(record.topic, record.partition, record.offset)
-        read.deliveries.append(Delivery(envelope, position))
+        else:
+            read.deliveries.append(checked)
     return read
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import faust
 
-from events import EventDecodeError, TopicKind, Topics, decode_binary
-from events.positions import Delivery, Position
+from events import TopicKind, Topics
+from services.bus.records import RawRecord, Rejected, check, skip
 from services.charging.host import ChargingHost
 from services.charging.kafka import kafka_charging_host
 
@@ -64,18 +64,23 @@ def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
                     else message.headers
                 )
             ]
-            try:
-                envelope = decode_binary(event.value, headers)
-            except EventDecodeError as error:
-                # The plain consumers dead-letter it; here it is only skipped, never charged.
-                log.warning("skipped invalid record", extra={"reason": str(error)})
-                continue
-            host.handle(
-                Delivery(envelope, Position(message.topic, message.partition, message.offset))
+            record = RawRecord(
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
+                key=message.key,
+                value=event.value,
+                headers=headers,
             )
+            checked = check(record, topics)
+            if isinstance(checked, Rejected):
+                # the plain consumers dead-letter it (once each); here it is skipped, never charged
+                skip(checked, "charging-faust")
+                continue
+            host.handle(checked)
             host.publisher.flush()
             host.snapshot_if_due()
-            yield envelope.id
+            yield checked.envelope.id
 
     return app, host
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
+from fastapi.testclient import TestClient
 
 from events import TopicKind, encode_binary, new_event
 from events.models import (
@@ -32,6 +33,7 @@ from events.models import (
 )
 from events.ndjson import BadLine, read_events
 from events.positions import Delivery
+from services.api import create_app
 from services.api.view import VIEW_KINDS, LiveView
 from services.bus.export import export_events
 from services.bus.follower import Follower, LogFollower
@@ -248,6 +250,9 @@ def test_the_api_view_and_the_agents_fold_only_what_every_consumer_accepts(
     with view.read() as state:
         assert set(state.cluster.workloads) == {"good"}
     assert view.skipped == 2
+    with TestClient(create_app(view, InMemoryPublisher(broker, TOPICS), {})) as client:
+        health = client.get("/health").json()
+    assert health["skipped"] == 2  # operators see what the view left out
     history = read_history(BOOTSTRAP, TOPICS)
     submissions = [e.data.workload_id for e in history if isinstance(e.data, WorkloadSubmitted)]
     assert submissions == ["good"]

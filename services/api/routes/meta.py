@@ -31,6 +31,7 @@ def health(ctx: Context) -> Health:
         behind=view.behind(ends),
         waiting=waiting,
         rejected=rejected,
+        skipped=view.skipped,
     )
 
 
