@@ -116,7 +116,7 @@ GpuIndex = Annotated[int, Field(ge=0, le=1023)]
 #: Whole seconds, never negative.
 Seconds = Annotated[int, Field(ge=0)]
 
-#: Integer GPU-seconds: the unit of every charge (docs/design.md section 2.8).
+#: Integer GPU-seconds: the unit of every charge (docs/design.md section 2.9).
 GpuSeconds = Annotated[int, Field(ge=0)]
 
 #: A contract length: 0 (unallocated, free, preemptible) up to the system cap.

@@ -1,4 +1,4 @@
-"""The ledger's invariants, checked over a whole log (docs/design.md section 2.8):
+"""The ledger's invariants, checked over a whole log (docs/design.md section 2.9):
 
 * debits equal credits, per account and overall;
 * no pool-hour carries more than the pool's capacity x 3600 GPU-seconds;

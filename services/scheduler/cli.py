@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit, console
 
 #: ``scheduler``, merged into the top level of ``fairshare``.
@@ -33,6 +32,7 @@ def scheduler(
     lease_renew_s: Annotated[float, typer.Option(help="the leader renews this often")] = 2.0,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
+    from events import Topics
     from services.runtime.signals import stop_requested_on_signals
     from services.scheduler.lease import LeaseTiming, LogLease, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService

@@ -47,6 +47,8 @@ from projections.ledger import Ledger
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow, bucket_of, split_by_hour
 from services.runtime.gc_pause import gc_paused
+from services.scheduler.core.churn import ChurnControl
+from services.scheduler.core.debug_lane import DebugLanes
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
 from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests
 from services.simulator.preemption_cost import (
@@ -80,6 +82,9 @@ class SimulationConfig:
     stop_at_last_arrival: bool = True
     cost: PreemptionCost = field(default_factory=PreemptionCost)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    #: The policy's churn control and debug lanes (the core's defaults unless set).
+    churn: ChurnControl = field(default_factory=ChurnControl)
+    debug_lanes: DebugLanes = field(default_factory=DebugLanes)
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1 or self.gpus < self.gpus_per_node:
@@ -210,6 +215,8 @@ class Simulation:
         self.in_repair: dict[str, Drain] = {}
         self.drains: list[Drain] = []
         self.repairs_merged = 0
+        #: Times the policy asked to be woken at (a pass runs then).
+        self.wakes: set[float] = set()
 
     # -- plumbing ------------------------------------------------------------------------
     def push(self, at: float, kind: int, workload_id: str = "", attempt: int = 0) -> None:
@@ -458,6 +465,12 @@ class Simulation:
                 if run.run_start is not None:
                     self._post(self.cluster.workloads[workload_id], run, self.now)
 
+    def wake(self, at: float) -> None:
+        """Run a pass at ``at`` (once, however often the policy asks for it)."""
+        if at not in self.wakes:
+            self.wakes.add(at)
+            self.push(at, WAKE)
+
     # -- decisions -----------------------------------------------------------------------
     def act(self, result: PassResult) -> None:
         if self.recorder is not None:
@@ -553,10 +566,14 @@ class Simulation:
                     window_s=self.config.window_s,
                     grace_period_s=self.config.grace_period_s,
                     max_preemption_searches=self.config.max_preemption_searches,
+                    churn=self.config.churn,
+                    debug_lanes=self.config.debug_lanes,
                 )
                 with gc_paused():
                     result = self.policy(self.cluster, self.tree, self.usage_source, ctx)
                 self.act(result)
+                if result.wake_at is not None and result.wake_at > at:
+                    self.wake(result.wake_at)
             if self.progress is not None and at - last_report > span / 200:
                 last_report = at
                 self.progress(min(1.0, (at - self.start) / span))

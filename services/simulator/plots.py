@@ -231,7 +231,7 @@ def _maintenance(out: Path, outcomes: dict[str, SimulationOutcome]) -> Path:
     ax.set_xlabel("policy")
     ax.set_ylabel("time from cordon to empty node (log)")
     ax.set_title("maintenance: time to drain each node sent for repair")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="center right", fontsize="small")
     return _save(fig, out / "maintenance.png")
 
 

@@ -10,18 +10,32 @@ that never checkpoints: every stop sends it back to the beginning.
 The scheduling pass can see every term of this from the workload itself: ``C`` and ``R`` travel
 in the workload's spec (:data:`CHECKPOINT_EVERY_KEY`, :data:`RESTART_OVERHEAD_KEY`), the run's
 start is ``WorkloadState.started_at`` and a run pays the restart exactly when its attempt is
-not the first. :func:`at_risk` is the whole rule, so a policy that weighs victims by the work a
-preemption would throw away computes the same figure the simulator charges.
+not the first. The rule itself is the core's
+(:func:`services.scheduler.core.work_at_risk.stop_loss`), so the policy that weighs victims by
+the work a preemption would throw away computes the very figure the simulator charges;
+:func:`at_risk` only adds the free model of earlier runs.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-#: Spec keys the simulator sets on every submitted workload while the cost model is on.
-CHECKPOINT_EVERY_KEY = "checkpoint_every_s"
-RESTART_OVERHEAD_KEY = "restart_overhead_s"
+from services.scheduler.core.work_at_risk import (
+    CHECKPOINT_EVERY_KEY,
+    RESTART_OVERHEAD_KEY,
+    StopLoss,
+    stop_loss,
+)
+
+__all__ = [
+    "CHECKPOINT_EVERY_KEY",
+    "RESTART_OVERHEAD_KEY",
+    "Interruption",
+    "PreemptionCost",
+    "StopLoss",
+    "at_risk",
+    "last_checkpoint_at",
+]
 
 
 @dataclass(frozen=True)
@@ -53,33 +67,15 @@ class PreemptionCost:
         return f"jobs {every}; a resumed run pays {self.restart_overhead_s} s of restart"
 
 
-@dataclass(frozen=True)
-class StopLoss:
-    """How one stopped run's time splits: progress kept for the next run, progress discarded,
-    and restart overhead paid (all in seconds of the run, per GPU)."""
-
-    kept_s: float
-    discarded_s: float
-    restart_s: float
-
-    @property
-    def wasted_s(self) -> float:
-        return self.discarded_s + self.restart_s
-
-
 def at_risk(
     cost: PreemptionCost, ran_s: float, overhead_s: float, resumable: bool = True
 ) -> StopLoss:
     """What stopping a run that has run ``ran_s`` seconds (of which the first ``overhead_s`` are
     its restart) would keep and waste. Progress is kept up to its last whole checkpoint."""
-    ran_s = max(0.0, ran_s)
-    restart = min(ran_s, overhead_s)
-    progress = ran_s - restart
     if not cost.enabled:
+        progress = max(0.0, ran_s) - min(max(0.0, ran_s), overhead_s)
         return StopLoss(kept_s=progress, discarded_s=0.0, restart_s=0.0)
-    every = cost.checkpoint_every_s
-    kept = every * math.floor(progress / every) if resumable and every > 0 else 0.0
-    return StopLoss(kept_s=kept, discarded_s=progress - kept, restart_s=restart)
+    return stop_loss(ran_s, overhead_s, cost.checkpoint_every_s, resumable)
 
 
 def last_checkpoint_at(

@@ -29,6 +29,7 @@ from events.models import (
 from projections.budget_tree import ROOT, parent_of
 from projections.cluster_state import ClusterState
 from projections.usage_window import UsageWindow
+from services.scheduler.core.debug_lane import DebugLane
 from services.scheduler.core.fairshare_order import FairShareOrder
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 from tests.unit.scheduling_fixtures import (
@@ -87,7 +88,7 @@ operations = st.tuples(
 
 
 @st.composite
-def worlds(draw: st.DrawFn) -> World:
+def worlds(draw: st.DrawFn, job_strategy: st.SearchStrategy[Job] = jobs) -> World:
     nodes = tuple(draw(st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=3)))
     weights = tuple(draw(st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=4, max_size=4)))
     steps = tuple(
@@ -95,7 +96,7 @@ def worlds(draw: st.DrawFn) -> World:
             st.lists(
                 st.tuples(
                     st.sampled_from([10, 30, 200, 700]),
-                    st.lists(jobs, max_size=4).map(tuple),
+                    st.lists(job_strategy, max_size=4).map(tuple),
                     st.one_of(
                         st.just(()), st.just(()), st.just(()), operations.map(lambda o: (o,))
                     ),
@@ -265,8 +266,11 @@ def only_allocated_work_preempts(seen: Observed) -> None:
             preemptor = seen.cluster.workloads[command.decision.preemptor or ""]
             victim = seen.cluster.workloads[command.workload_id]
             assert preemptor.allocated, command.decision.preemptor
-            if victim.allocated:  # a budget's own burst work is fair game, its contracts not
-                assert preemptor.budget != victim.budget, command.workload_id
+            if victim.allocated and preemptor.budget == victim.budget:
+                # A budget's own burst work is fair game; its own allocated work only to the
+                # debug lane (its debug work goes before its own runs past their contracts).
+                assert DebugLane().admits(preemptor), command.workload_id
+                assert "debug lane" in command.decision.detail, command.workload_id
 
 
 def decisions_are_valid_events(seen: Observed) -> None:

@@ -66,9 +66,11 @@ def test_ties_go_to_the_larger_share_then_the_path() -> None:
 
 
 def test_everything_under_an_under_served_sibling_precedes_an_over_served_one() -> None:
-    """x is over-served as a whole although its leaf x2 never ran: y1's work comes first."""
+    """x is over-served as a whole although its leaf x2 never ran: y1's work comes first (both
+    hold less than their entitlement of 2 GPUs throughout: n1 is cordoned, still capacity)."""
     budgets = (("x", 1.0), ("x/x1", 1.0), ("x/x2", 1.0), ("y", 1.0), ("y/y1", 1.0))
-    s = Scenario(budgets=budgets, nodes=(("n0", 2),))
+    s = Scenario(budgets=budgets, nodes=(("n0", 2), ("n1", 2)))
+    s.apply(NodeCordoned(node="n1", cordoned_by="ops"), T0 - 400)
     s.submit("x2-1", "x/x2", at=T0 - 300)
     s.submit("x1-1", "x/x1", at=T0 - 200)
     s.submit("y1-1", "y/y1", at=T0 - 100)
@@ -76,6 +78,17 @@ def test_everything_under_an_under_served_sibling_precedes_an_over_served_one() 
     s.set_usage({"x/x1": 100_000.0, "y/y1": 60_000.0})
     result = s.run(T0 + 10)
     assert placed_ids(result) == ["y1-1", "y1-2"]
+
+
+def test_a_budget_below_its_entitlement_goes_first_whatever_its_usage() -> None:
+    """b used little but already holds its entitlement (2 of 4 GPUs); a used much and holds
+    nothing: a is owed GPUs now, so the free GPU is a's; the window decides the rest."""
+    s = Scenario(nodes=(("n0", 4),))
+    s.running("b-run", "b", (("n0", (0, 1)),), started_at=T0 - 50, min_runtime_s=3600)
+    s.submit("b-1", "b", at=T0 - 20)
+    s.submit("a-1", "a", at=T0 - 10)
+    s.set_usage({"a": 1_000_000.0, "b": 10.0})
+    assert placed_ids(s.run(T0 + 10)) == ["a-1", "b-1"]
 
 
 def test_fair_share_order_of_leaves_is_depth_first_by_subtree_usage() -> None:
@@ -215,8 +228,9 @@ def test_placed_allocated_work_that_has_not_started_is_protected() -> None:
 
 def test_preempt_for_records_the_preemptor_and_both_standings() -> None:
     s = Scenario(nodes=(("n0", 4),))
-    s.running("b-old", "b", (("n0", (0, 1, 2, 3)),), started_at=T0, min_runtime_s=600)
-    s.submit("a-new", "a", gpus=4, min_runtime_s=900)
+    s.running("b-old", "b", (("n0", (0, 1)),), started_at=T0, min_runtime_s=600)
+    s.running("b-other", "b", (("n0", (2, 3)),), started_at=T0 - 100, min_runtime_s=600)
+    s.submit("a-new", "a", gpus=2, min_runtime_s=900)
     s.set_usage({"b": 1_000_000.0})
     result = s.run(LATER, pass_id=42, grace_period_s=45)
     (preempt,) = preempt_commands(result)
@@ -241,34 +255,39 @@ def test_preempt_for_records_the_preemptor_and_both_standings() -> None:
     assert "b-old" in place.decision.detail
     # The preemptor holds the GPUs at once; the victim still runs until it exits.
     node = s.cluster.nodes["n0"]
-    assert node.assigned == dict.fromkeys(range(4), "a-new")
-    assert set(node.holders) == {"a-new", "b-old"}
+    assert node.assigned == {0: "a-new", 1: "a-new", 2: "b-other", 3: "b-other"}
+    assert set(node.holders) == {"a-new", "b-old", "b-other"}
 
 
 def test_non_resumable_victim_is_not_requeued() -> None:
-    s = Scenario(nodes=(("n0", 1),))
+    s = Scenario(nodes=(("n0", 2),))
     s.running("b-old", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=60, resumable=False)
+    s.running("b-other", "b", (("n0", (1,)),), started_at=LATER - 1, min_runtime_s=60)
     s.submit("a-new", "a")
     s.set_usage({"b": 1_000_000.0})
     (preempt,) = preempt_commands(s.run(LATER))
-    assert preempt.requeue is False
+    assert (preempt.workload_id, preempt.requeue) == ("b-old", False)
 
 
 @pytest.mark.parametrize(
     ("a_usage", "preempts"),
     [
         (10_000.0, False),  # equally served: no ping-pong
-        (9_900.0, False),  # ahead only until its own request is counted
-        (7_000.0, True),  # 7_000 + 4 x 600 still behind b's 10_000
+        (5_500.0, False),  # 5_500 + 2 x 600 is ahead, but by less than the 50% margin
+        (5_000.0, True),  # 10_000 / (5_000 + 1_200) = 1.61: behind by more than the margin
         (0.0, True),
     ],
 )
-def test_preempts_only_budgets_that_rank_behind_after_counting_the_request(
+def test_catch_up_preempts_only_budgets_behind_by_the_margin_after_counting_the_request(
     a_usage: float, preempts: bool
 ) -> None:
-    s = Scenario(nodes=(("n0", 4),))
-    s.running("b-old", "b", (("n0", (0, 1, 2, 3)),), started_at=T0, min_runtime_s=600)
-    s.submit("a-new", "a", gpus=4, min_runtime_s=600)
+    """a holds its entitlement (2 of 8 GPUs: c has half the weight and no work), so it is owed
+    nothing: it may only catch up on b, which keeps its entitlement after losing b-old."""
+    s = Scenario(budgets=(("a", 1.0), ("b", 1.0), ("c", 2.0)), nodes=(("n0", 4), ("n1", 4)))
+    s.running("a-run", "a", (("n1", (0, 1)),), started_at=LATER - 1, min_runtime_s=3600)
+    s.running("b-old", "b", (("n0", (0, 1)),), started_at=T0, min_runtime_s=600)
+    s.running("b-rest", "b", (("n0", (2, 3)), ("n1", (2, 3))), started_at=T0, min_runtime_s=3600)
+    s.submit("a-new", "a", gpus=2, min_runtime_s=600)
     s.set_usage({"a": a_usage, "b": 10_000.0})
     result = s.run(LATER)
     assert preempted_ids(result) == (["b-old"] if preempts else [])
@@ -323,9 +342,10 @@ def test_no_victim_is_preempted_that_the_placement_does_not_need() -> None:
     """An unallocated 1-GPU run cannot make room for a 3-GPU request; the allocated 3-GPU run
     alone can. Preempting both is one victim more than needed (docs/design.md section 2.6:
     "the fewest victims")."""
-    s = Scenario(nodes=(("n0", 4),))
+    s = Scenario(nodes=(("n0", 4), ("n1", 4)))
     s.running("b-free", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=0)
     s.running("b-big", "b", (("n0", (1, 2, 3)),), started_at=T0, min_runtime_s=60)
+    s.running("b-busy", "b", (("n1", (0, 1, 2, 3)),), started_at=LATER - 1, min_runtime_s=60)
     s.submit("a-new", "a", gpus=3)
     s.set_usage({"b": 1_000_000.0})
     result = s.run(LATER)
@@ -335,13 +355,15 @@ def test_no_victim_is_preempted_that_the_placement_does_not_need() -> None:
 
 
 def test_among_equal_victim_counts_the_most_over_served_budget_loses() -> None:
-    budgets = (("a", 1.0), ("b", 1.0), ("c", 1.0))
-    s = Scenario(budgets=budgets, nodes=(("n0", 2), ("n1", 2)))
-    s.running("b-run", "b", (("n0", (0, 1)),), started_at=T0, min_runtime_s=60)
-    s.running("c-run", "c", (("n1", (0, 1)),), started_at=T0, min_runtime_s=60)
+    """b and c each hold 4 GPUs against an entitlement of 4/3 (d has half the weight, no work):
+    either can give a 2-GPU run to a; c has used more."""
+    budgets = (("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 3.0))
+    s = Scenario(budgets=budgets, nodes=tuple((f"n{i}", 2) for i in range(4)))
+    for i, budget in enumerate(("b", "b", "c", "c")):
+        s.running(f"{budget}-run{i}", budget, ((f"n{i}", (0, 1)),), started_at=T0, min_runtime_s=60)
     s.submit("a-new", "a", gpus=2)
     s.set_usage({"b": 100_000.0, "c": 200_000.0})
-    assert preempted_ids(s.run(LATER)) == ["c-run"]
+    assert preempted_ids(s.run(LATER))[0].startswith("c-run")
 
 
 def test_among_equal_victims_of_one_budget_the_youngest_run_loses() -> None:
@@ -401,11 +423,13 @@ def test_gang_larger_than_a_node_waits_when_no_whole_nodes_are_free() -> None:
 
 
 def test_whole_node_gang_preempts_whole_nodes() -> None:
+    """a is owed 3 GPUs but its gang needs 4 on whole nodes, more than b can give and keep its
+    entitlement: after waiting an hour (starving), it catches up on b, far behind it."""
     s = Scenario(nodes=(("n0", 2), ("n1", 2), ("n2", 2)))
     s.running("b-0", "b", (("n0", (0, 1)),), started_at=T0, min_runtime_s=60)
     s.running("b-1", "b", (("n1", (0, 1)),), started_at=T0, min_runtime_s=60)
     s.running("b-keep", "b", (("n2", (0,)),), started_at=LATER - 1, min_runtime_s=3600)
-    s.submit("a-gang", "a", gpus=4, gang="whole-nodes")
+    s.submit("a-gang", "a", gpus=4, gang="whole-nodes", at=LATER - 3600)
     s.set_usage({"b": 1_000_000.0})
     result = s.run(LATER)
     assert sorted(preempted_ids(result)) == ["b-0", "b-1"]
@@ -434,8 +458,9 @@ def test_a_failed_search_for_a_smaller_gang_does_not_skip_a_bigger_whole_node_ga
     the gang is placed (control)."""
 
     def run(gang_priority: int) -> tuple[dict[str, object], list[str]]:
-        s = Scenario(nodes=(("n4", 4), ("m0", 2), ("m1", 2), ("m2", 2)))
-        s.running("b-big", "b", (("n4", (0, 1, 2, 3)),), started_at=LATER - 100, min_runtime_s=3600)
+        s = Scenario(nodes=(("n4", 4), ("n5", 4), ("m0", 2), ("m1", 2), ("m2", 2)))
+        for big in ("n4", "n5"):  # b holds 14 GPUs, 7 more than its entitlement
+            s.running(f"b-{big}", "b", ((big, (0, 1, 2, 3)),), started_at=LATER - 100)
         for i in range(3):
             s.running(f"b-{i}", "b", ((f"m{i}", (0, 1)),), started_at=T0, min_runtime_s=60)
         s.submit("a-3", "a", gpus=3, at=T0 + 1)
@@ -605,8 +630,9 @@ def test_cancelled_work_lost_with_its_node_is_not_run_again() -> None:
 
 
 def test_cancel_of_work_already_being_preempted_ends_it_as_cancelled() -> None:
-    s = Scenario(nodes=(("n0", 1),))
+    s = Scenario(nodes=(("n0", 2),))
     s.running("b-old", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=60)
+    s.running("b-other", "b", (("n0", (1,)),), started_at=LATER - 1, min_runtime_s=60)
     s.submit("a-new", "a")
     s.set_usage({"b": 1_000_000.0})
     assert preempted_ids(s.run(LATER)) == ["b-old"]
@@ -631,8 +657,10 @@ def test_next_contract_expiry_is_the_earliest_running_contract_end() -> None:
 
 # -- decision records and events -------------------------------------------------------------------
 def test_every_emitted_event_is_a_valid_event_and_decisions_carry_the_pass() -> None:
-    s = Scenario(budgets=(("a", 1.0), ("b", 1.0), ("c", 1.0)), nodes=(("n0", 2), ("n1", 2)))
+    nodes = (("n0", 2), ("n1", 2), ("n2", 2))
+    s = Scenario(budgets=(("a", 1.0), ("b", 1.0), ("c", 1.0)), nodes=nodes)
     s.running("b-old", "b", (("n0", (0, 1)),), started_at=T0, min_runtime_s=600)
+    s.running("b-more", "b", (("n2", (0, 1)),), started_at=LATER - 1, min_runtime_s=600)
     s.running("c-free", "c", (("n1", (0,)),), started_at=T0, min_runtime_s=0)
     s.submit("a-new", "a", gpus=2)
     s.submit("a-free", "a", min_runtime_s=0)
@@ -678,8 +706,9 @@ def test_decision_ranks_are_those_of_the_pool_decided_in() -> None:
 
 def test_command_ids_are_deterministic_per_workload_attempt() -> None:
     def decide() -> list[str]:
-        s = Scenario(nodes=(("n0", 1),))
+        s = Scenario(nodes=(("n0", 2),))
         s.running("b-old", "b", (("n0", (0,)),), started_at=T0, min_runtime_s=60)
+        s.running("b-other", "b", (("n0", (1,)),), started_at=LATER - 1, min_runtime_s=60)
         s.submit("a-new", "a")
         s.set_usage({"b": 1_000_000.0})
         result = s.run(LATER)

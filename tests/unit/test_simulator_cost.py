@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.scheduler.core.churn import ChurnControl
 from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.maintenance import MaintenanceConfig
@@ -71,18 +72,22 @@ def test_the_last_checkpoint_is_the_run_start_until_the_first_one() -> None:
 # -- one preemption, by hand -------------------------------------------------------------------
 #
 # One node of 8 GPUs. Budget a's 10-hour gang runs from 0; budget b (no usage yet) submits a
-# 1-hour gang at 2 h 10 min, which preempts a's gang (past its 1-hour contract). The gang stops
-# 30 s later, having run 7,830 s: 7,200 s are checkpointed, 630 s are lost. b's gang runs
-# 7,830-11,430; a's gang resumes then, pays its 180 s restart and needs 28,800 s more.
+# 1-hour gang at 1 h 10 min. b is owed GPUs, but a cannot give 8 and keep its entitlement, so
+# b's gang waits until it starves (an hour), at 2 h 10 min, and then preempts a's gang (past its
+# 1-hour contract, far ahead of it in usage). The gang stops 30 s later, having run 7,830 s:
+# 7,200 s are checkpointed, 630 s are lost. b's gang runs 7,830-11,430; a's gang resumes then,
+# pays its 180 s restart and needs 28,800 s more. The policy's waste margin is off here, so the
+# preemption comes at the same time whatever it costs: these tests are about the cost.
 
 
 def _preemption_scenario(cost: PreemptionCost, **kw: Any) -> SimulationOutcome:
     jobs = [
         job("a-long", 0, 36_000, 8, "a", **kw),
-        job("b-short", 7_800, 3_600, 8, "b"),
+        job("b-short", 4_200, 3_600, 8, "b"),
         job("sentinel", 100_000, 60, 1, "b"),  # the period ends at the last arrival
     ]
-    return simulate(jobs, SimulationConfig(gpus=8, gpus_per_node=8, cost=cost))
+    churn = ChurnControl(margin_per_wasted_gpu_hour=0.0)
+    return simulate(jobs, SimulationConfig(gpus=8, gpus_per_node=8, cost=cost, churn=churn))
 
 
 def test_a_preempted_job_resumes_from_its_checkpoint_after_a_restart() -> None:

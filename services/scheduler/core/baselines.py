@@ -2,7 +2,8 @@
 
 All four are non-preemptive list schedulers with backfill (a job that does not fit is skipped,
 the next one is tried), sharing the placement code, the state folds and the decision records of
-the fair-share pass, so that only the *ordering* differs:
+the fair-share pass, so that only the *ordering* differs. Like Slurm, they drain a cordoned node
+by letting its jobs end, never by preempting them:
 
 * ``fifo``: arrival order across all budgets;
 * ``priority``: strict priority by budget share (larger share first), then arrival;
@@ -39,7 +40,8 @@ def _run(
     ctx: PassContext,
 ) -> PassResult:
     recorder = PassRecorder(cluster, tree, usage, ctx)
-    recorder.maintenance()
+    # Like Slurm's drain: a cordoned node takes no new work and empties only as jobs end.
+    recorder.maintenance(drain=False)
     for pool in sorted(cluster.pools):
         _schedule_pool(name, recorder, pool, usage)
     return recorder.result

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from projections.budget_tree import ROOT, BudgetTree, parent_of
+from projections.cluster_state import ClusterState
 
-Key = tuple[float, float, str]
+#: (0 while holding less than its entitlement else 1, usage ratio, -share, path)
+Key = tuple[int, float, float, str]
 
 
 class FairShareOrder:
@@ -27,6 +29,7 @@ class FairShareOrder:
         leaf_usage: Mapping[str, float],
         capacity: int,
         window_s: int,
+        leaf_held: Mapping[str, float] | None = None,
     ) -> None:
         self.shares = tree.shares(pool, at)
         self.children: dict[str, list[str]] = {}
@@ -34,20 +37,27 @@ class FairShareOrder:
             if path != ROOT:
                 self.children.setdefault(parent_of(path), []).append(path)
         self.scale = float(max(capacity, 1) * window_s)
-        self.usage: dict[str, float] = dict.fromkeys(self.shares, 0.0)
-        for leaf, used in leaf_usage.items():
-            if leaf in self.usage:
-                self.usage[leaf] += used
-        for path in sorted(self.shares, key=lambda p: (-p.count("/"), p)):  # deepest first
-            kids = self.children.get(path)
-            if path != ROOT and kids:
-                self.usage[path] = sum(self.usage[child] for child in kids)
-        self.usage[ROOT] = sum(self.usage[child] for child in self.children.get(ROOT, ()))
+        self.capacity = capacity
+        #: Allocated GPUs each tree node holds in the pool now (see :meth:`hold`).
+        self.held = self._subtree_sums(leaf_held or {})
+        self.usage = self._subtree_sums(leaf_usage)
         # Keys are cached and refreshed up the path on every charge: picking the next leaf
         # then only compares tuples.
         self._keys: dict[str, Key] = {path: self.key(path) for path in self.shares}
         self._active: dict[str, int] = dict.fromkeys(self.shares, 0)
         self._ranks: dict[str, int] | None = None
+
+    def _subtree_sums(self, by_leaf: Mapping[str, float]) -> dict[str, float]:
+        sums: dict[str, float] = dict.fromkeys(self.shares, 0.0)
+        for leaf, amount in by_leaf.items():
+            if leaf in sums:
+                sums[leaf] += amount
+        for path in sorted(self.shares, key=lambda p: (-p.count("/"), p)):  # deepest first
+            kids = self.children.get(path)
+            if path != ROOT and kids:
+                sums[path] = sum(sums[child] for child in kids)
+        sums[ROOT] = sum(sums[child] for child in self.children.get(ROOT, ()))
+        return sums
 
     def _add(self, leaf: str, amount: float) -> None:
         path = leaf
@@ -68,7 +78,8 @@ class FairShareOrder:
         share = self.shares.get(path, 0.0)
         used = self.usage.get(path, 0.0) + extra
         ratio = used / (share * self.scale) if share > 0 else float("inf")
-        return (ratio, -share, path)
+        below = share > 0 and self.held.get(path, 0.0) < share * self.capacity
+        return (0 if below else 1, ratio, -share, path)
 
     # -- picking leaves with work, in order ---------------------------------------------------
     def activate(self, leaves: Iterable[str]) -> None:
@@ -114,6 +125,27 @@ class FairShareOrder:
         if leaf in self.usage:
             self._add(leaf, gpu_seconds)
 
+    def hold(self, leaf: str, gpus: float) -> None:
+        """Count ``gpus`` more (or fewer) allocated GPUs held by ``leaf`` and its ancestors."""
+        if leaf not in self.held:
+            return
+        path = leaf
+        while True:
+            self.held[path] += gpus
+            self._keys[path] = self.key(path)
+            if path == ROOT:
+                return
+            path = parent_of(path)
+
+    def side_of(self, victim_leaf: str, preemptor_leaf: str) -> tuple[str, str] | None:
+        """The ancestors of the two leaves that are siblings (where their paths part), or None
+        when one is an ancestor of the other."""
+        return _sibling_sides(victim_leaf, preemptor_leaf)
+
+    def entitled(self, path: str) -> float:
+        """GPUs of the pool ``path`` is entitled to right now: ``share x capacity``."""
+        return self.shares.get(path, 0.0) * self.capacity
+
     # -- comparisons for preemption and reporting -----------------------------------------
     def ranks_behind(self, victim_leaf: str, preemptor_leaf: str, preemptor_extra: float) -> bool:
         """Whether the victim's budget ranks behind the preemptor's once the preemptor's own
@@ -129,6 +161,30 @@ class FairShareOrder:
             return False  # one is an ancestor of the other: not siblings at any level
         victim_side, preemptor_side = sides
         return self._keys[victim_side] > self.key(preemptor_side, preemptor_extra)
+
+    def slack(self, victim_leaf: str, preemptor_leaf: str, preemptor_extra: float) -> float:
+        """How far the victim's budget ranks behind the preemptor's, relative, once the
+        preemptor's own request is counted (at the level where their paths part): the victim
+        side's usage ratio over the preemptor side's, minus 1. ``-inf`` where the victim may
+        never be preempted for this preemptor (same budget, or not siblings at any level);
+        ``inf`` where any usage is too much (a preemptor side with none, a victim without a
+        share)."""
+        never = float("-inf")
+        if victim_leaf == preemptor_leaf or preemptor_leaf not in self.shares:
+            return never
+        if victim_leaf not in self.shares:
+            return float("inf")
+        sides = _sibling_sides(victim_leaf, preemptor_leaf)
+        if sides is None:
+            return never
+        victim_side, preemptor_side = sides
+        victim_ratio = self._keys[victim_side][1]
+        preemptor_ratio = self.key(preemptor_side, preemptor_extra)[1]
+        if preemptor_ratio == float("inf"):
+            return never
+        if preemptor_ratio <= 0:
+            return float("inf") if victim_ratio > 0 else never
+        return victim_ratio / preemptor_ratio - 1.0
 
     def ranks(self) -> dict[str, int]:
         """Rank (1 = first) of every leaf in this order, as it stood when first asked."""
@@ -149,6 +205,24 @@ class FairShareOrder:
                 continue
             stack.extend(sorted(kids, key=self.key, reverse=True))
         return ordered
+
+
+def held_by_leaf(cluster: ClusterState, pool: str) -> dict[str, float]:
+    """Allocated GPUs each leaf budget holds in ``pool`` now (placed or running, not being
+    preempted): what :class:`FairShareOrder` compares with entitlements. Kept in the state's
+    caches while no assignment of the pool changes (nothing else changes it)."""
+    version = cluster.layout_version.get(pool, 0)
+    cached = cluster.caches.get(f"held:{pool}")
+    if isinstance(cached, tuple) and cached[0] == version:
+        found: dict[str, float] = cached[1]
+        return dict(found)
+    held: dict[str, float] = {}
+    for workload_id in cluster.active.get(pool, ()):
+        workload = cluster.workloads[workload_id]
+        if workload.allocated and not workload.preempting:
+            held[workload.budget] = held.get(workload.budget, 0.0) + workload.gpus
+    cluster.caches[f"held:{pool}"] = (version, held)
+    return dict(held)
 
 
 @lru_cache(maxsize=65536)

@@ -19,13 +19,19 @@ def needs_whole_nodes(gpus: int, gang: str, node_size: int) -> bool:
 
 
 def find_placement(
-    cluster: ClusterState, pool: str, gpus: int, gang: str, node_size: int
+    cluster: ClusterState,
+    pool: str,
+    gpus: int,
+    gang: str,
+    node_size: int,
+    exclude: frozenset[str] | set[str] = frozenset(),
 ) -> PlacementSpec | None:
+    """``exclude``: nodes held for another workload in this pass (a gang's reservation)."""
     index = cluster.pools.get(pool)
     if index is None:
         return None
     if not needs_whole_nodes(gpus, gang, node_size):
-        name = index.best_fit(gpus)
+        name = _best_fit(cluster, pool, gpus, exclude)
         if name is None:
             return None
         return ((name, tuple(cluster.nodes[name].free_indices()[:gpus])),)
@@ -34,11 +40,25 @@ def find_placement(
     for free in sorted(index.by_free, reverse=True):
         for name in index.by_free[free]:
             node = cluster.nodes[name]
-            if node.free == node.gpus:
+            if node.free == node.gpus and name not in exclude:
                 chosen.append(node)
                 total += node.gpus
                 if total >= gpus:
                     return spread(chosen, gpus)
+    return None
+
+
+def _best_fit(
+    cluster: ClusterState, pool: str, gpus: int, exclude: frozenset[str] | set[str]
+) -> str | None:
+    index = cluster.pools[pool]
+    if not exclude:
+        return index.best_fit(gpus)
+    for free in sorted(index.by_free):
+        if free >= gpus:
+            for name in index.by_free[free]:
+                if name not in exclude:
+                    return str(name)
     return None
 
 

@@ -1,27 +1,39 @@
 """Choosing victims for a pending allocated workload that does not fit (docs/design.md section 2.6).
 
-Eligible victims, in tiers: (0) unallocated work, always; (1) allocated work past its
-``min_runtime`` whose budget ranks behind the preemptor's even after the preemptor's own request
-is counted. Work inside its contract is never eligible. Among placements that become valid, the
-one needing the fewest allocated victims, then fewest victims, wins; ties prefer the most
-over-served victim budgets, then the youngest runs, then the node name.
+Who may be a victim: unallocated work, always; allocated work past its ``min_runtime`` of
+another budget, when the churn rules of ``churn.py`` allow it (the preemptor's budget is owed
+GPUs and the victim's can give them, or it ranks far enough ahead of the victim's to catch up,
+by a margin that grows with what the stop would waste). Work inside its contract is never a
+victim. Debug-lane work (``debug_lane.py``) may preempt regardless of rank, but never work
+inside its contract and never other lane work.
+
+Among the placements that become valid, the cheapest wins: fewest allocated victims, then the
+fewest GPU-seconds wasted (``work_at_risk.py``: progress since each victim's last checkpoint
+and the restart it will pay), then fewest victims; ties prefer the most over-served victim
+budget, then the youngest run, then the node name. On one node the cheapest set of victims is
+exact (a small knapsack over the node's runs), so no victim the placement does not need is
+ever preempted.
 
 A :class:`VictimIndex` of the preemptible work is kept per pool while the pool's
 ``preemption_signature`` stays the same (no assignment changed, no further contract ended), so
-each search first checks in O(budgets) whether enough GPUs could be freed at all and then visits
-only nodes that hold preemptible work. A search that failed is remembered under the same
-signature and set of eligible budgets: an equal or bigger gang cannot succeed until one of them
-changes. Both caches are exact (they only skip work whose result is known), so decisions are
-the same with or without them.
+each search visits only nodes that hold preemptible work. A search that failed is remembered
+under the same signature, the same preemptor budget and starvation, the same set of eligible
+victims, the same free GPUs it could use and the same held nodes: an equal or bigger gang
+cannot succeed until one of them changes. Both caches are exact (they only skip work whose
+result is known), so decisions are the same with or without them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
+from services.scheduler.core.churn import ChurnControl, room
+from services.scheduler.core.debug_lane import DebugLane
 from services.scheduler.core.fairshare_order import FairShareOrder
 from services.scheduler.core.placement import needs_whole_nodes
+from services.scheduler.core.work_at_risk import wasted_if_stopped
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,23 @@ class Candidate:
     started: float
 
 
-Cost = tuple[int, int, float, float, str]
+@dataclass(frozen=True)
+class VictimRule:
+    """Who may be a victim for one preemptor: the churn rule, or with ``lane`` set, the debug
+    lane's (any rank, but never work that lane admits)."""
+
+    churn: ChurnControl
+    lane: DebugLane | None = None
+    #: GPUs of the pool's largest node: a workload that needs a whole node or more may starve.
+    node_size: int = 0
+
+    def starving(self, preemptor: WorkloadState, now: float) -> bool:
+        return self.churn.starving(preemptor, self.node_size, now)
+
+
+#: (allocated victims, GPU-seconds wasted, victims, -ratio of the most over-served victim
+#: budget, -start of the youngest victim, node)
+Cost = tuple[int, float, int, float, float, str]
 
 
 class VictimIndex:
@@ -50,6 +78,8 @@ class VictimIndex:
     def __init__(self, cluster: ClusterState, pool: str, now: float) -> None:
         self.by_node: dict[str, list[Candidate]] = {}
         self.gpus_by_budget: dict[str, int] = {}
+        self.ids_by_budget: dict[str, list[str]] = {}
+        self.tier0: list[str] = []
         self.tier0_gpus = 0
         self.tier1_gpus = 0
         for workload_id in cluster.preemptible(pool, now):
@@ -66,12 +96,14 @@ class VictimIndex:
                     Candidate(workload_id, tier, gpus, workload.budget, started)
                 )
             if tier == 0:
+                self.tier0.append(workload_id)
                 self.tier0_gpus += workload.gpus
             else:
                 self.tier1_gpus += workload.gpus
                 self.gpus_by_budget[workload.budget] = (
                     self.gpus_by_budget.get(workload.budget, 0) + workload.gpus
                 )
+                self.ids_by_budget.setdefault(workload.budget, []).append(workload_id)
 
     def remove(self, cluster: ClusterState, workload_ids: tuple[str, ...]) -> None:
         """Forget victims already chosen in this pass (cheaper than rebuilding the index)."""
@@ -85,10 +117,15 @@ class VictimIndex:
                 else:
                     self.by_node.pop(node_name, None)
             if not workload.allocated:
-                self.tier0_gpus -= workload.gpus
+                if workload_id in self.tier0:
+                    self.tier0.remove(workload_id)
+                    self.tier0_gpus -= workload.gpus
             elif workload.budget in self.gpus_by_budget:
-                self.gpus_by_budget[workload.budget] -= workload.gpus
-                self.tier1_gpus -= workload.gpus
+                ids = self.ids_by_budget[workload.budget]
+                if workload_id in ids:
+                    ids.remove(workload_id)
+                    self.gpus_by_budget[workload.budget] -= workload.gpus
+                    self.tier1_gpus -= workload.gpus
 
 
 def victim_index(cluster: ClusterState, pool: str, now: float) -> VictimIndex:
@@ -102,63 +139,94 @@ def victim_index(cluster: ClusterState, pool: str, now: float) -> VictimIndex:
     return index
 
 
-def _failures(
-    cluster: ClusterState, pool: str, now: float
-) -> dict[tuple[str, bool, frozenset[str]], int]:
-    """Smallest failed gang per (budget, whole nodes?, eligible budgets), under the current
-    signature of the pool."""
+FailureKey = tuple[str, bool, bool, int, frozenset[str], frozenset[str]]
+
+
+def _failures(cluster: ClusterState, pool: str, now: float) -> dict[FailureKey, int]:
+    """Smallest failed gang per (budget, whole nodes?, starving?, free GPUs usable, eligible
+    victims, nodes held for another), under the current signature of the pool."""
     signature = cluster.preemption_signature(pool, now)
     cached = cluster.caches.get(f"failures:{pool}")
     if isinstance(cached, tuple) and cached[0] == signature:
-        failures: dict[tuple[str, bool, frozenset[str]], int] = cached[1]
+        failures: dict[FailureKey, int] = cached[1]
         return failures
     failures = {}
     cluster.caches[f"failures:{pool}"] = (signature, failures)
     return failures
 
 
-def _node_plan(
-    node: NodeState,
-    need: int,
-    candidates: list[Candidate],
-    behind: set[str],
+def _wastes(cluster: ClusterState, pool: str, now: float) -> dict[str, float]:
+    """GPU-seconds each run of the pool would waste if stopped at ``now`` (filled lazily)."""
+    key = (cluster.preemption_signature(pool, now), now)
+    cached = cluster.caches.get(f"wastes:{pool}")
+    if isinstance(cached, tuple) and cached[0] == key:
+        wastes: dict[str, float] = cached[1]
+        return wastes
+    wastes = {}
+    cluster.caches[f"wastes:{pool}"] = (key, wastes)
+    return wastes
+
+
+def waste_of(cluster: ClusterState, pool: str, workload_id: str, now: float) -> float:
+    wastes = _wastes(cluster, pool, now)
+    found = wastes.get(workload_id)
+    if found is None:
+        found = wastes[workload_id] = wasted_if_stopped(cluster.workloads[workload_id], now)
+    return found
+
+
+def eligible_victims(
+    cluster: ClusterState,
+    pool: str,
+    preemptor: WorkloadState,
     order: FairShareOrder,
-) -> tuple[Cost, tuple[str, ...], list[int]] | None:
-    """Fewest eligible victims on ``node`` that leave ``need`` GPUs free, with their cost."""
-    if node.free >= need:
-        return (0, 0, 0.0, 0.0, node.name), (), node.free_indices()[:need]
-    usable = [c for c in candidates if c.tier == 0 or c.budget in behind]
-    if node.free + sum(len(c.gpus) for c in usable) < need:
-        return None
-    free = node.free_indices()
-    eligible = sorted(
-        (c.tier, -len(c.gpus), -order.ratio(c.budget), -c.started, c.workload_id, c.gpus)
-        for c in usable
-    )
-    taken: list[tuple[int, float, float, str, tuple[int, ...]]] = []
-    count = len(free)
-    for tier, _size, neg_ratio, neg_started, workload_id, gpus in eligible:
-        taken.append((tier, neg_ratio, neg_started, workload_id, gpus))
-        count += len(gpus)
-        if count >= need:
-            break
-    else:
-        return None
-    # Drop victims a later pick made unnecessary (earliest picks first): never preempt work
-    # the placement does not need.
-    for victim in list(taken):
-        if count - len(victim[4]) >= need:
-            taken.remove(victim)
-            count -= len(victim[4])
-    gained = sorted([*free, *(gpu for victim in taken for gpu in victim[4])])
-    cost = (
-        sum(victim[0] for victim in taken),
-        len(taken),
-        min(victim[1] for victim in taken),
-        min(victim[2] for victim in taken),
-        node.name,
-    )
-    return cost, tuple(victim[3] for victim in taken), gained[:need]
+    victims: VictimIndex,
+    rule: VictimRule,
+    now: float,
+    need: int = 0,
+) -> frozenset[str]:
+    """The runs of the pool that may be stopped for ``preemptor`` at ``now``; none at all when
+    even every run of every budget that may give some could not free ``need`` GPUs (a cheap
+    bound checked first, budget by budget, before any run is looked at)."""
+    extra = float(preemptor.gpus * preemptor.min_runtime_s)
+    starving = rule.lane is None and rule.starving(preemptor, now)
+    limits: list[tuple[list[str], float, float, float]] = []
+    bound = victims.tier0_gpus
+    for budget in sorted(victims.ids_by_budget):
+        ids = victims.ids_by_budget[budget]
+        if not ids:
+            continue
+        if rule.lane is not None:
+            limits.append((ids, -math.inf, -math.inf, -math.inf))
+            bound += victims.gpus_by_budget[budget]
+            continue
+        most = room(order, budget, preemptor.budget, preemptor.gpus, rule.churn.owed_tolerance)
+        # Catch-up: any budget behind by the margin (which grows with the waste), as long as
+        # the victim's keeps its entitlement, unless the preemptor is an owed starving gang.
+        catch_up = math.inf if starving and most.owed else most.keep
+        allowed = -1.0
+        if catch_up >= 1:
+            allowed = rule.churn.waste_allowed(order.slack(budget, preemptor.budget, extra))
+        if most.most < 1 and allowed < 0:
+            continue
+        limits.append((ids, most.most, catch_up if allowed >= 0 else -math.inf, allowed))
+        bound += victims.gpus_by_budget[budget]
+    if bound < need:
+        return frozenset()
+    eligible: set[str] = set(victims.tier0)
+    lane = rule.lane
+    for ids, most_gpus, catch_up, allowed in limits:
+        for workload_id in ids:
+            workload = cluster.workloads[workload_id]
+            if lane is not None:
+                if not lane.admits(workload):
+                    eligible.add(workload_id)
+            elif workload.gpus <= most_gpus or (
+                workload.gpus <= catch_up
+                and (allowed == math.inf or waste_of(cluster, pool, workload_id, now) < allowed)
+            ):
+                eligible.add(workload_id)
+    return frozenset(eligible)
 
 
 def find_preemption(
@@ -169,77 +237,191 @@ def find_preemption(
     victims: VictimIndex,
     node_size: int,
     now: float,
+    rule: VictimRule,
+    free_cap: int | None = None,
+    exclude: frozenset[str] = frozenset(),
+    eligible: frozenset[str] | None = None,
 ) -> PreemptionPlan | None:
+    """The cheapest set of eligible victims whose GPUs, with at most ``free_cap`` of the
+    pool's free GPUs (all when None), make a valid placement for ``preemptor`` on nodes not in
+    ``exclude`` (held for another workload). ``eligible``: the victims
+    :func:`eligible_victims` gives for it now, when the caller has them already."""
     index = cluster.pools[pool]
-    free_total = index.free_total
-    if free_total + victims.tier0_gpus + victims.tier1_gpus < preemptor.gpus:
+    usable_free = index.free_total if free_cap is None else min(free_cap, index.free_total)
+    if usable_free + victims.tier0_gpus + victims.tier1_gpus < preemptor.gpus:
         return None  # not enough GPUs even if every preemptible run were a victim
-    extra = float(preemptor.gpus * preemptor.min_runtime_s)
-    behind = {
-        budget
-        for budget in victims.gpus_by_budget
-        if order.ranks_behind(budget, preemptor.budget, extra)
-    }
-    could_free = victims.tier0_gpus + sum(victims.gpus_by_budget[b] for b in behind)
-    if could_free == 0 or free_total + could_free < preemptor.gpus:
+    if eligible is None:
+        need = preemptor.gpus - usable_free
+        eligible = eligible_victims(cluster, pool, preemptor, order, victims, rule, now, need)
+    if not eligible:
+        return None
+    could_free = sum(cluster.workloads[i].gpus for i in eligible)
+    if usable_free + could_free < preemptor.gpus:
         return None
     whole = needs_whole_nodes(preemptor.gpus, preemptor.gang, node_size)
     failures = _failures(cluster, pool, now)
-    memo_key = (preemptor.budget, whole, frozenset(behind))
+    starving = rule.lane is None and rule.starving(preemptor, now)
+    memo_key = (preemptor.budget, whole, starving, usable_free, eligible, exclude)
     if preemptor.gpus >= failures.get(memo_key, preemptor.gpus + 1):
         return None
-    plan = _search(cluster, pool, preemptor, order, victims, behind, whole)
+    search = _Search(cluster, pool, order, victims, eligible, now, usable_free, exclude)
+    plan = search.whole_nodes(preemptor.gpus) if whole else search.one_node(preemptor.gpus)
+    if (
+        plan is not None
+        and rule.lane is None
+        and not _holds_together(order, preemptor, plan, cluster, rule, now)
+    ):
+        plan = None
     if plan is None:
         failures[memo_key] = min(preemptor.gpus, failures.get(memo_key, preemptor.gpus))
     return plan
 
 
-def _search(
-    cluster: ClusterState,
-    pool: str,
-    preemptor: WorkloadState,
+def _holds_together(
     order: FairShareOrder,
-    victims: VictimIndex,
-    behind: set[str],
-    whole: bool,
-) -> PreemptionPlan | None:
-    index = cluster.pools[pool]
-    if not whole:
+    preemptor: WorkloadState,
+    plan: PreemptionPlan,
+    cluster: ClusterState,
+    rule: VictimRule,
+    now: float,
+) -> bool:
+    """Eligibility is judged victim by victim; what the plan takes from each budget in all
+    must fit that budget's room too."""
+    taken: dict[str, int] = {}
+    for victim_id in plan.victims:
+        victim = cluster.workloads[victim_id]
+        if victim.allocated:
+            taken[victim.budget] = taken.get(victim.budget, 0) + victim.gpus
+    starving = rule.starving(preemptor, now)
+    for budget, gpus in sorted(taken.items()):
+        most = room(order, budget, preemptor.budget, preemptor.gpus, rule.churn.owed_tolerance)
+        if gpus > max(most.most, most.keep) and not (starving and most.owed):
+            return False
+    return True
+
+
+class _Search:
+    def __init__(
+        self,
+        cluster: ClusterState,
+        pool: str,
+        order: FairShareOrder,
+        victims: VictimIndex,
+        eligible: frozenset[str],
+        now: float,
+        usable_free: int,
+        exclude: frozenset[str],
+    ) -> None:
+        self.exclude = exclude
+        self.cluster = cluster
+        self.pool = pool
+        self.order = order
+        self.victims = victims
+        self.eligible = eligible
+        self.now = now
+        self.usable_free = usable_free
+
+    def _usable(self, node: NodeState) -> list[Candidate]:
+        return [
+            c for c in self.victims.by_node.get(node.name, ()) if c.workload_id in self.eligible
+        ]
+
+    def _item_cost(self, candidate: Candidate) -> tuple[int, float]:
+        waste = waste_of(self.cluster, self.pool, candidate.workload_id, self.now)
+        return candidate.tier, waste
+
+    def _node_plan(
+        self, node: NodeState, need: int, free: int
+    ) -> tuple[Cost, tuple[str, ...], list[int]] | None:
+        """The cheapest eligible victims on ``node`` that, with ``free`` of its free GPUs,
+        leave ``need`` GPUs for the preemptor (an exact 0/1 knapsack: nodes are small)."""
+        free_indices = node.free_indices()[:free]
+        deficit = need - len(free_indices)
+        if deficit <= 0:
+            return None  # it fits without preemption: placement handles that
+        # In this order, among equally cheap sets the one with the earlier runs wins.
+        usable = sorted(
+            self._usable(node),
+            key=lambda c: (c.tier, -self.order.ratio(c.budget), -c.started, c.workload_id),
+        )
+        if sum(len(c.gpus) for c in usable) < deficit:
+            return None
+        # best[k]: cheapest (allocated victims, waste, victims) freeing k GPUs (capped).
+        best: dict[int, tuple[tuple[int, float, int], tuple[int, ...]]] = {0: ((0, 0.0, 0), ())}
+        for position, candidate in enumerate(usable):
+            tier, waste = self._item_cost(candidate)
+            size = len(candidate.gpus)
+            for freed, (so_far, chosen) in list(best.items()):
+                reach = min(deficit, freed + size)
+                total = (so_far[0] + tier, so_far[1] + waste, so_far[2] + 1)
+                held = best.get(reach)
+                if held is None or total < held[0]:
+                    best[reach] = (total, (*chosen, position))
+        found = best.get(deficit)
+        if found is None:
+            return None
+        (allocated, waste, count), chosen = found
+        taken = [usable[i] for i in chosen]
+        gained = sorted([*free_indices, *(gpu for c in taken for gpu in c.gpus)])
+        cost: Cost = (
+            allocated,
+            waste,
+            count,
+            min(-self.order.ratio(c.budget) for c in taken),
+            min(-c.started for c in taken),
+            node.name,
+        )
+        return cost, tuple(sorted(c.workload_id for c in taken)), gained[:need]
+
+    def one_node(self, gpus: int) -> PreemptionPlan | None:
         best: tuple[Cost, tuple[str, ...], list[int]] | None = None
-        for node_name, candidates in victims.by_node.items():
-            node = cluster.nodes[node_name]
-            if node.gpus < preemptor.gpus:
+        for node_name in sorted(self.victims.by_node):
+            node = self.cluster.nodes[node_name]
+            if node.gpus < gpus or node_name in self.exclude:
                 continue
-            plan = _node_plan(node, preemptor.gpus, candidates, behind, order)
-            if plan is not None and plan[1] and (best is None or plan[0] < best[0]):
+            plan = self._node_plan(node, gpus, min(node.free, self.usable_free))
+            if plan is not None and (best is None or plan[0] < best[0]):
                 best = plan
         if best is None:
             return None
-        return PreemptionPlan(((best[0][4], tuple(best[2])),), best[1])
-    # Whole nodes: every holder on a chosen node must be an eligible victim.
-    options: list[tuple[Cost, int, NodeState, tuple[str, ...]]] = []
-    for free in sorted(index.by_free):
-        for node_name in index.by_free[free]:
-            node = cluster.nodes[node_name]
-            plan = _node_plan(node, node.gpus, victims.by_node.get(node_name, []), behind, order)
-            if plan is not None:
-                options.append((plan[0], -node.gpus, node, plan[1]))
-    options.sort(key=lambda o: (o[0], o[1]))
-    chosen: list[NodeState] = []
-    taken: list[str] = []
-    total = 0
-    for _cost, _size, node, node_victims in options:
-        chosen.append(node)
-        taken.extend(v for v in node_victims if v not in taken)
-        total += node.gpus
-        if total >= preemptor.gpus:
-            if not taken:
-                return None  # it fits without preemption: placement handles that
-            parts: list[tuple[str, tuple[int, ...]]] = []
-            remaining = preemptor.gpus
-            for part in chosen:
-                take = min(part.gpus, remaining)
-                parts.append((part.name, tuple(range(take))))
-                remaining -= take
-            return PreemptionPlan(tuple(parts), tuple(taken))
-    return None
+        return PreemptionPlan(((best[0][5], tuple(best[2])),), best[1])
+
+    def whole_nodes(self, gpus: int) -> PreemptionPlan | None:
+        """Every holder on a chosen node must be an eligible victim; nodes cheapest first."""
+        index = self.cluster.pools[self.pool]
+        options: list[tuple[Cost, int, NodeState, tuple[str, ...]]] = []
+        for free in sorted(index.by_free):
+            for node_name in index.by_free[free]:
+                node = self.cluster.nodes[node_name]
+                if node.free > self.usable_free or node_name in self.exclude:
+                    continue
+                if node.free == node.gpus:
+                    zero: Cost = (0, 0.0, 0, 0.0, 0.0, node.name)
+                    options.append((zero, -node.gpus, node, ()))
+                    continue
+                # Every GPU assigned on the node must be freed: its holders must all be victims.
+                plan = self._node_plan(node, node.gpus, node.free)
+                if plan is not None:
+                    options.append((plan[0], -node.gpus, node, plan[1]))
+        options.sort(key=lambda o: (o[0], o[1]))
+        chosen: list[NodeState] = []
+        taken: list[str] = []
+        total = free_used = 0
+        for _cost, _size, node, node_victims in options:
+            if free_used + node.free > self.usable_free:
+                continue
+            chosen.append(node)
+            taken.extend(v for v in node_victims if v not in taken)
+            total += node.gpus
+            free_used += node.free
+            if total >= gpus:
+                if not taken:
+                    return None  # it fits without preemption: placement handles that
+                parts: list[tuple[str, tuple[int, ...]]] = []
+                remaining = gpus
+                for part in chosen:
+                    take = min(part.gpus, remaining)
+                    parts.append((part.name, tuple(range(take))))
+                    remaining -= take
+                return PreemptionPlan(tuple(parts), tuple(taken))
+        return None

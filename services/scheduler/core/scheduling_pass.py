@@ -11,10 +11,19 @@ tests decode every emitted decision through the strict serde.
 Order of work in a pass:
 1. maintenance: work on down nodes is lost (and requeued if resumable); preempted/lost
    resumable work is requeued keeping its submit time; cancellations of running work become
-   preempt commands; work on cordoned nodes is preempted once past its contract; a cordoned
-   node with nothing left on it is drained;
-2. per pool, allocated work in fair-share order (placing, or preempting when allowed), then
-   unallocated work in the same order into what is left (never preempting).
+   preempt commands; work on cordoned nodes is preempted once past its contract (the drain; the
+   baselines, like Slurm, only wait for it to end); a cordoned node with nothing left on it is
+   drained;
+2. per pool, the debug lane first (``debug_lane.py``: small, short work placed at once, or by
+   preempting work past its contract regardless of rank); then allocated work in fair-share
+   order (budgets holding less than their entitlement first), placing, or preempting under
+   the churn rules of ``churn.py``; a gang that is owed GPUs but finds no room holds the nodes
+   that will be free for it soonest (``reservation.py``); then unallocated work in the same
+   order into what is left (never preempting). Neither may take the free GPUs the lane's
+   reserve holds, nor place on held nodes.
+
+Time alone changes what a pass may do when a contract ends (:func:`next_contract_expiry`), when
+a debug job's patience runs out and when a gang starts to starve (``PassResult.wake_at``).
 """
 
 from __future__ import annotations
@@ -50,9 +59,18 @@ from projections.cluster_state import (
     QueueKind,
     WorkloadState,
 )
-from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.churn import ChurnControl, needs_a_node
+from services.scheduler.core.debug_lane import DebugLanes, LaneState, lane_state
+from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
 from services.scheduler.core.placement import find_placement, largest_node, needs_whole_nodes
-from services.scheduler.core.preemption import VictimIndex, find_preemption, victim_index
+from services.scheduler.core.preemption import (
+    VictimIndex,
+    VictimRule,
+    eligible_victims,
+    find_preemption,
+    victim_index,
+)
+from services.scheduler.core.reservation import nodes_to_hold
 
 #: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
 UsageSource = Callable[[str], Mapping[str, float]]
@@ -70,6 +88,10 @@ class PassContext:
     preemption: bool = True
     #: The leader's lease epoch, stamped on every command as its fencing token.
     epoch: int = 0
+    #: When a run past its contract is worth stopping (churn.py).
+    churn: ChurnControl = field(default_factory=ChurnControl)
+    #: Which work starts fast, per pool (debug_lane.py).
+    debug_lanes: DebugLanes = field(default_factory=DebugLanes)
 
 
 @dataclass
@@ -80,6 +102,14 @@ class PassResult:
     commands: list[EventData] = field(default_factory=list)
     #: Both, interleaved in the order they were decided (what is published, in that order).
     ordered: list[EventData] = field(default_factory=list)
+    #: The earliest later time at which the passage of time alone lets a pass decide more than
+    #: this one did, other than a contract's end (see :func:`next_contract_expiry`): a debug
+    #: job's patience running out, a gang starting to starve. None when there is none.
+    wake_at: float | None = None
+
+    def wake(self, at: float) -> None:
+        if self.wake_at is None or at < self.wake_at:
+            self.wake_at = at
 
     def all(self) -> list[EventData]:
         return list(self.ordered)
@@ -206,7 +236,8 @@ class PassRecorder:
         )
 
     # -- 1. maintenance ----------------------------------------------------------------------
-    def maintenance(self) -> None:
+    def maintenance(self, drain: bool = True) -> None:
+        """``drain`` False leaves work on cordoned nodes to end by itself (Slurm's drain)."""
         cluster, now = self.cluster, self.ctx.now
         for name in sorted(cluster.down_nodes):
             node = cluster.nodes[name]
@@ -248,7 +279,7 @@ class PassRecorder:
             node = cluster.nodes[name]
             if node.down:
                 continue
-            for workload_id in sorted(node.holders):
+            for workload_id in sorted(node.holders) if drain else ():
                 workload = cluster.workloads[workload_id]
                 if not workload.preempting and workload.contract_over(now):
                     detail = f"node {name} is cordoned and the contract of {workload_id} is over"
@@ -269,13 +300,104 @@ class PassRecorder:
         if not queues or capacity <= 0:
             return
         node_size = largest_node(cluster, pool)
+        self.node_size = node_size
         order = FairShareOrder(
-            self.tree, pool, self.ctx.now, self.usage(pool), capacity, self.ctx.window_s
+            self.tree,
+            pool,
+            self.ctx.now,
+            self.usage(pool),
+            capacity,
+            self.ctx.window_s,
+            held_by_leaf(cluster, pool),
         )
         searches = [self.ctx.max_preemption_searches if self.ctx.preemption else 0]
         self.victims: VictimIndex | None = None
+        #: Nodes held in this pass for a gang that is owed GPUs (reservation.py).
+        self.held_nodes: frozenset[str] = frozenset()
+        lane = lane_state(cluster, self.ctx.debug_lanes, pool, self.ctx.now)
+        in_use = self._lane_phase(pool, order, lane, node_size, searches)
+        keep = lane.withheld(in_use)
         for allocated in (True, False):
-            self._phase(pool, order, queues, allocated, node_size, searches)
+            self._phase(pool, order, queues, allocated, node_size, searches, keep)
+
+    def _lane_phase(
+        self,
+        pool: str,
+        order: FairShareOrder,
+        lane: LaneState,
+        node_size: int,
+        searches: list[int],
+    ) -> int:
+        """Lane work first, in fair-share order (each pick charged before the next, as in the
+        other phases), while the lane holds fewer GPUs than its bound; returns the GPUs lane
+        work holds afterwards."""
+        in_use = lane.in_use
+        by_leaf: dict[str, list[WorkloadState]] = {}
+        for workload_id in lane.pending:
+            workload = self.cluster.workloads[workload_id]
+            if workload.budget in order.shares and not order.children.get(workload.budget):
+                by_leaf.setdefault(workload.budget, []).append(workload)
+        if not by_leaf:
+            return in_use
+        for waiting in by_leaf.values():
+            waiting.sort(key=WorkloadState.queue_key, reverse=True)  # next one last
+        order.activate(by_leaf)
+        active = set(by_leaf)
+        failed: set[tuple[str, int, str]] = set()
+        while (leaf := order.best_leaf()) is not None:
+            if not by_leaf[leaf]:
+                order.deactivate(leaf)
+                active.discard(leaf)
+                continue
+            workload = by_leaf[leaf].pop()
+            shape = (workload.budget, workload.gpus, workload.gang)
+            if in_use + workload.gpus > lane.max_in_use or shape in failed:
+                continue
+            if self._lane_start(workload, pool, order, lane, node_size, searches):
+                order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
+                order.hold(leaf, workload.gpus)
+                in_use += workload.gpus
+            elif self.ctx.now - workload.submitted_at >= lane.lane.patience_s:
+                failed.add(shape)
+        for leaf in sorted(active):
+            order.deactivate(leaf)
+        return in_use
+
+    def _lane_start(
+        self,
+        workload: WorkloadState,
+        pool: str,
+        order: FairShareOrder,
+        lane: LaneState,
+        node_size: int,
+        searches: list[int],
+    ) -> bool:
+        """Place lane work on any free GPU, or once its patience is spent, preempt for it."""
+        cluster, now = self.cluster, self.ctx.now
+        placement = None
+        if workload.gpus <= cluster.pools[pool].max_free() or workload.gang == "whole-nodes":
+            placement = find_placement(cluster, pool, workload.gpus, workload.gang, node_size)
+        if placement is not None:
+            detail = "debug lane: small, short work starts first"
+            decision = self.decision("fairshare", order, (workload.budget,), detail=detail)
+            self.place(workload, pool, placement, decision)
+            return True
+        if now - workload.submitted_at < lane.lane.patience_s:
+            # GPUs come free often in a busy pool: wait a little before stopping a run.
+            self.result.wake(workload.submitted_at + lane.lane.patience_s)
+            return False
+        if searches[0] <= 0:
+            return False
+        searches[0] -= 1
+        if self.victims is None:
+            self.victims = victim_index(cluster, pool, now)
+        rule = VictimRule(self.ctx.churn, lane=lane.lane, node_size=node_size)
+        plan = find_preemption(cluster, pool, workload, order, self.victims, node_size, now, rule)
+        if plan is None:
+            return False
+        self.victims.remove(cluster, plan.victims)
+        self._preempt_for(workload, pool, plan.placement, plan.victims, order, lane=True)
+        return True
 
     def _phase(
         self,
@@ -285,7 +407,9 @@ class PassRecorder:
         allocated: bool,
         node_size: int,
         searches: list[int],
+        keep: int = 0,
     ) -> None:
+        """``keep``: free GPUs this phase must leave free (the debug lane's reserve)."""
         cluster, now = self.cluster, self.ctx.now
         index = cluster.pools[pool]
         # Per leaf, the kinds of work (GPUs, gang shape) still worth trying in this phase.
@@ -295,9 +419,13 @@ class PassRecorder:
             if live and budget in order.shares:
                 sizes[budget] = live
         order.activate(sizes)
-        failed_searches: dict[tuple[str, bool], tuple[int, float]] = {}
+        # Per (leaf, whole nodes?, starving?): the smallest gang and request that found no
+        # victims in this pass. A bigger one cannot do better (churn.py), unless it starves.
+        failed_searches: dict[tuple[str, bool, bool], tuple[int, float]] = {}
         while True:
-            if index.max_free() == 0 and (not allocated or searches[0] <= 0):
+            if (index.max_free() == 0 or index.free_total <= keep) and (
+                not allocated or searches[0] <= 0
+            ):
                 return  # nothing fits, and nothing more may be preempted in this pass
             leaf = order.best_leaf()
             if leaf is None:
@@ -316,8 +444,12 @@ class PassRecorder:
             g = kind[1]
             workload = cluster.workloads[workload_id]
             placement = None
-            if g <= index.max_free() or g > node_size or workload.gang == "whole-nodes":
-                placement = find_placement(cluster, pool, g, workload.gang, node_size)
+            if index.free_total - g >= keep and (
+                g <= index.max_free() or g > node_size or workload.gang == "whole-nodes"
+            ):
+                placement = find_placement(
+                    cluster, pool, g, workload.gang, node_size, self.held_nodes
+                )
             if placement is not None:
                 reason: ReasonCode = "fairshare" if allocated else "burst"
                 self.place(workload, pool, placement, self.decision(reason, order, (leaf,)))
@@ -325,26 +457,75 @@ class PassRecorder:
                     raise AssertionError(f"{workload_id} was placed but is still pending")
                 if allocated:
                     order.charge(leaf, float(g * workload.min_runtime_s))
+                    order.hold(leaf, g)
+                    # More held can make another budget's runs victims: forget failures.
+                    failed_searches.clear()
                 continue
             extra = float(g * workload.min_runtime_s)
             whole = needs_whole_nodes(g, workload.gang, node_size)
-            failed = failed_searches.get((leaf, whole))
+            big = needs_a_node(workload, node_size)
+            starving = self.ctx.churn.starving(workload, node_size, now)
+            failed = failed_searches.get((leaf, whole, starving))
             hopeless = failed is not None and g >= failed[0] and extra >= failed[1]
+            owed = allocated and self.ctx.churn.owed(order, leaf)
+            eligible: frozenset[str] | None = None
             if allocated and searches[0] > 0 and not hopeless:
                 searches[0] -= 1
-                if self.victims is None:
-                    self.victims = victim_index(cluster, pool, now)
-                plan = find_preemption(cluster, pool, workload, order, self.victims, node_size, now)
+                free_cap = max(0, index.free_total - keep) if keep else None
+                usable = index.free_total if free_cap is None else free_cap
+                eligible = self._eligible(workload, pool, order, g - usable)
+                assert self.victims is not None
+                plan = find_preemption(
+                    cluster,
+                    pool,
+                    workload,
+                    order,
+                    self.victims,
+                    node_size,
+                    now,
+                    VictimRule(self.ctx.churn, node_size=self.node_size),
+                    free_cap,
+                    self.held_nodes,
+                    eligible,
+                )
                 if plan is not None:
                     self.victims.remove(cluster, plan.victims)
                     self._preempt_for(workload, pool, plan.placement, plan.victims, order)
                     order.charge(leaf, extra)
+                    order.hold(leaf, g)
                     failed_searches.clear()  # the pool changed
                     continue
                 # A bigger gang with a bigger request cannot succeed where this one failed.
-                failed_searches[(leaf, whole)] = (g, extra)
+                failed_searches[(leaf, whole, starving)] = (g, extra)
+            if owed and big and not starving and self.ctx.preemption:
+                # It may preempt more once it starves: ask for a pass then.
+                self.result.wake(workload.submitted_at + self.ctx.churn.starving_after_s)
+            if owed and not self.held_nodes and big:
+                if eligible is None or not eligible:
+                    eligible = self._eligible(workload, pool, order)
+                self.held_nodes = nodes_to_hold(
+                    cluster,
+                    pool,
+                    workload,
+                    eligible,
+                    node_size,
+                    self.held_nodes,
+                    now,
+                    self.ctx.churn.hold_horizon_s,
+                )
             # Nothing of this kind fits or can be freed for this budget in this pass.
             sizes[leaf].remove(kind)
+
+    def _eligible(
+        self, workload: WorkloadState, pool: str, order: FairShareOrder, need: int = 0
+    ) -> frozenset[str]:
+        """The runs ``workload`` may preempt now (preemption.eligible_victims), or none when
+        they could not free ``need`` GPUs whichever they were."""
+        cluster, now = self.cluster, self.ctx.now
+        if self.victims is None:
+            self.victims = victim_index(cluster, pool, now)
+        rule = VictimRule(self.ctx.churn, node_size=self.node_size)
+        return eligible_victims(cluster, pool, workload, order, self.victims, rule, now, need)
 
     def _preempt_for(
         self,
@@ -353,14 +534,20 @@ class PassRecorder:
         placement: PlacementSpec,
         victims: tuple[str, ...],
         order: FairShareOrder,
+        lane: bool = False,
     ) -> None:
         cluster = self.cluster
+        why = (
+            "debug lane, whatever the ranks"
+            if lane
+            else "ranks ahead by the churn margin after counting its request"
+        )
         for victim_id in victims:
             victim = cluster.workloads[victim_id]
             tier = "unallocated" if not victim.allocated else "past its contract"
             detail = (
                 f"{victim_id} ({victim.budget}, {tier}) makes room for {preemptor.workload_id} "
-                f"({preemptor.budget}, ranks ahead after counting its request)"
+                f"({preemptor.budget}, {why})"
             )
             decision = self.decision(
                 "preempt-for",
@@ -370,6 +557,8 @@ class PassRecorder:
                 detail=detail,
             )
             self.preempt(victim, "preempt-for", decision, requeue=victim.resumable)
+            if victim.allocated:
+                order.hold(victim.budget, -victim.gpus)
         detail = f"placed on GPUs freed by preempting {', '.join(victims)}"
         self.place(
             preemptor,

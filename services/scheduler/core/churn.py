@@ -1,0 +1,135 @@
+"""Churn control: when taking GPUs from a running job is worth what the job loses.
+
+A run past its contract may be stopped for an allocated preemptor of another budget for one of
+two reasons, judged where the two budgets' paths part (``preemption.py`` applies them):
+
+* **Entitlement.** A budget holding less than its entitlement right now (``share x capacity``
+  GPUs of allocated work), short of it by more than ``owed_tolerance`` of it, is *owed*. It
+  may take from a budget that holds more than its own entitlement as much as that budget can
+  give while keeping its entitlement; or, beyond that, as long as that budget keeps at least
+  the fraction of its entitlement the owed one will then hold. Neither move can be undone by
+  the same rule (the victim's budget is left with no claim, or a smaller one than the
+  preemptor's), so two budgets never bounce a job between them. A budget a few GPUs short of a
+  large entitlement is not worth a stop: the order (budgets below their entitlement first)
+  hands it the next GPUs that come free.
+* **Catch-up.** Any budget may take from a budget that keeps its entitlement and ranks behind
+  it in the 7-day order (after the preemptor's request is counted) by a **margin**: the
+  victim's usage ratio must exceed the preemptor's by ``margin`` relative, plus
+  ``margin_per_wasted_gpu_hour`` for every GPU-hour the stop would waste (``work_at_risk.py``).
+  Fair share over a week moves slowly and budgets near parity swap ranks all the time: without
+  the margin every swap would stop a job and change nobody's week. A run that has just
+  checkpointed needs only the base margin; a large gang deep into its checkpoint interval
+  needs a budget far behind. An owed gang that needs whole nodes and has waited
+  ``starving_after_s`` may catch up even where the victim's budget does not keep its
+  entitlement: whole nodes whose every run belongs to a budget with GPUs to spare are rare in a
+  full pool, and such a gang would otherwise wait however far below its entitlement it is.
+
+The margin depends only on the victim and the instant, and what may be taken only shrinks as
+the preemptor's request grows, so a bigger request can never find a victim a smaller one of the
+same budget could not (the pass's failed-search memo relies on that).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from events.times import HOUR
+from projections.cluster_state import WorkloadState
+from services.scheduler.core.fairshare_order import FairShareOrder
+
+
+@dataclass(frozen=True)
+class ChurnControl:
+    #: Base relative margin of the catch-up rule. ``inf`` turns catch-up off.
+    margin: float = 0.5
+    #: Added to the catch-up margin per GPU-hour a stop would waste.
+    margin_per_wasted_gpu_hour: float = 0.1
+    #: A budget is owed GPUs (may take them by entitlement) while it is short of its
+    #: entitlement by more than this fraction of it.
+    owed_tolerance: float = 0.1
+    #: How long nodes may be held free for a gang that is owed GPUs (reservation.py).
+    hold_horizon_s: float = 15 * 60
+    #: After this long, an owed gang that needs whole nodes may take from any budget that
+    #: ranks behind it: whole nodes whose every run has room to give are rare in a full pool.
+    starving_after_s: float = 3600
+
+    def __post_init__(self) -> None:
+        if min(self.margin, self.margin_per_wasted_gpu_hour, self.hold_horizon_s) < 0 or (
+            self.starving_after_s < 0
+        ):
+            raise ValueError("churn margins and the hold horizon must not be negative")
+        if not 0.0 <= self.owed_tolerance < 1.0:
+            raise ValueError("owed_tolerance must be in [0, 1)")
+
+    def starving(self, workload: WorkloadState, node_size: int, now: float) -> bool:
+        """A gang that needs a whole node or more and has waited ``starving_after_s`` since it
+        was submitted."""
+        waited = now - workload.submitted_at
+        return needs_a_node(workload, node_size) and waited >= self.starving_after_s
+
+    def owed(self, order: FairShareOrder, leaf: str) -> bool:
+        """Whether ``leaf`` is short of its entitlement by more than the tolerance."""
+        entitled = order.entitled(leaf)
+        return entitled > 0 and order.held.get(leaf, 0.0) < entitled * (1.0 - self.owed_tolerance)
+
+    def victim_margin(self, wasted_gpu_s: float) -> float:
+        return self.margin + self.margin_per_wasted_gpu_hour * max(0.0, wasted_gpu_s) / HOUR
+
+    def waste_allowed(self, slack: float) -> float:
+        """The most GPU-seconds a stop may waste (exclusive) for a victim whose budget ranks
+        behind by ``slack`` (relative); negative when no victim of that budget may be stopped."""
+        if slack <= self.margin:
+            return -1.0
+        if self.margin_per_wasted_gpu_hour == 0 or slack == math.inf:
+            return math.inf
+        return (slack - self.margin) / self.margin_per_wasted_gpu_hour * HOUR
+
+
+def needs_a_node(workload: WorkloadState, node_size: int) -> bool:
+    """Work that only fits where a whole node is free: the shape that can starve."""
+    return workload.gang == "whole-nodes" or workload.gpus >= node_size > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What a preemptor may take from one victim budget."""
+
+    #: The preemptor's side holds less than its entitlement.
+    owed: bool
+    #: GPUs the victim's side holds beyond its entitlement (may be negative).
+    keep: float
+    #: GPUs an owed preemptor may take from the victim's side in all (entitlement rule).
+    most: float
+
+
+NO_ROOM = Room(owed=False, keep=-math.inf, most=-math.inf)
+
+
+def room(
+    order: FairShareOrder,
+    victim_leaf: str,
+    preemptor_leaf: str,
+    gained: float,
+    tolerance: float = 0.0,
+) -> Room:
+    """Where the budgets of a victim and of a preemptor that gains ``gained`` GPUs stand
+    against their entitlements (where their paths part)."""
+    if victim_leaf == preemptor_leaf or preemptor_leaf not in order.shares:
+        return NO_ROOM
+    if victim_leaf not in order.shares:
+        return Room(owed=True, keep=math.inf, most=math.inf)  # no share: it keeps nothing
+    sides = order.side_of(victim_leaf, preemptor_leaf)
+    if sides is None:
+        return NO_ROOM
+    victim_side, preemptor_side = sides
+    entitled_v, entitled_p = order.entitled(victim_side), order.entitled(preemptor_side)
+    held_v, held_p = order.held[victim_side], order.held[preemptor_side]
+    keep = held_v - entitled_v
+    owed = entitled_p > 0 and held_p < entitled_p * (1.0 - tolerance)
+    if not owed:
+        return Room(owed=False, keep=keep, most=-math.inf)
+    if entitled_v <= 0:
+        return Room(owed=True, keep=math.inf, most=math.inf)
+    no_crossing = held_v - (held_p + gained) / entitled_p * entitled_v
+    return Room(owed=True, keep=keep, most=max(keep, no_crossing))

@@ -1,0 +1,76 @@
+"""Holding nodes for a gang that is owed GPUs but cannot find room.
+
+In a full cluster, GPUs come free one at a time and the next pick takes each at once, so a
+gang that needs whole nodes (or a whole node's worth of GPUs) never sees them free; and
+preemption cannot clear a node for it while any run there is inside its contract or belongs
+to a budget it may not take from. Such a gang would wait however far its budget is below its
+entitlement. So, once per pool and pass, the first allocated workload in fair-share order that
+neither fits nor can preempt, and whose budget holds less than its entitlement, holds the
+nodes that will be free for it soonest: nodes whose runs are all victims it may take, or runs
+inside contracts that end within a horizon. Work after it in the pass is not placed there, and
+no other preemptor takes them; once those contracts end, the gang preempts what is left and
+fits. The price is the GPUs that sit free on those nodes meanwhile, which the horizon bounds,
+and holding only for budgets below their entitlement keeps it to work that is owed.
+The choice is recomputed every pass from the state alone, like every other decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from projections.cluster_state import ClusterState, WorkloadState
+from services.scheduler.core.placement import needs_whole_nodes
+
+
+def nodes_to_hold(
+    cluster: ClusterState,
+    pool: str,
+    workload: WorkloadState,
+    eligible: frozenset[str],
+    node_size: int,
+    exclude: frozenset[str] | set[str],
+    now: float,
+    horizon_s: float,
+) -> frozenset[str]:
+    """The nodes ``workload`` should wait for, or none. A node is ready when every run on it is
+    a victim ``workload`` may take (``eligible``) or a run whose contract ends by then (it may
+    be one afterwards); a node with a run that is neither is never ready. The nodes chosen
+    are the fewest that hold the gang, readiest first (then most GPUs, then name), and only if
+    they are all ready within ``horizon_s``: GPUs held free for longer would cost more than the
+    gang is owed."""
+    whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
+    scored: list[tuple[float, int, str]] = []
+    index = cluster.pools[pool]
+    for free in sorted(index.by_free):
+        for name in index.by_free[free]:
+            node = cluster.nodes[name]
+            if name in exclude or node.gpus < (node_size if whole else workload.gpus):
+                continue
+            ready = _ready_at(cluster, node.assigned.values(), eligible, now)
+            if ready - now <= horizon_s:
+                scored.append((ready, -node.gpus, name))
+    scored.sort()
+    chosen: list[str] = []
+    total = 0
+    for _ready, neg_gpus, name in scored:
+        chosen.append(name)
+        total += -neg_gpus
+        if not whole or total >= workload.gpus:
+            return frozenset(chosen)
+    return frozenset()
+
+
+def _ready_at(
+    cluster: ClusterState, holders: Iterable[str], eligible: frozenset[str], now: float
+) -> float:
+    ready = now
+    for holder in set(holders):
+        if holder in eligible:
+            continue
+        run = cluster.workloads[holder]
+        if not run.allocated or run.contract_over(now):
+            return math.inf  # past its contract and still no victim: no telling when it ends
+        started = run.started_at if run.started_at is not None else now
+        ready = max(ready, started + run.min_runtime_s)
+    return ready
