@@ -43,7 +43,8 @@ def _check_a_working_lab(
     ("choice", "announced"),
     [
         ((), "Apache Kafka 4.1.1 (KRaft"),  # the default: crash-safe
-        (("--broker", "noida"), "NOT crash-safe"),  # the fallback says what it is
+        # the fallback says what it is (run by .ci/run's noida step and its slow step)
+        pytest.param(("--broker", "noida"), "NOT crash-safe", marks=pytest.mark.slow),
     ],
     ids=["default-apache-kafka", "fallback-noida"],
 )

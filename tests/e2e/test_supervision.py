@@ -95,6 +95,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
 
 
 @pytest.mark.broker_fast
+@pytest.mark.slow  # kill -9 of a service and of the launcher: a chaos scenario
 def test_a_killed_service_is_restarted_and_a_killed_launcher_leaves_no_service(up: Up) -> None:
     _until("the API", lambda: "pids " in up.text() or up.process.poll() is not None, 180)
     assert up.process.poll() is None, up.text()

@@ -22,7 +22,8 @@ from services.brokers.apache_kafka import kafka_runtime
 from services.launcher.data_dir import exclusive_data_dir, processes_using
 from tests.processes import FAIRSHARE, free_port, run_fairshare
 
-pytestmark = [pytest.mark.broker]
+# kill -9 and SIGTERM scenarios of a whole stack: among the slow ones (.ci/run runs them)
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 def _until(what: str, check: Callable[[], object], timeout_s: float) -> None:
