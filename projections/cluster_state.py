@@ -21,6 +21,7 @@ of these transitions, and the events at the boundary are already validated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -102,6 +103,9 @@ class NodeState:
     cordon_reason: str = ""
     cordoned_by: str | None = None
     cordoned_at: float | None = None
+    #: The latest contract end among the started allocated runs assigned GPUs here (-inf when
+    #: none): no run here frees its GPUs by contract before it (see ``ClusterState.by_ready``).
+    contract_bound: float = -math.inf
 
     @property
     def free(self) -> int:
@@ -234,6 +238,20 @@ class ClusterState:
         self.unallocated_active: dict[str, set[str]] = {}
         #: Bumped on every change of GPU assignment or node availability in a pool.
         self.layout_version: dict[str, int] = {}
+        #: Allocated GPUs each budget holds per pool (placed or running, no preempt command
+        #: out), kept as the fold goes: what fair share compares with entitlements every pass,
+        #: which counting the pool's runs would cost as much as the pass itself.
+        self.held: dict[str, dict[str, int]] = {}
+        #: Per pool, the workloads whose standing as a possible victim may have changed, in
+        #: fold order (placed, started, preempt command, released), and how often the list was
+        #: dropped: a victim index catches up from here instead of being rebuilt every pass.
+        self.victim_changes: dict[str, list[str]] = {}
+        self.victim_changes_dropped: dict[str, int] = {}
+        #: Bumped when a node of the pool registers or changes availability.
+        self.node_version: dict[str, int] = {}
+        #: Per pool, every node by ``contract_bound``: the nodes whose runs' contracts all end
+        #: by a deadline, without looking at the others (holding nodes for a gang).
+        self.by_ready: dict[str, SortedList[tuple[float, str]]] = {}
         #: Caches the scheduler may keep here, keyed by ``preemption_signature``: derived data,
         #: safe to drop at any time (never part of what is replayed).
         self.caches: dict[str, object] = {}
@@ -282,9 +300,23 @@ class ClusterState:
                 node.assigned[gpu] = holder
         if indexed:
             self._index(node).add(node)
+        self._bound(node)
+
+    def _bound(self, node: NodeState) -> None:
+        bound = -math.inf
+        for holder in set(node.assigned.values()):
+            run = self.workloads.get(holder)
+            if run is not None and run.allocated and run.started_at is not None:
+                bound = max(bound, run.started_at + run.min_runtime_s)
+        if bound != node.contract_bound:
+            ready = self.by_ready.setdefault(node.pool, SortedList())
+            ready.discard((node.contract_bound, node.name))
+            node.contract_bound = bound
+            ready.add((bound, node.name))
 
     def _set_schedulable(self, node: NodeState, cordoned: bool, down: bool) -> None:
         self._bump(node.pool)
+        self.node_version[node.pool] = self.node_version.get(node.pool, 0) + 1
         index = self._index(node)
         if node.schedulable:
             index.remove(node, node.free)
@@ -312,9 +344,11 @@ class ClusterState:
             return
         node = NodeState(e.node, e.cluster, e.pool, e.gpus, e.gpu_type, last_heartbeat=now)
         self.nodes[e.node] = node
+        self.node_version[node.pool] = self.node_version.get(node.pool, 0) + 1
         index = self._index(node)
         index.add(node)
         index.capacity += node.gpus
+        self.by_ready.setdefault(node.pool, SortedList()).add((node.contract_bound, node.name))
         self.active.setdefault(node.pool, set())
         self.pending.setdefault(node.pool, {})
 
@@ -440,6 +474,24 @@ class ClusterState:
             node.holders[workload.workload_id] = gpus
             node.drained = False
         self.active.setdefault(workload.pool or "", set()).add(workload.workload_id)
+        self._count_held(workload, +1)
+        self._victim_changed(workload)
+
+    def _count_held(self, workload: WorkloadState, sign: int) -> None:
+        if workload.allocated and not workload.preempting:
+            held = self.held.setdefault(workload.pool or "", {})
+            held[workload.budget] = held.get(workload.budget, 0) + sign * workload.gpus
+
+    #: Changes kept per pool before the list is dropped (a reader then rebuilds).
+    VICTIM_CHANGES_KEPT = 100_000
+
+    def _victim_changed(self, workload: WorkloadState) -> None:
+        pool = workload.pool or ""
+        changes = self.victim_changes.setdefault(pool, [])
+        if len(changes) >= self.VICTIM_CHANGES_KEPT:
+            changes.clear()
+            self.victim_changes_dropped[pool] = self.victim_changes_dropped.get(pool, 0) + 1
+        changes.append(workload.workload_id)
 
     def _release_assignment(self, workload: WorkloadState) -> None:
         for node_name, gpus in workload.placement:
@@ -456,7 +508,11 @@ class ClusterState:
             node = self.nodes.get(node_name)
             if node is not None:
                 node.holders.pop(workload.workload_id, None)
-        self.active.get(workload.pool or "", set()).discard(workload.workload_id)
+        active = self.active.get(workload.pool or "", set())
+        if workload.workload_id in active:
+            active.discard(workload.workload_id)
+            self._count_held(workload, -1)
+            self._victim_changed(workload)
 
     def _on_placed(self, e: WorkloadPlaced, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -534,8 +590,10 @@ class ClusterState:
             return
         if not workload.preempting:
             self._forget_victim(workload)
+            self._count_held(workload, -1)
             workload.preempting = True
             self._release_assignment(workload)
+            self._victim_changed(workload)
 
     def _on_started(self, e: WorkloadStarted, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -548,6 +606,11 @@ class ClusterState:
             self.contract_ends.setdefault(workload.pool or "", SortedList()).add(
                 (now + workload.min_runtime_s, workload.workload_id)
             )
+        for node_name, _gpus in workload.placement:
+            node = self.nodes.get(node_name)
+            if node is not None:
+                self._bound(node)
+        self._victim_changed(workload)
 
     def _forget_victim(self, workload: WorkloadState) -> None:
         pool = workload.pool or ""

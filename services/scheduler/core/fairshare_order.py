@@ -209,20 +209,19 @@ class FairShareOrder:
 
 def held_by_leaf(cluster: ClusterState, pool: str) -> dict[str, float]:
     """Allocated GPUs each leaf budget holds in ``pool`` now (placed or running, not being
-    preempted): what :class:`FairShareOrder` compares with entitlements. Kept in the state's
-    caches while no assignment of the pool changes (nothing else changes it)."""
-    version = cluster.layout_version.get(pool, 0)
-    cached = cluster.caches.get(f"held:{pool}")
-    if isinstance(cached, tuple) and cached[0] == version:
-        found: dict[str, float] = cached[1]
-        return dict(found)
+    preempted): what :class:`FairShareOrder` compares with entitlements. The fold keeps the
+    count (``ClusterState.held``); :func:`count_held` is the reference it is tested against."""
+    return {budget: float(gpus) for budget, gpus in cluster.held.get(pool, {}).items() if gpus}
+
+
+def count_held(cluster: ClusterState, pool: str) -> dict[str, float]:
+    """The same figure counted from the pool's runs (the definition; slow at scale)."""
     held: dict[str, float] = {}
     for workload_id in cluster.active.get(pool, ()):
         workload = cluster.workloads[workload_id]
         if workload.allocated and not workload.preempting:
             held[workload.budget] = held.get(workload.budget, 0.0) + workload.gpus
-    cluster.caches[f"held:{pool}"] = (version, held)
-    return dict(held)
+    return held
 
 
 @lru_cache(maxsize=65536)

@@ -73,69 +73,161 @@ Cost = tuple[int, float, int, float, float, str]
 
 
 class VictimIndex:
-    """Preemptible work of one pool at one instant, by node and by budget."""
+    """Preemptible work of one pool at one instant, by node and by budget.
+
+    Kept between passes and brought up to date from the fold's change list
+    (``ClusterState.victim_changes``) and the contracts that ended since, instead of being
+    rebuilt from every run of the pool each pass: a pass after one event then costs what
+    changed, not the size of the cluster. Its content is a function of the state and ``now``
+    only (the sets, not their order, are what the searches read), so a caught-up index and a
+    fresh one lead to the same decisions; ``tests/unit/test_incremental_scheduler.py`` checks
+    both against each other on random histories."""
 
     def __init__(self, cluster: ClusterState, pool: str, now: float) -> None:
+        self.pool = pool
         self.by_node: dict[str, list[Candidate]] = {}
         self.gpus_by_budget: dict[str, int] = {}
-        self.ids_by_budget: dict[str, list[str]] = {}
-        self.tier0: list[str] = []
+        self.ids_by_budget: dict[str, set[str]] = {}
+        self.tier0: set[str] = set()
         self.tier0_gpus = 0
         self.tier1_gpus = 0
+        #: Every indexed run: (tier, budget, GPUs, nodes it is listed on).
+        self._members: dict[str, tuple[int, str, int, tuple[str, ...]]] = {}
+        #: Runs whose contract end the state's index puts at or before ``now`` while
+        #: ``contract_over`` does not agree yet (float rounding): looked at again next time.
+        self._deferred: set[str] = set()
         for workload_id in cluster.preemptible(pool, now):
-            workload = cluster.workloads[workload_id]
-            if workload.preempting or (workload.allocated and not workload.contract_over(now)):
+            self.refresh(cluster, workload_id, now)
+
+    def refresh(self, cluster: ClusterState, workload_id: str, now: float) -> None:
+        """Index ``workload_id`` as it stands at ``now``: in, out, or as it was."""
+        self._discard(workload_id)
+        self._deferred.discard(workload_id)
+        workload = cluster.workloads.get(workload_id)
+        if (
+            workload is None
+            or workload.pool != self.pool
+            or workload.preempting
+            or workload_id not in cluster.active.get(self.pool, ())
+        ):
+            return
+        if workload.allocated and not workload.contract_over(now):
+            if workload.started_at is not None and (
+                workload.started_at + workload.min_runtime_s <= now
+            ):
+                self._deferred.add(workload_id)
+            return
+        tier = 1 if workload.allocated else 0
+        started = workload.started_at if workload.started_at is not None else 0.0
+        nodes: list[str] = []
+        for node_name, gpus in workload.placement:
+            node = cluster.nodes.get(node_name)
+            if node is None or not node.schedulable:
                 continue
-            tier = 1 if workload.allocated else 0
-            started = workload.started_at if workload.started_at is not None else 0.0
-            for node_name, gpus in workload.placement:
-                node = cluster.nodes.get(node_name)
-                if node is None or not node.schedulable:
-                    continue
-                self.by_node.setdefault(node_name, []).append(
-                    Candidate(workload_id, tier, gpus, workload.budget, started)
-                )
-            if tier == 0:
-                self.tier0.append(workload_id)
-                self.tier0_gpus += workload.gpus
+            nodes.append(node_name)
+            self.by_node.setdefault(node_name, []).append(
+                Candidate(workload_id, tier, gpus, workload.budget, started)
+            )
+        self._members[workload_id] = (tier, workload.budget, workload.gpus, tuple(nodes))
+        if tier == 0:
+            self.tier0.add(workload_id)
+            self.tier0_gpus += workload.gpus
+        else:
+            self.tier1_gpus += workload.gpus
+            self.gpus_by_budget[workload.budget] = (
+                self.gpus_by_budget.get(workload.budget, 0) + workload.gpus
+            )
+            self.ids_by_budget.setdefault(workload.budget, set()).add(workload_id)
+
+    def _discard(self, workload_id: str) -> None:
+        member = self._members.pop(workload_id, None)
+        if member is None:
+            return
+        tier, budget, gpus, nodes = member
+        for node_name in nodes:
+            kept = [c for c in self.by_node.get(node_name, ()) if c.workload_id != workload_id]
+            if kept:
+                self.by_node[node_name] = kept
             else:
-                self.tier1_gpus += workload.gpus
-                self.gpus_by_budget[workload.budget] = (
-                    self.gpus_by_budget.get(workload.budget, 0) + workload.gpus
-                )
-                self.ids_by_budget.setdefault(workload.budget, []).append(workload_id)
+                self.by_node.pop(node_name, None)
+        if tier == 0:
+            self.tier0.discard(workload_id)
+            self.tier0_gpus -= gpus
+        else:
+            self.ids_by_budget[budget].discard(workload_id)
+            self.gpus_by_budget[budget] -= gpus
+            self.tier1_gpus -= gpus
+
+    def nodes_of(self, workload_ids: frozenset[str]) -> set[str]:
+        """The nodes where any of ``workload_ids`` is listed."""
+        nodes: set[str] = set()
+        for workload_id in workload_ids:
+            member = self._members.get(workload_id)
+            if member is not None:
+                nodes.update(member[3])
+        return nodes
 
     def remove(self, cluster: ClusterState, workload_ids: tuple[str, ...]) -> None:
         """Forget victims already chosen in this pass (cheaper than rebuilding the index)."""
-        gone = set(workload_ids)
         for workload_id in workload_ids:
-            workload = cluster.workloads[workload_id]
-            for node_name, _gpus in workload.placement:
-                kept = [c for c in self.by_node.get(node_name, ()) if c.workload_id not in gone]
-                if kept:
-                    self.by_node[node_name] = kept
-                else:
-                    self.by_node.pop(node_name, None)
-            if not workload.allocated:
-                if workload_id in self.tier0:
-                    self.tier0.remove(workload_id)
-                    self.tier0_gpus -= workload.gpus
-            elif workload.budget in self.gpus_by_budget:
-                ids = self.ids_by_budget[workload.budget]
-                if workload_id in ids:
-                    ids.remove(workload_id)
-                    self.gpus_by_budget[workload.budget] -= workload.gpus
-                    self.tier1_gpus -= workload.gpus
+            self._discard(workload_id)
+
+    def content(self) -> tuple[object, ...]:
+        """What the index holds, as sets (the searches read nothing else): a caught-up index
+        and a fresh one of the same state at the same instant must agree on it."""
+        return (
+            dict(self._members),
+            frozenset(self._deferred),
+            {node: frozenset(c.workload_id for c in found) for node, found in self.by_node.items()},
+            frozenset(self.tier0),
+            self.tier0_gpus,
+            self.tier1_gpus,
+            {budget: gpus for budget, gpus in self.gpus_by_budget.items() if gpus},
+            {budget: frozenset(ids) for budget, ids in self.ids_by_budget.items() if ids},
+        )
+
+
+@dataclass
+class _KeptIndex:
+    """A pool's victim index between passes, and how far it has followed the state."""
+
+    index: VictimIndex
+    now: float
+    node_version: int
+    dropped: int
+    cursor: int
 
 
 def victim_index(cluster: ClusterState, pool: str, now: float) -> VictimIndex:
-    signature = cluster.preemption_signature(pool, now)
-    cached = cluster.caches.get(f"victims:{pool}")
-    if isinstance(cached, tuple) and cached[0] == signature:
-        index: VictimIndex = cached[1]
+    """The pool's victim index at ``now``: the kept one caught up (the runs the fold changed
+    since, and the contracts that ended since), or a fresh one when the pool's nodes changed,
+    the change list was dropped, or time went back."""
+    kept = cluster.caches.get(f"victims:{pool}")
+    node_version = cluster.node_version.get(pool, 0)
+    dropped = cluster.victim_changes_dropped.get(pool, 0)
+    changes = cluster.victim_changes.get(pool, [])
+    if (
+        isinstance(kept, _KeptIndex)
+        and (kept.node_version, kept.dropped) == (node_version, dropped)
+        and kept.now <= now
+        and kept.cursor <= len(changes)
+    ):
+        index = kept.index
+        refresh = set(changes[kept.cursor :]) | index._deferred
+        ends = cluster.contract_ends.get(pool)
+        if ends and now > kept.now:
+            refresh.update(
+                workload_id
+                for _end, workload_id in ends.irange(
+                    (kept.now, "\U0010ffff"), (now, "\U0010ffff"), inclusive=(False, True)
+                )
+            )
+        for workload_id in sorted(refresh):
+            index.refresh(cluster, workload_id, now)
+        kept.now, kept.cursor = now, len(changes)
         return index
     index = VictimIndex(cluster, pool, now)
-    cluster.caches[f"victims:{pool}"] = (signature, index)
+    cluster.caches[f"victims:{pool}"] = _KeptIndex(index, now, node_version, dropped, len(changes))
     return index
 
 
@@ -190,7 +282,7 @@ def eligible_victims(
     bound checked first, budget by budget, before any run is looked at)."""
     extra = float(preemptor.gpus * preemptor.min_runtime_s)
     starving = rule.lane is None and rule.starving(preemptor, now)
-    limits: list[tuple[list[str], float, float, float]] = []
+    limits: list[tuple[set[str], float, float, float]] = []
     bound = victims.tier0_gpus
     for budget in sorted(victims.ids_by_budget):
         ids = victims.ids_by_budget[budget]
@@ -373,9 +465,16 @@ class _Search:
         )
         return cost, tuple(sorted(c.workload_id for c in taken)), gained[:need]
 
+    def _nodes_with_victims(self) -> list[str]:
+        """Nodes where an eligible victim runs (a node without one frees nothing), found from
+        whichever side is smaller: the eligible runs, or the nodes with preemptible work."""
+        if len(self.eligible) < len(self.victims.by_node):
+            return sorted(self.victims.nodes_of(self.eligible))
+        return sorted(self.victims.by_node)
+
     def one_node(self, gpus: int) -> PreemptionPlan | None:
         best: tuple[Cost, tuple[str, ...], list[int]] | None = None
-        for node_name in sorted(self.victims.by_node):
+        for node_name in self._nodes_with_victims():
             node = self.cluster.nodes[node_name]
             if node.gpus < gpus or node_name in self.exclude:
                 continue
@@ -390,19 +489,26 @@ class _Search:
         """Every holder on a chosen node must be an eligible victim; nodes cheapest first."""
         index = self.cluster.pools[self.pool]
         options: list[tuple[Cost, int, NodeState, tuple[str, ...]]] = []
+        # A node is an option when it is empty, or when eligible victims run on it (a node
+        # with neither frees nothing); the options are sorted by a total order below.
+        candidates = set(self._nodes_with_victims())
         for free in sorted(index.by_free):
-            for node_name in index.by_free[free]:
-                node = self.cluster.nodes[node_name]
-                if node.free > self.usable_free or node_name in self.exclude:
-                    continue
-                if node.free == node.gpus:
-                    zero: Cost = (0, 0.0, 0, 0.0, 0.0, node.name)
-                    options.append((zero, -node.gpus, node, ()))
-                    continue
-                # Every GPU assigned on the node must be freed: its holders must all be victims.
-                plan = self._node_plan(node, node.gpus, node.free)
-                if plan is not None:
-                    options.append((plan[0], -node.gpus, node, plan[1]))
+            if free > 0:
+                candidates.update(
+                    name for name in index.by_free[free] if self.cluster.nodes[name].gpus == free
+                )
+        for node_name in sorted(candidates):
+            node = self.cluster.nodes[node_name]
+            if not node.schedulable or node.free > self.usable_free or node_name in self.exclude:
+                continue
+            if node.free == node.gpus:
+                zero: Cost = (0, 0.0, 0, 0.0, 0.0, node.name)
+                options.append((zero, -node.gpus, node, ()))
+                continue
+            # Every GPU assigned on the node must be freed: its holders must all be victims.
+            plan = self._node_plan(node, node.gpus, node.free)
+            if plan is not None:
+                options.append((plan[0], -node.gpus, node, plan[1]))
         options.sort(key=lambda o: (o[0], o[1]))
         chosen: list[NodeState] = []
         taken: list[str] = []

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from projections.cluster_state import ClusterState, WorkloadState
 from services.scheduler.core.placement import needs_whole_nodes
+from services.scheduler.core.preemption import VictimIndex
 
 
 def nodes_to_hold(
@@ -32,6 +33,7 @@ def nodes_to_hold(
     exclude: frozenset[str] | set[str],
     now: float,
     horizon_s: float,
+    victims: VictimIndex | None = None,
 ) -> frozenset[str]:
     """The nodes ``workload`` should wait for, or none. A node is ready when every run on it is
     a victim ``workload`` may take (``eligible``) or a run whose contract ends by then (it may
@@ -41,15 +43,26 @@ def nodes_to_hold(
     gang is owed."""
     whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
     scored: list[tuple[float, int, str]] = []
-    index = cluster.pools[pool]
-    for free in sorted(index.by_free):
-        for name in index.by_free[free]:
-            node = cluster.nodes[name]
-            if name in exclude or node.gpus < (node_size if whole else workload.gpus):
-                continue
-            ready = _ready_at(cluster, node.assigned.values(), eligible, now)
-            if ready - now <= horizon_s:
-                scored.append((ready, -node.gpus, name))
+    deadline = now + horizon_s
+    # A node whose contract bound is past the deadline holds a run inside its contract until
+    # then (no victim): only the others can be ready in time.
+    by_ready = cluster.by_ready.get(pool)
+    soon = () if by_ready is None else by_ready.irange(maximum=(deadline, "\U0010ffff"))
+    for _bound, name in soon:
+        node = cluster.nodes[name]
+        if (
+            not node.schedulable
+            or name in exclude
+            or node.gpus < (node_size if whole else workload.gpus)
+        ):
+            continue
+        if victims is not None and any(
+            c.workload_id not in eligible for c in victims.by_node.get(name, ())
+        ):
+            continue  # a run past its contract (or unallocated) it may not take: never
+        ready = _ready_at(cluster, node.assigned.values(), eligible, now, deadline)
+        if ready - now <= horizon_s:
+            scored.append((ready, -node.gpus, name))
     scored.sort()
     chosen: list[str] = []
     total = 0
@@ -62,8 +75,14 @@ def nodes_to_hold(
 
 
 def _ready_at(
-    cluster: ClusterState, holders: Iterable[str], eligible: frozenset[str], now: float
+    cluster: ClusterState,
+    holders: Iterable[str],
+    eligible: frozenset[str],
+    now: float,
+    deadline: float = math.inf,
 ) -> float:
+    """When every run on the node is one ``eligible`` holds or has ended its contract; inf
+    when never, or (all the caller needs to know) later than ``deadline``."""
     ready = now
     for holder in set(holders):
         if holder in eligible:
@@ -73,4 +92,6 @@ def _ready_at(
             return math.inf  # past its contract and still no victim: no telling when it ends
         started = run.started_at if run.started_at is not None else now
         ready = max(ready, started + run.min_runtime_s)
+        if ready > deadline:
+            return math.inf
     return ready

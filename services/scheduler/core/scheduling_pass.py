@@ -512,6 +512,7 @@ class PassRecorder:
                     self.held_nodes,
                     now,
                     self.ctx.churn.hold_horizon_s,
+                    self.victims,
                 )
             # Nothing of this kind fits or can be freed for this budget in this pass.
             sizes[leaf].remove(kind)

@@ -1,0 +1,70 @@
+"""The scheduler keeps what a pass needs between passes: the GPUs each budget holds (counted by
+the fold) and each pool's victim index (caught up from the fold's change list and the
+contracts that ended since). Kept and fresh must agree after every pass of random histories,
+and every node's contract bound must be its runs' latest contract end; dropping every cache
+before each pass (the full pass, the reference) must not change a
+decision (``test_churn.test_caches_change_no_decision``)."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+
+from projections.cluster_state import ClusterState, NodeState
+from services.scheduler.core.fairshare_order import count_held, held_by_leaf
+from services.scheduler.core.preemption import VictimIndex, victim_index
+from tests.unit.scheduling_fixtures import POOL, T0, Scenario
+from tests.unit.test_scheduler_properties import (
+    PROPERTY_SETTINGS,
+    Observed,
+    World,
+    simulate,
+    worlds,
+)
+
+
+def _contract_bound(cluster: ClusterState, node: NodeState) -> float:
+    ends = [
+        run.started_at + run.min_runtime_s
+        for run in (cluster.workloads[h] for h in set(node.assigned.values()))
+        if run.allocated and run.started_at is not None
+    ]
+    return max(ends, default=-math.inf)
+
+
+def kept_equals_fresh(seen: Observed) -> None:
+    cluster = seen.cluster
+    for node in cluster.nodes.values():
+        assert node.contract_bound == _contract_bound(cluster, node), node.name
+    for pool, by_ready in cluster.by_ready.items():
+        in_pool = {n.name: n for n in cluster.nodes.values() if n.pool == pool}
+        assert list(by_ready) == sorted((n.contract_bound, k) for k, n in in_pool.items())
+    for pool in sorted(cluster.pools):
+        assert held_by_leaf(cluster, pool) == count_held(cluster, pool), pool
+        kept = victim_index(cluster, pool, seen.now)
+        assert kept.content() == VictimIndex(cluster, pool, seen.now).content(), pool
+
+
+@PROPERTY_SETTINGS
+@given(worlds())
+def test_the_kept_indexes_equal_fresh_ones_after_every_pass(world: World) -> None:
+    simulate(world, (kept_equals_fresh,))
+
+
+def test_a_pass_after_one_event_catches_the_index_up_instead_of_rebuilding_it() -> None:
+    s = Scenario(budgets=(("a", 1.0), ("b", 1.0)), nodes=(("n0", 4), ("n1", 4)))
+    for k in range(8):
+        s.running(f"a{k}", "a", ((f"n{k // 4}", (k % 4,)),), started_at=T0, min_runtime_s=60)
+    first = victim_index(s.cluster, POOL, T0 + 120)
+    assert len(first.content()[0]) == 8  # every run is past its contract
+    s.finished("a3", T0 + 130)
+    again = victim_index(s.cluster, POOL, T0 + 140)
+    assert again is first  # caught up, not rebuilt
+    assert "a3" not in again.content()[0]
+    assert again.content() == VictimIndex(s.cluster, POOL, T0 + 140).content()
+    s.submit("b0", "b", gpus=2, min_runtime_s=60, at=T0 + 145)
+    s.run(T0 + 150)
+    assert victim_index(s.cluster, POOL, T0 + 150) is first
+    assert first.content() == VictimIndex(s.cluster, POOL, T0 + 150).content()
+    assert held_by_leaf(s.cluster, POOL) == count_held(s.cluster, POOL)
