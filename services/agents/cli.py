@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
 
 if TYPE_CHECKING:
+    from events import Topics
     from services.agents.agent import ClusterAgent
     from services.agents.run_as import RunAs
 
 #: Runs an agent over Kafka until the callable says stop: (bootstrap, topics, should_stop).
-AgentRunner = Callable[[str, Topics, Callable[[], bool]], "ClusterAgent"]
+AgentRunner = Callable[[str, "Topics", Callable[[], bool]], "ClusterAgent"]
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -53,6 +53,7 @@ def _serve(
     runner: AgentRunner | None = None,
 ) -> None:
     """Run ``adapter``'s agent until Ctrl-C or SIGTERM: the generic agent, or ``runner``'s."""
+    from events import Topics
     from services.agents.adapter import ClusterAdapter
     from services.agents.host import serve
     from services.runtime.signals import stop_requested_on_signals

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from events import Topics
 from services.runtime.cli_options import (
     DEFAULT_DATA_DIR,
     KafkaOption,
@@ -47,6 +46,7 @@ def serve_command(
     ] = None,
 ) -> None:
     """Serve the API over Kafka until interrupted."""
+    from events import Topics
     from services.api.server import DemoTokensError, serve, tokens_for
     from services.api.tokens_file import TokenFileError
 

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 import typer
 
-from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, console, err_console
 
 audit_app = typer.Typer(no_args_is_help=True, help="Replay, verify and explain the event log.")
@@ -35,6 +34,7 @@ def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> Iterable[
             raise typer.Exit(2)
         return log_from_file(events)
     if kafka:
+        from events import Topics
         from events.ndjson import BadLine
 
         log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix)))
@@ -124,6 +124,7 @@ def events_export(
     topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """Copy every event from Kafka (up to its current end) into a file an auditor can take."""
+    from events import Topics
     from services.brokers import BrokerStartError, external_broker
     from services.bus.export import export_events
 

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from events import Topics
 from services.runtime.cli_options import (
     KafkaOption,
     PrefixOption,
@@ -27,6 +26,8 @@ def charging(
     host: Annotated[str, typer.Option(help="plain (confluent consumer) or faust")] = "plain",
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
+    from events import Topics
+
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
     if host == "faust":

@@ -1,58 +1,83 @@
 """An httpx client of the Fairshare API: one method per endpoint, answers parsed into the API's
 own models (:mod:`services.api.models`), so a caller reads typed attributes and a change of
-the API's answers shows up in the type checker, not in a KeyError at a user's terminal."""
+the API's answers shows up in the type checker, not in a KeyError at a user's terminal.
+
+The models (pydantic and the events) are imported when the first answer is parsed, not with
+this module: a command that cannot reach the API, or only prints its ``--help``, never pays
+for them."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import TypeAdapter, ValidationError
 
-from services.api.models import (
-    BudgetAnswer,
-    BudgetReport,
-    CancelAnswer,
-    Me,
-    MemberAnswer,
-    NodeAnswer,
-    NodeList,
-    PoolList,
-    QueueView,
-    RevokeAnswer,
-    SubmitAnswer,
-    SubmitRequest,
-    WeightAnswer,
-    WhyView,
-    WorkloadList,
-    WorkloadView,
-)
+from services.client.constants import DEFAULT_API as DEFAULT_API
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from services.api.models import (
+        BudgetAnswer,
+        BudgetReport,
+        CancelAnswer,
+        Me,
+        MemberAnswer,
+        NodeAnswer,
+        NodeList,
+        PoolList,
+        QueueView,
+        RevokeAnswer,
+        SubmitAnswer,
+        SubmitRequest,
+        WeightAnswer,
+        WhyView,
+        WorkloadList,
+        WorkloadView,
+    )
 
 log = logging.getLogger(__name__)
 
-DEFAULT_API = "http://127.0.0.1:8000"
-
 T = TypeVar("T")
 
-_SUBMIT: TypeAdapter[SubmitAnswer] = TypeAdapter(SubmitAnswer)
-_CANCEL: TypeAdapter[CancelAnswer] = TypeAdapter(CancelAnswer)
-_WEIGHT: TypeAdapter[WeightAnswer] = TypeAdapter(WeightAnswer)
-_MEMBER: TypeAdapter[MemberAnswer] = TypeAdapter(MemberAnswer)
-_NODE: TypeAdapter[NodeAnswer] = TypeAdapter(NodeAnswer)
-_BUDGET: TypeAdapter[BudgetAnswer] = TypeAdapter(BudgetAnswer)
-_REVOKE: TypeAdapter[RevokeAnswer] = TypeAdapter(RevokeAnswer)
-_POOLS = TypeAdapter(PoolList)
-_WORKLOADS = TypeAdapter(WorkloadList)
-_WORKLOAD = TypeAdapter(WorkloadView)
-_WHY = TypeAdapter(WhyView)
-_QUEUE = TypeAdapter(QueueView)
-_BUDGETS = TypeAdapter(BudgetReport)
-_NODES = TypeAdapter(NodeList)
-_ME = TypeAdapter(Me)
+
+class _Answers:
+    """A validator of each of the API's answers (built once, on the first answer parsed)."""
+
+    def __init__(self) -> None:
+        from pydantic import TypeAdapter
+
+        from services.api import models
+
+        self.submit: TypeAdapter[SubmitAnswer] = TypeAdapter(models.SubmitAnswer)
+        self.cancel: TypeAdapter[CancelAnswer] = TypeAdapter(models.CancelAnswer)
+        self.weight: TypeAdapter[WeightAnswer] = TypeAdapter(models.WeightAnswer)
+        self.member: TypeAdapter[MemberAnswer] = TypeAdapter(models.MemberAnswer)
+        self.node: TypeAdapter[NodeAnswer] = TypeAdapter(models.NodeAnswer)
+        self.budget: TypeAdapter[BudgetAnswer] = TypeAdapter(models.BudgetAnswer)
+        self.revoke: TypeAdapter[RevokeAnswer] = TypeAdapter(models.RevokeAnswer)
+        self.pools = TypeAdapter(models.PoolList)
+        self.workloads = TypeAdapter(models.WorkloadList)
+        self.workload = TypeAdapter(models.WorkloadView)
+        self.why = TypeAdapter(models.WhyView)
+        self.queue = TypeAdapter(models.QueueView)
+        self.budgets = TypeAdapter(models.BudgetReport)
+        self.nodes = TypeAdapter(models.NodeList)
+        self.me = TypeAdapter(models.Me)
+
+
+@cache
+def _answers() -> _Answers:
+    return _Answers()
+
+
+#: Picks the validator of one answer out of :class:`_Answers`.
+_Pick = Callable[[_Answers], "TypeAdapter[T]"]
 
 
 class ApiError(RuntimeError):
@@ -144,7 +169,7 @@ class FairshareClient:
 
     def _call(
         self,
-        answer: TypeAdapter[T],
+        answer: _Pick[T],
         method: str,
         path: str,
         *,
@@ -152,8 +177,10 @@ class FairshareClient:
         params: dict[str, Any] | None = None,
     ) -> T:
         body = self.request(method, path, json=json, params=params)
+        from pydantic import ValidationError
+
         try:
-            return answer.validate_python(body)
+            return answer(_answers()).validate_python(body)
         except ValidationError as error:
             url = f"{self.base_url}{path}"
             raise ApiError(
@@ -163,12 +190,12 @@ class FairshareClient:
     # -- workloads ----------------------------------------------------------------------------
     def submit(self, request: SubmitRequest | Mapping[str, Any]) -> SubmitAnswer:
         """A mapping is sent as it is: the API validates it and names a bad field (422)."""
-        body = request.model_dump(mode="json") if isinstance(request, SubmitRequest) else request
-        return self._call(_SUBMIT, "POST", "/workloads", json=dict(body))
+        body = request if isinstance(request, Mapping) else request.model_dump(mode="json")
+        return self._call(lambda a: a.submit, "POST", "/workloads", json=dict(body))
 
     def cancel(self, workload_id: str, reason: str = "") -> CancelAnswer:
         path = f"/workloads/{_segment(workload_id)}/cancel"
-        return self._call(_CANCEL, "POST", path, json={"reason": reason})
+        return self._call(lambda a: a.cancel, "POST", path, json={"reason": reason})
 
     def workloads(
         self,
@@ -188,7 +215,7 @@ class FairshareClient:
             "limit": limit,
             "preempted": preempted,
         }
-        return self._call(_WORKLOADS, "GET", "/workloads", params=filters)
+        return self._call(lambda a: a.workloads, "GET", "/workloads", params=filters)
 
     def history(
         self,
@@ -207,13 +234,13 @@ class FairshareClient:
             "since": since,
             "limit": limit,
         }
-        return self._call(_WORKLOADS, "GET", "/history", params=filters)
+        return self._call(lambda a: a.workloads, "GET", "/history", params=filters)
 
     def workload(self, workload_id: str) -> WorkloadView:
-        return self._call(_WORKLOAD, "GET", f"/workloads/{_segment(workload_id)}")
+        return self._call(lambda a: a.workload, "GET", f"/workloads/{_segment(workload_id)}")
 
     def why(self, workload_id: str) -> WhyView:
-        return self._call(_WHY, "GET", f"/workloads/{_segment(workload_id)}/why")
+        return self._call(lambda a: a.why, "GET", f"/workloads/{_segment(workload_id)}/why")
 
     def queue(
         self,
@@ -224,11 +251,11 @@ class FairshareClient:
         reasons: bool | None = None,
     ) -> QueueView:
         filters = {"pool": pool, "budget": budget, "submitter": submitter, "reasons": reasons}
-        return self._call(_QUEUE, "GET", "/queue", params=filters)
+        return self._call(lambda a: a.queue, "GET", "/queue", params=filters)
 
     # -- budgets and nodes --------------------------------------------------------------------
     def budgets(self, pool: str | None = None) -> BudgetReport:
-        return self._call(_BUDGETS, "GET", "/budgets", params={"pool": pool})
+        return self._call(lambda a: a.budgets, "GET", "/budgets", params={"pool": pool})
 
     def set_weight(
         self, budget: str, weight: float, pool: str | None = None, reason: str = ""
@@ -236,11 +263,15 @@ class FairshareClient:
         body: dict[str, Any] = {"weight": weight, "reason": reason}
         if pool is not None:
             body["pool"] = pool
-        return self._call(_WEIGHT, "PUT", f"/budgets/{_segment(budget, '/')}/weight", json=body)
+        return self._call(
+            lambda a: a.weight, "PUT", f"/budgets/{_segment(budget, '/')}/weight", json=body
+        )
 
     def add_member(self, budget: str, user: str, role: str = "member") -> MemberAnswer:
         body = {"user": user, "role": role}
-        return self._call(_MEMBER, "POST", f"/budgets/{_segment(budget, '/')}/members", json=body)
+        return self._call(
+            lambda a: a.member, "POST", f"/budgets/{_segment(budget, '/')}/members", json=body
+        )
 
     def create_budget(
         self,
@@ -255,28 +286,28 @@ class FairshareClient:
             "pool_weights": dict(pool_weights or {}),
             "description": description,
         }
-        return self._call(_BUDGET, "POST", "/budgets", json=body)
+        return self._call(lambda a: a.budget, "POST", "/budgets", json=body)
 
     def close_budget(self, budget: str, reason: str = "") -> BudgetAnswer:
         path = f"/budgets/{_segment(budget, '/')}/close"
-        return self._call(_BUDGET, "POST", path, json={"reason": reason})
+        return self._call(lambda a: a.budget, "POST", path, json={"reason": reason})
 
     def revoke_member(self, budget: str, user: str, role: str = "member") -> RevokeAnswer:
         path = f"/budgets/{_segment(budget, '/')}/members/{_segment(user)}"
-        return self._call(_REVOKE, "DELETE", path, params={"role": role})
+        return self._call(lambda a: a.revoke, "DELETE", path, params={"role": role})
 
     def pools(self) -> PoolList:
-        return self._call(_POOLS, "GET", "/pools")
+        return self._call(lambda a: a.pools, "GET", "/pools")
 
     def nodes(self, pool: str | None = None) -> NodeList:
-        return self._call(_NODES, "GET", "/nodes", params={"pool": pool})
+        return self._call(lambda a: a.nodes, "GET", "/nodes", params={"pool": pool})
 
     def cordon(self, node: str, reason: str = "") -> NodeAnswer:
         path = f"/nodes/{_segment(node)}/cordon"
-        return self._call(_NODE, "POST", path, json={"reason": reason})
+        return self._call(lambda a: a.node, "POST", path, json={"reason": reason})
 
     def uncordon(self, node: str) -> NodeAnswer:
-        return self._call(_NODE, "POST", f"/nodes/{_segment(node)}/uncordon")
+        return self._call(lambda a: a.node, "POST", f"/nodes/{_segment(node)}/uncordon")
 
     def me(self) -> Me:
-        return self._call(_ME, "GET", "/me")
+        return self._call(lambda a: a.me, "GET", "/me")

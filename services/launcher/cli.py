@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from events import Topics
 from services.runtime.cli_options import DEFAULT_DATA_DIR, PrefixOption, console, err_console
 
 if TYPE_CHECKING:
@@ -109,6 +108,7 @@ def up(
 
     from rich.markup import escape
 
+    from events import Topics
     from services.launcher.config import UpConfig
     from services.launcher.data_dir import DataDirInUseError, exclusive_data_dir
 

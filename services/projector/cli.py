@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from events import Topics
 from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit, console
 
 log = logging.getLogger("services.projector")
@@ -35,6 +34,7 @@ def projector(
     database_url: DatabaseOption = "sqlite:///.fairshare/fairshare.db",
 ) -> None:
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
+    from events import Topics
     from services.projector.host import LogTruncatedError, run_projector
     from services.read_models.migrate import engine_for, migrate
     from services.runtime.signals import stop_requested_on_signals

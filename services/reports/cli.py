@@ -1,19 +1,22 @@
-"""``fairshare report charges|utilisation|users``: a report from the SQL read models."""
+"""``fairshare report charges|utilisation|users``: a report from the SQL read models.
+
+SQLAlchemy and the reports are imported when a report runs, not with this module:
+``fairshare`` imports it to list its commands."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from services.reports import periods, report_bytes
-from services.reports.periods import Period
-from services.reports.writers import Format
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.exc import DBAPIError
+
+    from services.reports.periods import Period
+    from services.reports.writers import Format
 
 report_app = typer.Typer(
     no_args_is_help=True,
@@ -74,6 +77,10 @@ def database_url_for(database_url: str | None, data_dir: Path) -> str:
 def open_read_models(url: str) -> Engine:
     """An engine over existing read models; never creates a file (a report on a path with no
     database would otherwise leave an empty one behind)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(url)
     except ArgumentError as error:
@@ -94,6 +101,8 @@ def open_read_models(url: str) -> Engine:
 def _database_error(url: str, error: DBAPIError) -> str:
     """One line for an error of the database: a missing table means no projector ever wrote
     there."""
+    from sqlalchemy.engine import make_url
+
     text = str(error.orig).strip().splitlines()[0] if error.orig is not None else str(error)
     where = make_url(url).render_as_string(hide_password=True)
     if "no such table" in text or ("relation" in text and "does not exist" in text):
@@ -116,6 +125,10 @@ def _run(
     pool: str | None = None,
     budget: str | None = None,
 ) -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    from services.reports import periods, report_bytes
+
     if period not in periods.PERIODS:
         raise typer.BadParameter(f"one of {', '.join(periods.PERIODS)}", param_hint="--period")
     if fmt not in ("csv", "json", "parquet"):

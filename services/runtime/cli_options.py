@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from events import Topics
+if TYPE_CHECKING:  # annotations only: a client command must not load the events package
+    from events import Topics
 
 KafkaOption = Annotated[
     str | None,

@@ -3,19 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from services.api.models import (
-    BudgetAnswer,
-    BudgetReport,
-    BudgetState,
-    MemberGrant,
-    MemberRevoke,
-)
-from services.client.api import DEFAULT_API
 from services.client.commands.common import (
     ApiOption,
     JsonOption,
@@ -26,7 +18,11 @@ from services.client.commands.common import (
     hours,
     num,
 )
+from services.client.constants import DEFAULT_API
 from services.client.terminal import add_row, plain
+
+if TYPE_CHECKING:
+    from services.api.models import BudgetAnswer, BudgetReport
 
 
 def share(
@@ -120,6 +116,8 @@ def add_member(
     as_json: JsonOption = False,
 ) -> None:
     """Grant a user a role on a budget's subtree (a manager of the budget)."""
+    from services.api.models import MemberGrant
+
     answer = ask(ctx, api, token, lambda c: c.add_member(budget, user, role))
     # An accepted grant (202) is recorded: granted as far as the caller can tell.
     changed = answer.changed if isinstance(answer, MemberGrant) else True
@@ -138,6 +136,8 @@ def revoke_member(
     as_json: JsonOption = False,
 ) -> None:
     """Take a role on a budget from a user (a manager of the budget)."""
+    from services.api.models import MemberRevoke
+
     answer = ask(ctx, api, token, lambda c: c.revoke_member(budget, user, role))
     # An accepted revoke (202) is recorded: revoked as far as the caller can tell.
     changed = answer.changed if isinstance(answer, MemberRevoke) else True
@@ -194,6 +194,8 @@ def _pool_weights(items: list[str]) -> dict[str, float]:
 
 
 def _budget_line(budget: str, answer: BudgetAnswer, done: str) -> str:
+    from services.api.models import BudgetState
+
     if not isinstance(answer, BudgetState):
         return f"{budget}: {done} (recorded; not yet visible)"
     return f"{budget}: {done if answer.changed else 'already ' + done} (weight {answer.weight:g})"

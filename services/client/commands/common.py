@@ -8,19 +8,22 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
 
-from services.api.models import Answer
-from services.client.api import ApiError, FairshareClient
 from services.client.terminal import console, styled
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from services.api.models import Answer
+    from services.client.api import ApiError, FairshareClient
 
 T = TypeVar("T")
 
 #: Makes the client for ``--api`` and ``--token`` (tests pass one over a TestClient).
-ClientFactory = Callable[[str, str | None], FairshareClient]
+ClientFactory = Callable[[str, str | None], "FairshareClient"]
 
 ApiOption = Annotated[
     str, typer.Option("--api", envvar="FAIRSHARE_API", help="base URL of the Fairshare API")
@@ -48,11 +51,15 @@ class ClientSource:
 
 
 def _default_client(api: str, token: str | None) -> FairshareClient:
+    from services.client.api import FairshareClient
+
     return FairshareClient(api, token)
 
 
 def ask(ctx: typer.Context, api: str, token: str | None, call: Callable[[FairshareClient], T]) -> T:
     """``call`` on a client of the API; an error prints the status and detail and exits 1."""
+    from services.client.api import ApiError
+
     source = ctx.find_object(ClientSource)
     client = (source.factory if source is not None else _default_client)(api, token)
     try:

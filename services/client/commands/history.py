@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from services.api.models import WorkloadList
-from services.client.api import DEFAULT_API
 from services.client.commands.common import (
     ApiOption,
     BudgetFilter,
@@ -24,7 +22,11 @@ from services.client.commands.common import (
     nodelist,
     submitter_filter,
 )
+from services.client.constants import DEFAULT_API
 from services.client.terminal import add_row
+
+if TYPE_CHECKING:
+    from services.api.models import WorkloadList
 
 
 def history(

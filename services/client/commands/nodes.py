@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
-from services.api.models import NodeAnswer, NodeList, NodeView
-from services.client.api import DEFAULT_API
 from services.client.commands.common import (
     ApiOption,
     JsonOption,
@@ -19,7 +16,13 @@ from services.client.commands.common import (
     ask,
     emit,
 )
+from services.client.constants import DEFAULT_API
 from services.client.terminal import add_row, plain
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from services.api.models import NodeAnswer, NodeList, NodeView
 
 NodeArgument = Annotated[str, typer.Argument(help="the node")]
 
@@ -40,6 +43,8 @@ def nodes(
     """Nodes: state, used and free GPUs, last heartbeat, why cordoned (like sinfo -N)."""
     answer = ask(ctx, api, token, lambda c: c.nodes(pool))
     if reasons:
+        from services.api.models import NodeList
+
         answer = NodeList(nodes=[n for n in answer.nodes if n.cordoned or n.down])
     table = _reason_table if reasons else _node_table
     emit(answer, as_json, lambda o: o.print(table(answer)))
@@ -113,4 +118,6 @@ def uncordon(
 
 def _state_line(node: str, answer: NodeAnswer) -> Text:
     """Its state, or ``accepted`` while the API has not seen the change yet."""
+    from services.api.models import NodeView
+
     return plain(f"{node}: {answer.state if isinstance(answer, NodeView) else answer.status}")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from services.api.models import PreemptionRecord, QueueView, WhyView
-from services.client.api import DEFAULT_API
 from services.client.commands.common import (
     ApiOption,
     BudgetFilter,
@@ -24,7 +21,13 @@ from services.client.commands.common import (
     emit,
     submitter_filter,
 )
+from services.client.constants import DEFAULT_API
 from services.client.terminal import add_row, plain
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from services.api.models import PreemptionRecord, QueueView, WhyView
 
 
 def queue(

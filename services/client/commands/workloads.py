@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from services.api.models import WorkloadList, WorkloadStatus, WorkloadView
-from services.client.api import DEFAULT_API, FairshareClient
 from services.client.commands.common import (
     ApiOption,
     BudgetFilter,
@@ -28,7 +25,14 @@ from services.client.commands.common import (
     parse_duration,
     submitter_filter,
 )
+from services.client.constants import DEFAULT_API, WorkloadStatus
 from services.client.terminal import add_row, plain
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from services.api.models import WorkloadList, WorkloadView
+    from services.client.api import FairshareClient
 
 
 def submit(
