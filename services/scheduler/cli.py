@@ -30,6 +30,9 @@ def scheduler(
         float, typer.Option(help="a standby claims the lease after no renewal for this long")
     ] = 10.0,
     lease_renew_s: Annotated[float, typer.Option(help="the leader renews this often")] = 2.0,
+    min_pass_interval_s: Annotated[
+        float, typer.Option(help="at most one pass this often: a burst is decided together")
+    ] = 0.2,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
     from events import Topics
@@ -54,7 +57,10 @@ def scheduler(
             else SoleInstance()
         ),
         config=SchedulerConfig(
-            tick_s=tick_s, heartbeat_timeout_s=heartbeat_timeout_s, grace_period_s=grace_period_s
+            tick_s=tick_s,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            grace_period_s=grace_period_s,
+            min_pass_interval_s=min_pass_interval_s,
         ),
     )
     console.print(f"scheduling from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")

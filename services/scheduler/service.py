@@ -83,6 +83,9 @@ class SchedulerConfig:
     grace_period_s: int = 30
     window_s: int = DEFAULT_WINDOW_S
     poll_s: float = 0.2
+    #: At most one pass per this interval: under a burst, the facts that arrive meanwhile are
+    #: folded and decided together, so a large cluster is not re-planned per fact.
+    min_pass_interval_s: float = 0.2
 
 
 class SchedulerService:
@@ -155,8 +158,14 @@ class SchedulerService:
         self.state.reject_held_before(mark)
 
     def step(self) -> PassResult | None:
-        """One turn: read what is new; if leading and something is due, run a pass."""
-        self.fold(self.follower.poll(timeout_s=self.config.poll_s))
+        """One turn: read what is new; if leading and something is due, run a pass (at most
+        one per ``min_pass_interval_s``: a poll while a pass is held back waits no longer than
+        until it may run)."""
+        timeout = self.config.poll_s
+        if self._dirty:
+            wait = self._last_pass + self.config.min_pass_interval_s - self.clock()
+            timeout = max(0.0, min(timeout, wait))
+        self.fold(self.follower.poll(timeout_s=timeout))
         leading = self.lease.held()
         if leading and not self._leading:
             # Act only on the whole log: the previous leader's last commands included.
@@ -173,6 +182,8 @@ class SchedulerService:
         now = self.clock()
         if not (self._dirty or now - self._last_pass >= self.config.tick_s or self._expired(now)):
             return None
+        if now - self._last_pass < self.config.min_pass_interval_s:
+            return None  # paced: the next turn runs it, with whatever arrives meanwhile
         return self.schedule(now)
 
     def _expired(self, now: float) -> bool:
@@ -232,7 +243,10 @@ class SchedulerService:
         self.published += len(envelopes)
         self._dirty = False
         self._last_pass = now
-        self._next_expiry = next_contract_expiry(cluster, now)
+        expiry = next_contract_expiry(cluster, now)
+        if result.wake_at is not None and (expiry is None or result.wake_at < expiry):
+            expiry = result.wake_at  # time alone lets the pass decide more then (debug lane)
+        self._next_expiry = expiry
         self._last_pass_id = pass_id
         if decided:
             log.info(

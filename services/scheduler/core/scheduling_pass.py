@@ -582,17 +582,14 @@ def run_pass(
 
 def next_contract_expiry(cluster: ClusterState, now: float) -> float | None:
     """When time alone next changes what a pass may do: the earliest contract to end among
-    running allocated work (victims become eligible; cordoned nodes can drain)."""
+    running allocated work (victims become eligible; cordoned nodes can drain). Read from the
+    state's sorted contract ends (a placed run gets its entry when it starts, a fact that
+    triggers a pass anyway)."""
     best: float | None = None
-    for pool in cluster.active:
-        for workload_id in cluster.active[pool]:
-            workload = cluster.workloads[workload_id]
-            if workload.preempting or not workload.allocated:
-                continue
-            since = workload.started_at if workload.started_at is not None else workload.placed_at
-            if since is None:
-                continue
-            expiry = since + workload.min_runtime_s
-            if expiry > now and (best is None or expiry < best):
+    for ends in cluster.contract_ends.values():
+        position = ends.bisect_right((now, "\U0010ffff"))
+        if position < len(ends):
+            expiry = ends[position][0]
+            if best is None or expiry < best:
                 best = expiry
     return best
