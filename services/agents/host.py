@@ -55,7 +55,7 @@ def run_on_kafka(
     poll_s: float = 0.2,
 ) -> None:
     """Catch ``agent`` up with the log, then run its loop until ``should_stop()``."""
-    follower = LogFollower(bootstrap, CATCH_UP_TOPICS, topics)
+    follower = LogFollower(bootstrap, CATCH_UP_TOPICS, topics, eager=True)
     try:
         history = [delivery.envelope for delivery in follower.catch_up()]
         agent.run(follower, should_stop, poll_s=poll_s, history=history)

@@ -1,4 +1,8 @@
-"""``fairshare bench scheduler | audit | pipeline``: each prints one JSON object."""
+"""``fairshare bench scheduler | audit | pipeline | chaos | latency | idle``: each prints one
+JSON object.
+
+Only the standard library and Typer are imported here: assembling ``fairshare``'s command line
+must stay cheap, so every benchmark is imported by its command when it runs."""
 
 from __future__ import annotations
 
@@ -7,7 +11,19 @@ from typing import Annotated
 
 import typer
 
-from services.runtime.cli_options import KafkaOption
+#: ``--kafka`` as every service command spells it (``services.runtime.cli_options``), declared
+#: here so that importing this module imports no broker code.
+KafkaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka",
+        envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
+        help="bootstrap servers of the Kafka to use",
+    ),
+]
+JsonOut = Annotated[
+    Path | None, typer.Option("--json-out", help="also write the JSON object to this file")
+]
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures, not pass/fail).")
 
@@ -89,3 +105,68 @@ def bench_chaos(
     typer.echo(orjson.dumps(result).decode())
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+def _emit(result: dict[str, object], json_out: Path | None) -> None:
+    import orjson
+
+    text = orjson.dumps(result, option=orjson.OPT_INDENT_2).decode()
+    typer.echo(text)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(text + "\n", encoding="utf-8")
+
+
+@bench_app.command("latency")
+def bench_latency(
+    rate: Annotated[float, typer.Option(min=0.1, help="submissions per second")] = 50.0,
+    duration: Annotated[float, typer.Option(min=1.0, help="seconds of submissions")] = 60.0,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap",
+            help="an external Kafka (topics of a fresh prefix); default: an embedded Apache Kafka",
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="keep the run here (logs, broker data) instead of a tmp dir")
+    ] = None,
+    json_out: JsonOut = None,
+) -> None:
+    """Submit-to-placed and submit-to-started latency at a steady rate, on Apache Kafka.
+
+    The stack runs as `fairshare up` runs it; small 1-GPU jobs are submitted through the API;
+    p50/p99/max from the send to the event times, with the broker round trip measured in the
+    same run as the baseline. Prints one JSON object."""
+    from services.bench.latency import LatencyConfig, latency_benchmark
+    from services.runtime.cli_options import err_console
+
+    config = LatencyConfig(rate_per_s=rate, duration_s=duration)
+    result = latency_benchmark(
+        config, bootstrap, data_dir, report=lambda line: err_console.print(line, markup=False)
+    )
+    _emit(result, json_out)
+
+
+@bench_app.command("idle")
+def bench_idle(
+    duration: Annotated[float, typer.Option(min=1.0, help="seconds measured")] = 30.0,
+    warmup: Annotated[float, typer.Option(min=0.0, help="seconds idle before measuring")] = 60.0,
+    nodes: Annotated[int, typer.Option(min=1, help="simulated nodes")] = 4,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="run `fairshare up` here instead of in a tmp dir")
+    ] = None,
+    json_out: JsonOut = None,
+) -> None:
+    """CPU of an idle `fairshare up` (no submissions), per process, in % of one core.
+
+    Every process of the stack (broker, launcher, each service) with its busiest threads, from
+    /proc over the measured window after a warm-up. Prints one JSON object."""
+    from services.bench.idle import IdleConfig, idle_benchmark
+    from services.runtime.cli_options import err_console
+
+    config = IdleConfig(duration_s=duration, warmup_s=warmup, nodes=nodes)
+    result = idle_benchmark(
+        config, data_dir, report=lambda line: err_console.print(line, markup=False)
+    )
+    _emit(result, json_out)

@@ -286,19 +286,23 @@ class KafkaPartitions:
         *,
         topics: Topics | None = None,
         registry: EventRegistry | None = None,
+        eager: bool = False,
     ) -> None:
         self.timeout_s = timeout_s
         self.topics = topics or Topics()
         self.registry = registry
+        self.eager = eager
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": f"fairshare-follower-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
-                # End-offset queries share the connection with fetches: a long fetch wait
-                # would delay every "have I caught up?" by as much.
-                "fetch.wait.max.ms": 50,
+                # How long the broker holds an empty fetch: new records still come back as
+                # soon as they are written, and an idle reader asks twice a second instead of
+                # twenty times (four idle readers at 50 ms cost the embedded broker ten points
+                # of a core). End offsets have a client of their own (below).
+                "fetch.wait.max.ms": 500,
             }
         )
         # End offsets are asked for from other threads too (the API's health check while its
@@ -320,8 +324,24 @@ class KafkaPartitions:
         return [(tp.topic, tp.partition) for tp in self._partitions]
 
     def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
+        """Up to ``max_records`` records. librdkafka's ``consume`` waits out its whole timeout
+        unless ``max_records`` arrive; an ``eager`` reader (the scheduler, the agents: each
+        record may be a decision to make) returns as soon as the first one is there, with
+        whatever else is already fetched."""
         items: list[Delivery | Position] = []
-        for message in self._consumer.consume(num_messages=max_records, timeout=timeout_s):
+        if self.eager:
+            first = self._consumer.poll(timeout_s)
+            if first is None:
+                return items
+            rest = (
+                self._consumer.consume(num_messages=max_records - 1, timeout=0)
+                if (max_records > 1)
+                else []
+            )
+            messages = [first, *rest]
+        else:
+            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+        for message in messages:
             if message.error() is not None:
                 continue
             checked = check(raw_record(message), self.topics, self.registry)
@@ -360,8 +380,11 @@ class LogFollower(Follower):
         *,
         timeout_s: float = 10.0,
         stall_s: float = 5.0,
+        eager: bool = False,
     ) -> None:
+        """``eager``: hand out a record as soon as it arrives (see :meth:`KafkaPartitions.fetch`);
+        the API's view batches instead, since each fold wakes every waiting request."""
         topics = topics or Topics()
         names = [topics.name(k) for k in kinds]
-        self.kafka = KafkaPartitions(bootstrap, names, timeout_s, topics=topics)
+        self.kafka = KafkaPartitions(bootstrap, names, timeout_s, topics=topics, eager=eager)
         super().__init__(self.kafka, topics, stall_s=stall_s)

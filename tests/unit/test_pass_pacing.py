@@ -84,6 +84,7 @@ def _service(interval: float) -> tuple[SchedulerService, ScriptedFollower, Clock
         published,
         config=SchedulerConfig(poll_s=0.2, min_pass_interval_s=interval),
         clock=clock,
+        pace_clock=clock,
     )
     follower.batches.append(
         [
