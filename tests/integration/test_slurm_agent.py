@@ -51,16 +51,19 @@ def _lines(path: Path) -> list[str]:
 def test_a_workload_runs_in_slurm_is_preempted_for_an_underserved_budget_then_finishes(
     slurm_cluster: SlurmCluster, bus: KafkaBus, tmp_path: Path
 ) -> None:
-    total = sum(slurm_cluster.gpus.values())
-    record_a, record_b = tmp_path / "a.txt", tmp_path / "b.txt"
-    # attempt 1 runs until it is told to stop (SIGTERM through Slurm); attempt 2 finishes
-    command_a = _script(
-        record_a,
-        'echo "start $FAIRSHARE_ATTEMPT $SLURM_JOB_ID" >> "$out"; '
-        'if [ "$FAIRSHARE_ATTEMPT" = 1 ]; then '
-        "trap 'echo term >> \"$out\"; exit 143' TERM; sleep 300 & wait; fi; "
-        'echo done >> "$out"',
-    )
+    records = {w: tmp_path / f"{w}.txt" for w in ("wa1", "wa2")}
+    record_b = tmp_path / "b.txt"
+
+    def command_a(record: Path) -> str:
+        """Attempt 1 runs until it is told to stop (SIGTERM through Slurm); attempt 2 ends."""
+        return _script(
+            record,
+            'echo "start $FAIRSHARE_ATTEMPT $SLURM_JOB_ID" >> "$out"; '
+            'if [ "$FAIRSHARE_ATTEMPT" = 1 ]; then '
+            "trap 'echo term >> \"$out\"; exit 143' TERM; sleep 300 & wait; fi; "
+            'echo done >> "$out"',
+        )
+
     command_b = _script(record_b, 'echo "b $SLURM_JOB_NODELIST" >> "$out"')
     with running_stack(bus, tmp_path / "slurm-out") as stack:
         stack.seed_lab()
@@ -69,28 +72,36 @@ def test_a_workload_runs_in_slurm_is_preempted_for_an_underserved_budget_then_fi
         api = stack.start_api()
         wait_until(lambda: stack.api().get("/nodes", headers=ADMIN).json()["nodes"], "nodes")
 
-        # lab/a takes the whole pool, funded for 5 s
-        response = api.post(
-            "/workloads",
-            json={
-                "workload_id": "wa",
-                "budget": "lab/a",
-                "pools": [stack.pool],
-                "gpus": total,
-                "gang": "whole-nodes",
-                "min_runtime_s": 5,
-                "spec": {"command": command_a},
-            },
-            headers=ANA,
-        )
-        assert response.status_code in (200, 201, 202), response.text
-        wait_until(lambda: stack.workload("wa").get("status") == "running", "wa to run")
-        wait_until(lambda: _lines(record_a) != [], "wa's job to write its file")
-        [job] = stack.jobs()
-        assert job.name == f"wa+1+{stack.cluster}"
-        assert set(job.nodes) == set(slurm_cluster.nodes), "pinned to its placement"
+        # lab/a takes the whole pool with two one-node jobs, each funded for 5 s. (One gang of
+        # the whole pool would not do: stopping it would leave lab/a below its entitlement,
+        # which the churn rules allow only a gang that has starved for an hour.)
+        node_gpus = min(slurm_cluster.gpus.values())
+        for workload_id, record in records.items():
+            response = api.post(
+                "/workloads",
+                json={
+                    "workload_id": workload_id,
+                    "budget": "lab/a",
+                    "pools": [stack.pool],
+                    "gpus": node_gpus,
+                    "min_runtime_s": 5,
+                    "spec": {"command": command_a(record)},
+                },
+                headers=ANA,
+            )
+            assert response.status_code in (200, 201, 202), response.text
+        for workload_id, record in records.items():
+            wait_until(
+                lambda w=workload_id: stack.workload(w).get("status") == "running",
+                f"{workload_id} to run",
+            )
+            wait_until(lambda r=record: _lines(r) != [], f"{workload_id}'s job to write")
+        jobs = {job.name: job for job in stack.jobs()}
+        assert set(jobs) == {f"{w}+1+{stack.cluster}" for w in records}
+        assert all(len(job.nodes) == 1 for job in jobs.values()), "pinned to their placements"
 
-        # lab/b, with no usage, asks for one node: lab/a's contract is over after 5 s
+        # lab/b, holding nothing of its half, asks for one node: lab/a's contracts are over
+        # after 5 s and it holds more than its half
         first_node = min(slurm_cluster.gpus)
         response = api.post(
             "/workloads",
@@ -106,16 +117,19 @@ def test_a_workload_runs_in_slurm_is_preempted_for_an_underserved_budget_then_fi
         )
         assert response.status_code in (200, 201, 202), response.text
         wait_until(lambda: stack.workload("wb").get("status") == "succeeded", "wb to finish", 120)
+        attempts = {w: stack.workload(w)["attempt"] for w in records}
+        [victim] = [w for w, attempt in attempts.items() if attempt == 2]
         wait_until(
-            lambda: stack.workload("wa").get("status") == "succeeded", "wa to finish again", 120
+            lambda: stack.workload(victim).get("status") == "succeeded", "the victim to finish", 120
         )
-        wa = stack.workload("wa")
-        assert wa["attempt"] == 2, "preempted, requeued, placed again"
+        [survivor] = [w for w in records if w != victim]
+        assert stack.workload(survivor)["attempt"] == 1, "one run was enough to stop"
 
-    lines = _lines(record_a)
+    lines = _lines(records[victim])
     assert [line.split()[0] for line in lines] == ["start", "term", "start", "done"], lines
     first_job, second_job = lines[0].split()[2], lines[2].split()[2]
     assert first_job != second_job, "each attempt is its own Slurm job"
+    assert [line.split()[0] for line in _lines(records[survivor])] == ["start"]
     assert len(_lines(record_b)) == 1
     assert stack.agent is not None
     assert stack.agent.published["preempted"] == 1
