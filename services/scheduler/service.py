@@ -167,7 +167,9 @@ class SchedulerService:
         one per ``min_pass_interval_s``: a poll while a pass is held back waits no longer than
         until it may run)."""
         timeout = self.config.poll_s
-        if self._dirty:
+        if self._dirty and self._leading:
+            # (only a leader has a pass to hold back: a standby folds with the plain poll, or
+            # it would spin on a zero timeout while its facts wait for a lease it lacks)
             wait = self._last_paced + self.config.min_pass_interval_s - self.pace_clock()
             timeout = max(0.0, min(timeout, wait))
         self.fold(self.follower.poll(timeout_s=timeout))

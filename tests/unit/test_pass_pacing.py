@@ -146,3 +146,31 @@ def test_a_lone_fact_after_a_quiet_spell_is_decided_at_once() -> None:
     service.step()
     assert follower.timeouts[-1] == pytest.approx(0.05)
     assert _placed(published) == ["w", "x"]
+
+
+class NeverLeads:
+    epoch = 0
+
+    def held(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_standby_with_facts_waits_on_the_plain_poll_and_does_not_spin() -> None:
+    clock = Clock()
+    follower = ScriptedFollower(clock)
+    service = SchedulerService(
+        lambda: follower,
+        Published(),
+        lease=NeverLeads(),
+        config=SchedulerConfig(poll_s=0.2, min_pass_interval_s=0.2),
+        clock=clock,
+        pace_clock=clock,
+    )
+    follower.batches.append([submitted("w", budget="lab/a", pools=("p",))])
+    for _ in range(5):
+        service.step()
+    assert service.passes == 0
+    assert follower.timeouts[1:] == [0.2] * 4  # a spinning standby polled with 0 here
