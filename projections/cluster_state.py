@@ -10,10 +10,11 @@ host it. It keeps two views of each GPU on purpose:
   drained only when this is empty.
 
 Commands are fenced by the issuing leader's lease epoch: a command whose epoch is below the
-highest already seen on a command for its cluster comes from a deposed scheduler, and is
-refused (``FencedCommandError``, counted in ``fenced_commands``). Commands of a cluster share
+highest already seen on a command for its cluster and pool comes from a deposed scheduler, and
+is refused (``FencedCommandError``, counted in ``fenced_commands``). Commands of a cluster share
 one partition, so every reader refuses the same ones. A refused place command also voids the
-deposed leader's matching ``WorkloadPlaced`` (on another topic, read before or after it).
+deposed leader's matching ``WorkloadPlaced`` (on another topic, read before or after it). Why
+per pool, see :meth:`ClusterState._fence`.
 
 Fields are plain slotted dataclasses rather than pydantic models: the simulator folds millions
 of these transitions, and the events at the boundary are already validated.
@@ -256,8 +257,8 @@ class ClusterState:
         #: safe to drop at any time (never part of what is replayed).
         self.caches: dict[str, object] = {}
         self.version = 0
-        #: The highest lease epoch seen on a command, per cluster: the fencing mark.
-        self.command_epochs: dict[str, int] = {}
+        #: The highest lease epoch seen on a command, per (cluster, pool): the fencing mark.
+        self.command_epochs: dict[tuple[str, str], int] = {}
         #: Commands refused as a deposed leader's.
         self.fenced_commands = 0
         #: Placements of refused place commands, by command id: the deposed leader's matching
@@ -538,10 +539,29 @@ class ClusterState:
             self.unallocated_active.setdefault(e.pool, set()).add(workload.workload_id)
 
     def _fence(self, e: PlaceCommand | PreemptCommand) -> None:
-        """Raise the cluster's epoch mark, or refuse (and count) a deposed leader's command."""
-        highest = self.command_epochs.get(e.cluster, 0)
+        """Raise the (cluster, pool) epoch mark, or refuse (and count) a deposed leader's
+        command.
+
+        The mark is per pool because a scheduler may lead by a lease per pool
+        (``services/scheduler/lease.py``): each pool's epochs are its own, and a command of
+        pool A must not be refused for a higher epoch seen in pool B. Commands carry no word of
+        which lease they came from, and need none: under the whole-cluster lease the same key
+        loses nothing that matters. What the fence guards against is a deposed leader's command
+        acting against what its successor decided without seeing it, and every such conflict
+        lies within one pool: a placement takes GPUs of the pool's nodes and names that pool,
+        a preemption names the pool its run is in, and the successor's decisions about those
+        GPUs and runs are commands of the same pool, so the deposed one's is refused once the
+        successor has issued one there (as per cluster, the fence never covered the time before
+        the successor's first command). The one decision that can name two pools, placing a
+        pending workload that lists both, cannot act twice: the fold places a workload only
+        while it is pending (``_on_placed``), agents run only what the fold placed, and the
+        leader fences itself ``margin_s`` before a standby may claim. A pool's own lease and
+        the whole-cluster lease never reuse an epoch for a pool (a claim of either goes above
+        both), so the mark only rises across a change of mode."""
+        key = (e.cluster, e.pool)
+        highest = self.command_epochs.get(key, 0)
         if e.epoch >= highest:
-            self.command_epochs[e.cluster] = e.epoch
+            self.command_epochs[key] = e.epoch
             return
         self.fenced_commands += 1
         if isinstance(e, PlaceCommand):
@@ -550,7 +570,8 @@ class ClusterState:
             self._void_placement(e.workload_id, e.attempt, placement)
         raise FencedCommandError(
             f"epoch: {e.epoch} is below {highest}, already seen on a command for cluster "
-            f"{e.cluster}: {e.command_id} comes from a deposed leader and is ignored"
+            f"{e.cluster} pool {e.pool}: {e.command_id} comes from a deposed leader and is "
+            "ignored"
         )
 
     def _void_placement(self, workload_id: str, attempt: int, placement: PlacementSpec) -> None:

@@ -23,9 +23,10 @@ dedupe by id). Commands are handled idempotently: the fold ignores a repeated pl
 preempt of another attempt, and the agent acts on the folded state only.
 
 Commands are fenced there too: one whose lease epoch is below the highest the agent has already
-seen on a command for its cluster comes from a deposed scheduler (one that stalled past its
-lease and woke up after a takeover), and the fold refuses it, so it stops and starts nothing
-(``fenced_commands`` counts them).
+seen on a command for its cluster and pool comes from a deposed scheduler (one that stalled past
+its lease and woke up after a takeover), and the fold refuses it, so it stops and starts nothing
+(``fenced_commands`` counts them). The mark is per pool because schedulers may lead by a lease
+per pool (``ClusterState._fence`` says why the whole-cluster lease loses nothing by it).
 """
 
 from __future__ import annotations

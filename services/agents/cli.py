@@ -87,13 +87,30 @@ def simulated(
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
     gpu_type: Annotated[str, typer.Option("--gpu-type")] = "sim",
     heartbeat_s: HeartbeatOption = 10.0,
+    pools: Annotated[
+        str,
+        typer.Option(
+            "--pools",
+            help="pools of the nodes, comma-separated: the nodes are dealt out over them in "
+            "turn (instead of --pool)",
+        ),
+    ] = "",
 ) -> None:
     """A simulated cluster: runs each workload for its spec's duration_s (no duration: until
     preempted or cancelled)."""
     from services.agents.simulated import SimulatedAdapter, simulated_nodes
 
-    adapter = SimulatedAdapter(simulated_nodes(cluster, nodes, gpus_per_node, gpu_type))
-    _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s)
+    several = [name.strip() for name in pools.split(",") if name.strip()]
+    if several and pool is not None:
+        console.print("[red]--pools:[/] not with --pool")
+        raise typer.Exit(2)
+    if len(several) > nodes:
+        console.print("[red]--pools:[/] more pools than --nodes")
+        raise typer.Exit(2)
+    specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several)
+    adapter = SimulatedAdapter(specs)
+    default_pool = pool or (several[0] if several else cluster)
+    _serve(adapter, kafka, topic_prefix, cluster, default_pool, heartbeat_s)
 
 
 @agent_app.command()

@@ -42,12 +42,24 @@ def _number(value: object) -> float | None:
 
 
 def simulated_nodes(
-    cluster: str, count: int, gpus_per_node: int, gpu_type: str = "sim", pool: str | None = None
+    cluster: str,
+    count: int,
+    gpus_per_node: int,
+    gpu_type: str = "sim",
+    pool: str | None = None,
+    *,
+    pools: Sequence[str] = (),
 ) -> list[NodeSpec]:
-    """``count`` nodes named ``<cluster>-node-00``, ``-01``, ... of ``gpus_per_node`` GPUs."""
+    """``count`` nodes named ``<cluster>-node-00``, ``-01``, ... of ``gpus_per_node`` GPUs, in
+    ``pool`` (None: the agent's), or dealt out over ``pools`` in turn."""
     width = max(2, len(str(count - 1)))
     return [
-        NodeSpec(f"{cluster}-node-{i:0{width}d}", gpus_per_node, gpu_type, pool)
+        NodeSpec(
+            f"{cluster}-node-{i:0{width}d}",
+            gpus_per_node,
+            gpu_type,
+            pools[i % len(pools)] if pools else pool,
+        )
         for i in range(count)
     ]
 

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,9 +75,13 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
         str(config.grace_period_s),
     ]
     # the first is named plainly; the standbys by their number (any of them may lead)
+    count = max(1, config.schedulers)
     schedulers = {
-        "scheduler" if n == 1 else f"scheduler-{n}": scheduler
-        for n in range(1, max(1, config.schedulers) + 1)
+        "scheduler" if n == 1 else f"scheduler-{n}": [
+            *scheduler,
+            *(scheduler_pools(config.pools, n - 1, count) if config.lease_per_pool else []),
+        ]
+        for n in range(1, count + 1)
     }
     slurm: dict[str, list[str]] = {}
     if config.slurm_cluster:
@@ -106,6 +110,14 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
             *(["--tokens", str(config.tokens_file)] if config.tokens_file else []),
         ],
     }
+
+
+def scheduler_pools(pools: Sequence[str], index: int, count: int) -> list[str]:
+    """The options of scheduler ``index`` of ``count`` with a lease per pool: it prefers every
+    ``count``-th pool from its own index on (disjoint sets, none where pools run out), and
+    adopts any other pool whose leader stays silent."""
+    mine = list(pools)[index::count]
+    return ["--lease-per-pool", *(["--pools", ",".join(mine)] if mine else [])]
 
 
 def child_for(name: str, argv: list[str], logs: Path) -> Child:

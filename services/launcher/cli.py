@@ -71,6 +71,13 @@ def up(
         int,
         typer.Option(min=1, help="scheduler processes: one leads, the others stand by"),
     ] = 2,
+    lease_per_pool: Annotated[
+        bool,
+        typer.Option(
+            "--lease-per-pool",
+            help="a lease per pool: the schedulers share the pools out instead of one leading",
+        ),
+    ] = False,
     tokens: Annotated[
         Path | None,
         typer.Option(
@@ -125,6 +132,7 @@ def up(
         gpus_per_node=gpus_per_node,
         submit_every_s=submit_every,
         schedulers=schedulers,
+        lease_per_pool=lease_per_pool,
         tokens_file=tokens,
         slurm_cluster=slurm_cluster,
         slurm_jobcomp_log=slurm_jobcomp_log,

@@ -55,6 +55,9 @@ class UpConfig:
     #: lease's TTL when it dies (a restart by the supervisor would take as long, but a
     #: standby does not depend on the launcher being alive).
     schedulers: int = 2
+    #: A lease per pool instead of one for every pool: the schedulers share the pools out
+    #: (each prefers every N-th of :attr:`pools`), and a dead one's pools go to the others.
+    lease_per_pool: bool = False
     grace_period_s: int = 10
     #: Mean seconds between synthetic submissions (0: none).
     submit_every_s: float = 4.0
@@ -66,6 +69,11 @@ class UpConfig:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     #: Stopping waits this long for every service together, then kills what is left.
     stop_timeout_s: float = 15.0
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        """The pools this stack's agents register (each agent's pool is its cluster's name)."""
+        return (self.cluster, *([self.slurm_cluster] if self.slurm_cluster else []))
 
     @property
     def api_url(self) -> str:

@@ -32,6 +32,13 @@ def projector(
     kafka: KafkaOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     database_url: DatabaseOption = "sqlite:///.fairshare/fairshare.db",
+    instance: Annotated[
+        str,
+        typer.Option(
+            help="this projector's member id in its consumer group: give each of several "
+            "projectors of one database its own, and they share the partitions out"
+        ),
+    ] = "static",
 ) -> None:
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
     from events import Topics
@@ -46,7 +53,7 @@ def projector(
     console.print(f"projecting {bootstrap} into {database_url}; Ctrl-C stops")
     with stop_requested_on_signals() as stop:
         try:
-            applied = run_projector(bootstrap, engine, stop, topics)
+            applied = run_projector(bootstrap, engine, stop, topics, instance=instance)
         except LogTruncatedError as error:
             # One line an operator can act on; the exit status stops `fairshare up` too.
             log.error(

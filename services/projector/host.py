@@ -142,16 +142,20 @@ def run_projector(
     topics: Topics | None = None,
     *,
     group: str = PROJECTOR_NAME,
+    instance: str = "static",
     max_batches: int | None = None,
     commit_offsets: bool = True,
 ) -> int:
-    """Project until ``should_stop()``; returns the number of events applied."""
+    """Project until ``should_stop()``; returns the number of events applied. Projectors of
+    one ``group`` share its partitions out, each by its own ``instance`` (its static member
+    id); positions are stored per partition under the group's name, so a partition that moves
+    to another instance resumes where the last one stopped."""
     topics = topics or Topics()
     names = [topics.name(kind) for kind in PROJECTED]
     projector = SqlProjector(engine, name=group)
     # Static membership: a projector restarted after a kill -9 rejoins as the same member and
     # gets its partitions back at once, instead of waiting out the dead member's session
-    # (45 s) in a rebalance; a second projector of the same name is fenced (a fatal error).
+    # (45 s) in a rebalance; a second projector of the same instance is fenced (a fatal error).
     # Its group is its stable name, which also signs (and derives the ids of) its dead letters.
     subscriber = KafkaEventSubscriber(
         bootstrap,
@@ -159,7 +163,7 @@ def run_projector(
         PROJECTED,
         topics,
         consumer=group,
-        config={"group.instance.id": f"{group}-static"},
+        config={"group.instance.id": f"{group}-{instance}"},
     )
     try:
         return project(

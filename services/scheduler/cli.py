@@ -1,4 +1,6 @@
-"""``fairshare scheduler``: the scheduler service over Kafka, leader by lease or alone."""
+"""``fairshare scheduler``: the scheduler service over Kafka, leader by lease or alone; with
+``--lease-per-pool``, leader of the pools whose leases it holds (several instances share the
+pools out, ``--pools`` naming the ones each prefers)."""
 
 from __future__ import annotations
 
@@ -33,29 +35,63 @@ def scheduler(
     min_pass_interval_s: Annotated[
         float, typer.Option(help="at most one pass this often: a burst is decided together")
     ] = 0.2,
+    lease_per_pool: Annotated[
+        bool,
+        typer.Option(
+            "--lease-per-pool",
+            help="a lease per pool: lead the pools whose leases this instance holds (scale out)",
+        ),
+    ] = False,
+    pools: Annotated[
+        str,
+        typer.Option(
+            help="with --lease-per-pool: pools this instance prefers, comma-separated (claimed "
+            "as soon as nobody renews them; any other pool only after --lease-adopt-s)"
+        ),
+    ] = "",
+    lease_adopt_s: Annotated[
+        float | None,
+        typer.Option(
+            help="with --lease-per-pool: claim a pool not preferred after no renewal for this "
+            "long (default: twice --lease-ttl-s)"
+        ),
+    ] = None,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
     from events import Topics
     from services.runtime.signals import stop_requested_on_signals
-    from services.scheduler.lease import LeaseTiming, LogLease, SoleInstance
+    from services.scheduler.lease import LeaseTiming, LogLease, LogPoolLeases, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
 
+    preferred = sorted({pool.strip() for pool in pools.split(",") if pool.strip()})
+    if preferred and not lease_per_pool:
+        console.print("[red]--pools:[/] only with --lease-per-pool")
+        raise typer.Exit(2)
+    if lease_per_pool and not lease:
+        console.print("[red]--lease-per-pool:[/] not with --sole")
+        raise typer.Exit(2)
+    if lease_adopt_s is not None and lease_adopt_s < lease_ttl_s:
+        console.print("[red]--lease-adopt-s:[/] at least --lease-ttl-s")
+        raise typer.Exit(2)
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
+    pool_leases = None
+    whole: LogLease | SoleInstance | None = SoleInstance()
+    if lease:
+        margin_s = min(3.0, lease_ttl_s / 3)
+        timing = LeaseTiming(ttl_s=lease_ttl_s, renew_s=lease_renew_s, margin_s=margin_s)
+    if lease_per_pool:
+        whole = None
+        pool_leases = LogPoolLeases(
+            bootstrap, topics, preferred=preferred, adopt_s=lease_adopt_s, timing=timing
+        )
+    elif lease:
+        whole = LogLease(bootstrap, topics, timing=timing)
     service = SchedulerService.over_kafka(
         bootstrap,
         topics,
-        lease=(
-            LogLease(
-                bootstrap,
-                topics,
-                timing=LeaseTiming(
-                    ttl_s=lease_ttl_s, renew_s=lease_renew_s, margin_s=min(3.0, lease_ttl_s / 3)
-                ),
-            )
-            if lease
-            else SoleInstance()
-        ),
+        lease=whole,
+        pool_leases=pool_leases,
         config=SchedulerConfig(
             tick_s=tick_s,
             heartbeat_timeout_s=heartbeat_timeout_s,
@@ -63,7 +99,10 @@ def scheduler(
             min_pass_interval_s=min_pass_interval_s,
         ),
     )
-    console.print(f"scheduling from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    mode = ""
+    if lease_per_pool:
+        mode = f"; a lease per pool, preferring {', '.join(preferred) or 'none'}"
+    console.print(f"scheduling from {bootstrap} (topics {topic_prefix}*{mode}); Ctrl-C stops")
     with stop_requested_on_signals() as stop:
         service.run(stop)
     console.print(f"{service.passes} pass(es), {service.published} event(s) published")

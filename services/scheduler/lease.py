@@ -1,4 +1,5 @@
-"""Who may issue commands: exactly one active scheduler, a standby taking over on failure.
+"""Who may issue commands: exactly one active scheduler per lease, a standby taking over on
+failure.
 
 The lease lives on the log itself, on a one-partition topic (``<prefix>scheduler-lease``), and
 waits on no group coordinator: every instance reads the topic from its first offset by plain
@@ -15,19 +16,43 @@ assignment, like the log follower. The partition's order is the referee:
   it was sent, so a leader always stops believing it leads at least ``margin_s`` before any
   standby may claim.
 
+**Leases by name.** Every record names its lease: ``*`` is the whole-cluster lease (the default
+mode: one scheduler leads every pool; a record without a name, as every record written before
+names existed, is one of ``*``), and a pool's name is that pool's own lease (``fairshare
+scheduler --lease-per-pool``: instances lead disjoint sets of pools). Each name has its own
+epochs, owner and clock; the rules above apply per name. :class:`LeaseSet` holds one
+:class:`LeaseCore` per name an instance reads or competes for. Which names it competes for: the
+whole-cluster lease, or every pool it knows (:meth:`LeaseSet.track`: the pools its state has
+seen registered) plus the pools it *prefers*. A preferred pool is claimed as soon as nobody
+renews it (at once on a topic where nobody ever held it, as ``*`` is), any other only after
+``adopt_s`` (2 x ``ttl_s`` by default) without a renewal: the preferred owners win at start,
+and the survivors adopt a dead instance's pools after ``adopt_s``.
+
+Epochs of one pool's lease and of ``*`` fence the same commands (the fence is per cluster and
+pool, see ``projections/cluster_state.py``), so a claim of a pool's lease is for one above both
+that pool's epoch and ``*``'s, and a claim of ``*`` for one above every pool's: a log that
+switches mode keeps every new leader of a pool above every earlier one. While instances of one
+mode run, the other mode's epochs do not move, so every caught-up claimant of a name claims the
+same epoch and the first claim still decides. (Should both modes run at once, a misuse, a
+higher epoch still supersedes a lower one in every reader alike, and the fence refuses the
+commands of the superseded one.)
+
 Lease records are plain JSON records, not events: they are how the scheduler processes
 coordinate, not facts of the domain (no fold, audit, report or projector has anything to learn
 from "instance X was alive at 12:00:02"), so they stay out of the event registry, the schemas
 and every consumer of the event topics. What the domain does see is the epoch: every command
 carries its leader's epoch as a fencing token (``events/models/commands.py``), and agents and
-the cluster fold refuse a command of a lower epoch than one they already saw for its cluster,
-so a leader that stalled past its lease cannot act after a takeover even if it publishes.
+the cluster fold refuse a command of a lower epoch than one they already saw for its cluster
+and pool, so a leader that stalled past its lease cannot act after a takeover even if it
+publishes.
 
-The topic is created compacted with the epoch as key, so it keeps one record per epoch for
-ever: epochs never go backwards, and a new instance reads a short topic.
+The topic is created compacted with the lease name and epoch as key (the epoch alone for
+``*``, as before names), so it keeps one record per epoch of each name for ever: epochs never
+go backwards, and a new instance reads a short topic.
 
-:class:`LeaseCore` is the pure state machine (records and a clock in, decisions out; unit
-tested with a fake clock); :class:`LogLease` drives it over Kafka.
+:class:`LeaseCore` is the pure state machine of one name, :class:`LeaseSet` the pure set of
+them (records and a clock in, decisions out; unit tested with a fake clock); :class:`LogLease`
+(whole-cluster) and :class:`LogPoolLeases` (per pool) drive them over Kafka.
 """
 
 from __future__ import annotations
@@ -37,7 +62,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -94,15 +119,29 @@ class SoleInstance:
 # -- the pure core ---------------------------------------------------------------------------
 RecordKind = Literal["claim", "renew"]
 
+#: The name of the whole-cluster lease (no pool is named ``*``: see ``PoolName``).
+WHOLE = "*"
+
 
 @dataclass(frozen=True)
 class LeaseRecord:
     kind: RecordKind
     holder: str
     epoch: int
+    #: The lease: a pool, or :data:`WHOLE`.
+    name: str = WHOLE
 
     def encode(self) -> bytes:
-        return orjson.dumps({"kind": self.kind, "holder": self.holder, "epoch": self.epoch})
+        raw: dict[str, object] = {"kind": self.kind, "holder": self.holder, "epoch": self.epoch}
+        if self.name != WHOLE:
+            raw["name"] = self.name  # a whole-cluster record stays as it always was
+        return orjson.dumps(raw)
+
+    def key(self) -> bytes:
+        """The compaction key: one record per epoch of each lease is kept."""
+        return (
+            str(self.epoch).encode() if self.name == WHOLE else f"{self.name}:{self.epoch}".encode()
+        )
 
     @classmethod
     def decode(cls, value: bytes | None) -> LeaseRecord | None:
@@ -110,7 +149,8 @@ class LeaseRecord:
         try:
             raw = orjson.loads(value or b"")
             kind, holder, epoch = raw["kind"], raw["holder"], raw["epoch"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            name = raw.get("name", WHOLE)
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             return None
         valid = (
             kind in ("claim", "renew")
@@ -118,8 +158,10 @@ class LeaseRecord:
             and bool(holder)
             and type(epoch) is int
             and epoch >= 1
+            and isinstance(name, str)
+            and bool(name)
         )
-        return cls(kind, holder, epoch) if valid else None
+        return cls(kind, holder, epoch, name) if valid else None
 
 
 @dataclass(frozen=True)
@@ -137,13 +179,29 @@ class LeaseTiming:
 
 
 class LeaseCore:
-    """The lease as seen by one instance: fed the records it reads (in log order) and the
+    """One lease as seen by one instance: fed the records it reads (in log order) and the
     acknowledgements of its own, with monotonic times; it says what to append and whether this
-    instance leads. No I/O and no clock of its own."""
+    instance leads. No I/O and no clock of its own.
 
-    def __init__(self, holder: str, timing: LeaseTiming, now: float) -> None:
+    ``patience_s`` (``ttl_s`` unless told, never less) is how long the owner must have been
+    silent before this instance claims; ``eager`` claims at once where the log has no owner of
+    this lease at all (False: ``patience_s`` after this core was made)."""
+
+    def __init__(
+        self,
+        holder: str,
+        timing: LeaseTiming,
+        now: float,
+        *,
+        name: str = WHOLE,
+        patience_s: float | None = None,
+        eager: bool = True,
+    ) -> None:
         self.holder = holder
         self.timing = timing
+        self.name = name
+        self.patience_s = max(timing.ttl_s, patience_s or timing.ttl_s)
+        self.eager = eager
         #: The highest epoch the log has decided, and who won it.
         self.epoch = 0
         self.owner: str | None = None
@@ -158,16 +216,20 @@ class LeaseCore:
         self._acked_sent = float("-inf")
 
     def read(self, record: LeaseRecord, now: float) -> None:
-        """One record of the lease topic, in log order."""
+        """One record of the lease topic, in log order (another lease's records are ignored)."""
+        if record.name != self.name:
+            return
         if record.epoch > self.epoch:
             # The first claim of an epoch wins. (A renewal can only be first where compaction
             # removed the claim; it is sent by the winner only, so it names the owner too.)
             if self.owner == self.holder:
-                log.warning("scheduler lease lost", extra={"epoch": record.epoch})
+                log.warning(
+                    "scheduler lease lost", extra={"lease": self.name, "epoch": record.epoch}
+                )
             self.epoch, self.owner = record.epoch, record.holder
             self._last_seen = now
             if record.holder == self.holder:
-                log.info("scheduler lease won", extra={"epoch": record.epoch})
+                log.info("scheduler lease won", extra={"lease": self.name, "epoch": record.epoch})
         elif record.epoch == self.epoch and record.holder == self.owner:
             self._last_seen = now
         mine = record.kind == "claim" and record.holder == self.holder
@@ -176,7 +238,7 @@ class LeaseCore:
 
     def acknowledged(self, record: LeaseRecord, sent_at: float) -> None:
         """The broker appended our ``record``, which was sent at ``sent_at``."""
-        if record.holder != self.holder:
+        if record.holder != self.holder or record.name != self.name:
             return
         if (record.epoch, sent_at) > (self._acked_epoch, self._acked_sent):
             self._acked_epoch, self._acked_sent = record.epoch, sent_at
@@ -191,45 +253,149 @@ class LeaseCore:
         )
 
     def wants_claim(self, now: float) -> bool:
-        """A standby's turn: nobody ever led, or the owner has been silent for ``ttl_s``."""
+        """A standby's turn: nobody ever led (and this core is eager), or the owner has been
+        silent for ``patience_s``."""
         if self.owner == self.holder:
             return False
         if self._claiming is not None and now - self._claim_sent < self.timing.ttl_s:
             return False  # our claim has not come back yet
-        return self.owner is None or now - self._last_seen >= self.timing.ttl_s
+        if self.owner is None and self.eager:
+            return True
+        return now - self._last_seen >= self.patience_s
 
-    def due(self, now: float, caught_up: Callable[[], bool]) -> LeaseRecord | None:
+    def due(self, now: float, caught_up: Callable[[], bool], floor: int = 0) -> LeaseRecord | None:
         """What to append now, if anything (and noted as sent at ``now``). A claim only once
         this instance has read the topic to its end (``caught_up``), so that it claims the
-        epoch after the last one decided."""
+        epoch after the last one decided (and above ``floor``: see the module's docstring)."""
         if self.owner == self.holder:
             if now - self._last_renew_sent < self.timing.renew_s:
                 return None
             self._last_renew_sent = now
-            return LeaseRecord("renew", self.holder, self.epoch)
+            return LeaseRecord("renew", self.holder, self.epoch, self.name)
         if not self.wants_claim(now) or not caught_up():
             return None
-        self._claiming, self._claim_sent = self.epoch + 1, now
+        epoch = max(self.epoch, floor) + 1
+        self._claiming, self._claim_sent = epoch, now
         self._last_renew_sent = now  # the claim counts as the first renewal
-        return LeaseRecord("claim", self.holder, self.epoch + 1)
+        return LeaseRecord("claim", self.holder, epoch, self.name)
+
+
+class LeaseSet:
+    """Every lease one instance reads, and the ones it competes for: pure, like
+    :class:`LeaseCore` (one per name). ``whole``: compete for the whole-cluster lease only;
+    otherwise for the pools given to :meth:`track` and the ``preferred`` ones (these claimed
+    after ``ttl_s`` of silence, at once on a log where nobody held them; the others after
+    ``adopt_s``, 2 x ``ttl_s`` unless told)."""
+
+    def __init__(
+        self,
+        holder: str,
+        timing: LeaseTiming,
+        now: float,
+        *,
+        whole: bool = True,
+        preferred: Iterable[str] = (),
+        adopt_s: float | None = None,
+    ) -> None:
+        self.holder = holder
+        self.timing = timing
+        self.whole = whole
+        self.preferred = frozenset(preferred)
+        if WHOLE in self.preferred:
+            raise ValueError("preferred: '*' names the whole-cluster lease, not a pool")
+        self.adopt_s = 2 * timing.ttl_s if adopt_s is None else adopt_s
+        if self.adopt_s < timing.ttl_s:
+            raise ValueError("adopt_s: must be at least ttl_s")
+        self.cores: dict[str, LeaseCore] = {}
+        #: The leases this instance competes for (the others it only reads).
+        self.competing: set[str] = set()
+        self.track([WHOLE] if whole else sorted(self.preferred), now)
+
+    def _core(self, name: str, now: float) -> LeaseCore:
+        core = self.cores.get(name)
+        if core is None:
+            eager = name == WHOLE or name in self.preferred
+            patience = self.timing.ttl_s if eager else self.adopt_s
+            core = LeaseCore(
+                self.holder, self.timing, now, name=name, patience_s=patience, eager=eager
+            )
+            self.cores[name] = core
+        return core
+
+    def track(self, names: Iterable[str], now: float) -> None:
+        """Compete for these leases too (the pools this instance has seen: ignored when it
+        competes for the whole-cluster lease)."""
+        for name in names:
+            if self.whole and name != WHOLE:
+                continue
+            if name not in self.competing:
+                self._core(name, now)
+                self.competing.add(name)
+
+    def read(self, record: LeaseRecord, now: float) -> None:
+        self._core(record.name, now).read(record, now)
+
+    def acknowledged(self, record: LeaseRecord, sent_at: float) -> None:
+        core = self.cores.get(record.name)
+        if core is not None:
+            core.acknowledged(record, sent_at)
+
+    def floor(self, name: str) -> int:
+        """The epoch a claim of ``name`` must exceed besides its own: the whole-cluster lease's
+        for a pool, every pool's for the whole-cluster lease (they fence the same commands)."""
+        if name != WHOLE:
+            whole = self.cores.get(WHOLE)
+            return 0 if whole is None else whole.epoch
+        return max((c.epoch for n, c in self.cores.items() if n != WHOLE), default=0)
+
+    def due(self, now: float, caught_up: Callable[[], bool]) -> list[LeaseRecord]:
+        """What to append now, in name order (``caught_up`` asked at most once)."""
+        answer: list[bool] = []
+
+        def once() -> bool:
+            if not answer:
+                answer.append(caught_up())
+            return answer[0]
+
+        records = []
+        for name in sorted(self.competing):
+            record = self.cores[name].due(now, once, self.floor(name))
+            if record is not None:
+                records.append(record)
+        return records
+
+    def held(self, now: float) -> dict[str, int]:
+        """The leases this instance leads now, with their epochs."""
+        return {
+            name: core.epoch
+            for name, core in sorted(self.cores.items())
+            if name in self.competing and core.leading(now)
+        }
+
+    def epoch(self, name: str) -> int:
+        core = self.cores.get(name)
+        return 0 if core is None else core.epoch
 
 
 # -- over Kafka ------------------------------------------------------------------------------
-class LogLease:
-    """:class:`LeaseCore` over a one-partition topic: a producer for our records, a group-less
+class _LeaseLog:
+    """A :class:`LeaseSet` over a one-partition topic: a producer for our records, a group-less
     consumer reading every record from the first offset. Single-threaded: the producer's
-    acknowledgements and the consumer's records are served inside :meth:`held`."""
+    acknowledgements and the consumer's records are served inside :meth:`turn`."""
 
     def __init__(
         self,
         bootstrap: str,
-        topics: Topics | None = None,
+        topics: Topics | None,
         *,
-        name: str = "scheduler",
-        timing: LeaseTiming | None = None,
-        holder: str | None = None,
-        timeout_s: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        name: str,
+        timing: LeaseTiming | None,
+        holder: str | None,
+        timeout_s: float,
+        clock: Callable[[], float],
+        whole: bool,
+        preferred: Iterable[str] = (),
+        adopt_s: float | None = None,
     ) -> None:
         topics = topics or Topics()
         self.topic = f"{topics.prefix}{name}-lease"
@@ -239,7 +405,14 @@ class LogLease:
         self.timeout_s = timeout_s
         self.skipped = 0
         _ensure_lease_topic(bootstrap, self.topic, timeout_s)
-        self.core = LeaseCore(self.holder, self.timing, clock())
+        self.leases = LeaseSet(
+            self.holder,
+            self.timing,
+            clock(),
+            whole=whole,
+            preferred=preferred,
+            adopt_s=adopt_s,
+        )
         self._partition = TopicPartition(self.topic, 0)
         self._next_offset = 0
         self._producer = Producer(
@@ -263,17 +436,13 @@ class LogLease:
         )
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
 
-    @property
-    def epoch(self) -> int:
-        return self.core.epoch
-
-    def held(self) -> bool:
+    def turn(self) -> dict[str, int]:
+        """Serve acknowledgements, read what is new, append what is due; the leases held now."""
         self._producer.poll(0)  # serves acknowledgements
         self._read()
-        record = self.core.due(self.clock(), self._caught_up)
-        if record is not None:
+        for record in self.leases.due(self.clock(), self._caught_up):
             self._append(record)
-        return self.core.leading(self.clock())
+        return self.leases.held(self.clock())
 
     def _read(self) -> None:
         for message in self._consumer.consume(num_messages=1000, timeout=0):
@@ -284,7 +453,7 @@ class LogLease:
             if record is None:
                 self.skipped += 1
                 continue
-            self.core.read(record, self.clock())
+            self.leases.read(record, self.clock())
 
     def _caught_up(self) -> bool:
         _, high = watermarks(self._consumer, self._partition, self.timeout_s)
@@ -295,16 +464,13 @@ class LogLease:
 
         def delivered(error: KafkaError | None, _message: Message) -> None:
             if error is None:
-                self.core.acknowledged(record, sent_at)
+                self.leases.acknowledged(record, sent_at)
             else:
                 log.warning("lease record not appended", extra={"reason": str(error)})
 
         try:
             self._producer.produce(
-                self.topic,
-                key=str(record.epoch).encode(),
-                value=record.encode(),
-                on_delivery=delivered,
+                self.topic, key=record.key(), value=record.encode(), on_delivery=delivered
             )
         except BufferError:
             log.warning("lease record not queued: producer queue full")
@@ -313,6 +479,98 @@ class LogLease:
         """Leaves without a word: a standby takes over ``ttl_s`` after the last renewal."""
         self._producer.flush(1.0)
         self._consumer.close()
+
+
+class LogLease(_LeaseLog):
+    """The whole-cluster lease (:data:`WHOLE`) over Kafka: one instance leads every pool."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics | None = None,
+        *,
+        name: str = "scheduler",
+        timing: LeaseTiming | None = None,
+        holder: str | None = None,
+        timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            bootstrap,
+            topics,
+            name=name,
+            timing=timing,
+            holder=holder,
+            timeout_s=timeout_s,
+            clock=clock,
+            whole=True,
+        )
+
+    @property
+    def core(self) -> LeaseCore:
+        return self.leases.cores[WHOLE]
+
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch
+
+    def held(self) -> bool:
+        return WHOLE in self.turn()
+
+
+class PoolLeases(Protocol):
+    """A lease per pool (``fairshare scheduler --lease-per-pool``)."""
+
+    def track(self, pools: Iterable[str]) -> None:
+        """Compete for these pools too (every pool the state has seen)."""
+
+    def held_pools(self) -> dict[str, int]:
+        """The pools this instance leads now, each with its epoch; called on every loop turn
+        (renews, reads, claims)."""
+
+    def epoch(self, pool: str) -> int:
+        """The epoch of ``pool``'s lease as this instance last read it."""
+
+    def close(self) -> None: ...
+
+
+class LogPoolLeases(_LeaseLog):
+    """A lease per pool over Kafka, on the same topic as the whole-cluster lease."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topics: Topics | None = None,
+        *,
+        preferred: Iterable[str] = (),
+        adopt_s: float | None = None,
+        name: str = "scheduler",
+        timing: LeaseTiming | None = None,
+        holder: str | None = None,
+        timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            bootstrap,
+            topics,
+            name=name,
+            timing=timing,
+            holder=holder,
+            timeout_s=timeout_s,
+            clock=clock,
+            whole=False,
+            preferred=preferred,
+            adopt_s=adopt_s,
+        )
+
+    def track(self, pools: Iterable[str]) -> None:
+        self.leases.track(pools, self.clock())
+
+    def held_pools(self) -> dict[str, int]:
+        return self.turn()
+
+    def epoch(self, pool: str) -> int:
+        return self.leases.epoch(pool)
 
 
 def _ensure_lease_topic(bootstrap: str, topic: str, timeout_s: float) -> None:

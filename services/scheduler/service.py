@@ -16,6 +16,15 @@ once the new leader's commands are in the log.
 
 Liveness is published here too, before each pass; which nodes are down, or up again, is decided
 by the pure :func:`~services.scheduler.core.liveness.liveness_facts` from the heartbeats folded.
+
+**Scaling out by pool** (``pool_leases``, ``fairshare scheduler --lease-per-pool``): instead of
+one whole-cluster lease, each pool has its own (``lease.py``), and an instance leads the pools
+whose leases it holds. It competes for every pool its state has seen registered (and the pools
+it prefers); its passes decide for the pools it leads only (``PassContext.pools``: their
+maintenance and liveness, and the pending work whose first listed pool it leads), and every
+command carries its pool's epoch. A pool newly gained is acted on only after a catch-up to the
+log's end, as a whole-cluster leader does. After the pass every pool is asked again: if any was
+lost or changed epoch, nothing of the pass is published.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from services.scheduler.core.scheduling_pass import (
     next_contract_expiry,
     run_pass,
 )
-from services.scheduler.lease import Lease, SoleInstance
+from services.scheduler.lease import Lease, PoolLeases, SoleInstance
 
 log = logging.getLogger(__name__)
 
@@ -95,16 +104,24 @@ class SchedulerService:
         publisher: EventPublisher,
         *,
         lease: Lease | None = None,
+        pool_leases: PoolLeases | None = None,
         config: SchedulerConfig | None = None,
         clock: Callable[[], float] = time.time,
         pace_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``clock`` is the passes' ``now``; ``pace_clock`` paces them (real seconds, whatever
-        time the domain clock says it is: tests freeze the one, never the other)."""
+        time the domain clock says it is: tests freeze the one, never the other). ``lease``
+        (one for every pool) or ``pool_leases`` (one per pool), not both."""
+        if lease is not None and pool_leases is not None:
+            raise ValueError("lease, pool_leases: one or the other")
         self.follow = follow
         self.follower = follow()
         self.publisher = publisher
         self.lease = lease or SoleInstance()
+        #: A lease per pool (None: ``lease`` covers every pool).
+        self.pool_leases = pool_leases
+        #: With ``pool_leases``: the pools led now, with their epochs.
+        self.held: dict[str, int] = {}
         self.config = config or SchedulerConfig()
         self.clock = clock
         self.pace_clock = pace_clock
@@ -129,6 +146,7 @@ class SchedulerService:
         topics: Topics | None = None,
         *,
         lease: Lease | None = None,
+        pool_leases: PoolLeases | None = None,
         config: SchedulerConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> SchedulerService:
@@ -137,6 +155,7 @@ class SchedulerService:
             lambda: LogFollower(bootstrap, INPUTS, topics, eager=True),
             KafkaEventPublisher(bootstrap, topics, client_id="scheduler"),
             lease=lease,
+            pool_leases=pool_leases,
             config=config,
             clock=clock,
         )
@@ -173,16 +192,7 @@ class SchedulerService:
             wait = self._last_paced + self.config.min_pass_interval_s - self.pace_clock()
             timeout = max(0.0, min(timeout, wait))
         self.fold(self.follower.poll(timeout_s=timeout))
-        leading = self.lease.held()
-        if leading and not self._leading:
-            # Act only on the whole log: the previous leader's last commands included.
-            self._catch_up()
-            self._dirty = True
-            log.info(
-                "scheduler leading", extra={"events": self.state.events, "epoch": self.lease.epoch}
-            )
-        elif self._leading and not leading:
-            log.warning("scheduler no longer leading", extra={"epoch": self.lease.epoch})
+        leading = self._lead_pools() if self.pool_leases is not None else self._lead()
         self._leading = leading
         if not leading:
             return None
@@ -194,6 +204,44 @@ class SchedulerService:
             return None  # paced: the next turn runs it, with whatever arrives meanwhile
         self._last_paced = paced
         return self.schedule(now)
+
+    def _lead(self) -> bool:
+        """One turn of the whole-cluster lease."""
+        leading = self.lease.held()
+        if leading and not self._leading:
+            # Act only on the whole log: the previous leader's last commands included.
+            self._catch_up()
+            self._dirty = True
+            log.info(
+                "scheduler leading", extra={"events": self.state.events, "epoch": self.lease.epoch}
+            )
+        elif self._leading and not leading:
+            log.warning("scheduler no longer leading", extra={"epoch": self.lease.epoch})
+        return leading
+
+    def _lead_pools(self) -> bool:
+        """One turn of the per-pool leases: compete for every pool seen; a pool newly led (or
+        led in a new epoch) is acted on only once the log has been read to its end."""
+        assert self.pool_leases is not None
+        self.pool_leases.track(self.state.cluster.pools)
+        held = self.pool_leases.held_pools()
+        gained = sorted(pool for pool, epoch in held.items() if self.held.get(pool) != epoch)
+        lost = sorted(pool for pool in self.held if pool not in held)
+        if gained:
+            self._catch_up()
+            self._dirty = True
+            log.info(
+                "scheduler leading pools",
+                extra={
+                    "pools": gained,
+                    "epochs": [held[pool] for pool in gained],
+                    "events": self.state.events,
+                },
+            )
+        if lost:
+            log.warning("scheduler no longer leading pools", extra={"pools": lost})
+        self.held = held
+        return bool(held)
 
     def _expired(self, now: float) -> bool:
         return self._next_expiry is not None and self._next_expiry <= now
@@ -222,11 +270,14 @@ class SchedulerService:
     # -- one pass ------------------------------------------------------------------------
     def schedule(self, now: float) -> PassResult:
         cluster = self.state.cluster
+        held = dict(self.held) if self.pool_leases is not None else None
         liveness = liveness_facts(cluster, now, self.config.heartbeat_timeout_s)
+        if held is not None:  # a node's liveness is its pool's leader's to state
+            liveness = [fact for fact in liveness if cluster.nodes[fact.node].pool in held]
         for fact in liveness:
             cluster.apply(fact, now)
         pass_id = max(self._last_pass_id + 1, int(now * 1000))
-        epoch = self.lease.epoch
+        epoch = self.lease.epoch if held is None else max(held.values(), default=0)
         ctx = PassContext(
             now=now,
             pass_id=pass_id,
@@ -234,14 +285,18 @@ class SchedulerService:
             window_s=self.config.window_s,
             grace_period_s=self.config.grace_period_s,
             epoch=epoch,
+            pools=None if held is None else frozenset(held),
+            pool_epochs=held,
         )
         with gc_paused():
             result = run_pass(cluster, self.state.tree, self.state.usage_source(now), ctx)
         decided = [*liveness, *result.ordered]
-        if decided and not self._still_leading(epoch):
+        if decided and not self._still_leading(epoch, held):
             self._forget_unpublished_pass()
             return PassResult()
-        envelopes = [self._envelope(data, now, epoch) for data in decided]
+        envelopes = [
+            self._envelope(data, now, self._epoch_of(data, epoch, held)) for data in decided
+        ]
         for envelope in envelopes:
             self.publisher.publish(envelope)
         if envelopes:
@@ -268,15 +323,35 @@ class SchedulerService:
             )
         return result
 
-    def _still_leading(self, epoch: int) -> bool:
-        """Asked again after the pass: it may have outlasted the lease (a stall, a long pass)."""
+    def _still_leading(self, epoch: int, held: dict[str, int] | None = None) -> bool:
+        """Asked again after the pass: it may have outlasted the lease (a stall, a long pass).
+        With per-pool leases, every pool the pass decided for must still be led, in the same
+        epoch."""
+        if held is not None:
+            assert self.pool_leases is not None
+            now_held = self.pool_leases.held_pools()
+            return all(now_held.get(pool) == e for pool, e in held.items())
         return self.lease.held() and self.lease.epoch == epoch
+
+    @staticmethod
+    def _epoch_of(data: EventData, epoch: int, held: dict[str, int] | None) -> int:
+        """The epoch in a published event's derived id: with per-pool leases, a command's own,
+        a fact's pool's where it names one (a placement), else the highest led (the other
+        facts are folded by node, workload and attempt: two leaders' ids need only differ)."""
+        if held is None:
+            return epoch
+        own = getattr(data, "epoch", None)
+        if isinstance(own, int):
+            return own
+        pool = getattr(data, "pool", None)
+        return held.get(pool, epoch) if isinstance(pool, str) else epoch
 
     def _forget_unpublished_pass(self) -> None:
         """The pass folded decisions that will never be published: the state is rebuilt from
         the log, as after a failed publish."""
         self.lease_lost_passes += 1
         self._leading = False
+        self.held = {}
         log.warning("lease lost during a pass; nothing published, rebuilding from the log")
         self.state = LiveState()
         self.follower.close()

@@ -1,6 +1,7 @@
 """Fencing tokens: a command of a deposed leader (an epoch below one already seen on a command
-for its cluster) changes nothing, in the cluster fold, in the composition every service reads,
-and in an agent."""
+for its cluster and pool) changes nothing, in the cluster fold, in the composition every service
+reads, and in an agent. The mark is per pool, so leaders of different pools (a lease per pool)
+never fence each other."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from events.models.commands import DecisionRecord
 from projections.cluster_state import ClusterState, FencedCommandError, MissingClusterFactError
 from projections.live_state import LiveState
 from services.scheduler.core.scheduling_pass import PassContext, run_pass
-from tests.unit.scheduling_fixtures import make_tree
+from tests.unit.scheduling_fixtures import make_tree, place_commands
 from tests.unit.test_agents import CLUSTER, NODE0, POOL, Harness, submit
 from tests.unit.test_agents import decision as agent_decision
 
@@ -38,12 +39,14 @@ def _placement(*gpus: int, node: str = "n0") -> Placement:
     return Placement(nodes=(NodeGpus(node=node, gpus=gpus),))
 
 
-def place_command(workload: str, epoch: int, *gpus: int, cluster: str = "c1") -> PlaceCommand:
+def place_command(
+    workload: str, epoch: int, *gpus: int, cluster: str = "c1", pool: str = "p1"
+) -> PlaceCommand:
     return PlaceCommand(
         command_id=f"place:{workload}:1",
         epoch=epoch,
         cluster=cluster,
-        pool="p1",
+        pool=pool,
         workload_id=workload,
         attempt=1,
         budget="lab/a",
@@ -65,12 +68,14 @@ def placed(workload: str, *gpus: int) -> WorkloadPlaced:
     )
 
 
-def preempt_command(workload: str, epoch: int, cluster: str = "c1") -> PreemptCommand:
+def preempt_command(
+    workload: str, epoch: int, cluster: str = "c1", pool: str = "p1"
+) -> PreemptCommand:
     return PreemptCommand(
         command_id=f"preempt:{workload}:1",
         epoch=epoch,
         cluster=cluster,
-        pool="p1",
+        pool=pool,
         workload_id=workload,
         attempt=1,
         requeue=True,
@@ -132,8 +137,25 @@ def test_equal_and_higher_epochs_pass_and_the_mark_is_per_cluster() -> None:
     cluster.apply(preempt_command("w1", epoch=3), T)  # same epoch: fine
     assert cluster.workloads["w1"].preempting
     cluster.apply(place_command("w3", 1, 0, cluster="c2"), T)  # another cluster's mark
-    assert cluster.command_epochs == {"c1": 3, "c2": 1}
+    assert cluster.command_epochs == {("c1", "p1"): 3, ("c2", "p1"): 1}
     assert cluster.fenced_commands == 0
+
+
+def test_the_mark_is_per_pool_so_leaders_of_other_pools_never_fence_each_other() -> None:
+    """A lease per pool: pool p2's leader is at epoch 9, p1's at 1; both are obeyed. Within a
+    pool, the deposed leader is still refused."""
+    cluster = cluster_with("w1", "w2")
+    cluster.apply(preempt_command("w9", epoch=9, pool="p2"), T)  # p2's leader, epoch 9
+    running(cluster, "w1", 0, epoch=1)  # p1's leader, epoch 1: not below p2's mark
+    assert cluster.workloads["w1"].status == "running"
+    assert cluster.command_epochs == {("c1", "p2"): 9, ("c1", "p1"): 1}
+    running(cluster, "w2", 1, epoch=2)  # p1 taken over: epoch 2
+    with pytest.raises(FencedCommandError, match=r"epoch: 1 is below 2.*pool p1"):
+        cluster.apply(preempt_command("w1", epoch=1), T + 5)
+    with pytest.raises(FencedCommandError, match=r"epoch: 8 is below 9.*pool p2"):
+        cluster.apply(preempt_command("w1", epoch=8, pool="p2"), T + 5)
+    assert not cluster.workloads["w1"].preempting
+    assert cluster.fenced_commands == 2
 
 
 def test_a_deposed_leaders_placement_read_after_its_command_places_nothing() -> None:
@@ -203,6 +225,24 @@ def test_the_pass_stamps_its_epoch_on_every_command() -> None:
     result = run_pass(cluster, tree, lambda pool: {}, PassContext(now=T, epoch=7))
     assert len(result.commands) == 2, "both placed"
     assert {command.epoch for command in result.commands} == {7}  # type: ignore[attr-defined]
+
+
+def test_with_a_lease_per_pool_each_command_carries_its_pools_epoch() -> None:
+    cluster = cluster_with()
+    cluster.apply(NodeRegistered(node="k0", cluster="c1", pool="p2", gpus=4, gpu_type="h"), T)
+    for name, pool in (("w1", "p1"), ("w2", "p2")):
+        cluster.apply(
+            WorkloadSubmitted(
+                workload_id=name, budget="lab/a", pools=(pool,), gpus=1, min_runtime_s=0,
+                submitter="bo",
+            ),
+            T,
+        )  # fmt: skip
+    tree = make_tree([("lab", 1.0), ("lab/a", 1.0)])
+    ctx = PassContext(now=T, epoch=4, pools=frozenset({"p1", "p2"}), pool_epochs={"p1": 3, "p2": 4})
+    result = run_pass(cluster, tree, lambda pool: {}, ctx)
+    stamped = {(c.workload_id, c.pool, c.epoch) for c in place_commands(result)}
+    assert stamped == {("w1", "p1", 3), ("w2", "p2", 4)}
 
 
 # -- the agent -----------------------------------------------------------------------------------

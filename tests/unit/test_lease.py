@@ -10,7 +10,14 @@ import itertools
 
 import pytest
 
-from services.scheduler.lease import LeaseCore, LeaseRecord, LeaseTiming, SoleInstance
+from services.scheduler.lease import (
+    WHOLE,
+    LeaseCore,
+    LeaseRecord,
+    LeaseSet,
+    LeaseTiming,
+    SoleInstance,
+)
 
 TIMING = LeaseTiming(ttl_s=10.0, renew_s=2.0, margin_s=3.0)
 
@@ -196,3 +203,173 @@ def test_a_sole_instance_always_leads_in_its_epoch() -> None:
     assert SoleInstance().held()
     assert SoleInstance().epoch == 0
     assert SoleInstance(epoch=3).epoch == 3
+
+
+# -- leases by name: the whole-cluster lease and a lease per pool ---------------------------------
+
+
+def test_a_record_names_its_lease_and_an_old_record_is_the_whole_clusters() -> None:
+    old = b'{"kind":"renew","holder":"h:1:ab","epoch":7}'  # as written before names existed
+    assert LeaseRecord.decode(old) == LeaseRecord("renew", "h:1:ab", 7, WHOLE)
+    assert LeaseRecord("renew", "h:1:ab", 7).encode() == old, "whole-cluster records unchanged"
+    pool = LeaseRecord("claim", "h:1:ab", 3, "gpu-a:1")
+    assert LeaseRecord.decode(pool.encode()) == pool
+    assert LeaseRecord("renew", "h", 7).key() == b"7", "the whole lease keeps its old key"
+    assert pool.key() == b"gpu-a:1:3", "compacted per lease and epoch"
+    for bad in (b'{"kind":"renew","holder":"x","epoch":1,"name":""}',
+                b'{"kind":"renew","holder":"x","epoch":1,"name":3}'):  # fmt: skip
+        assert LeaseRecord.decode(bad) is None
+
+
+def test_a_core_ignores_the_records_of_other_leases() -> None:
+    core = LeaseCore("a", TIMING, now=0.0, name="p1")
+    core.read(LeaseRecord("claim", "b", 4, "p2"), 0.0)
+    core.read(LeaseRecord("claim", "b", 9), 0.0)
+    assert (core.epoch, core.owner) == (0, None)
+    assert core.due(0.0, _caught_up) == LeaseRecord("claim", "a", 1, "p1")
+
+
+class Pools:
+    """The lease partition and the :class:`LeaseSet` of each instance that reads it."""
+
+    def __init__(self, **preferred: tuple[str, ...]) -> None:
+        self.records: list[LeaseRecord] = []
+        self.sets = {
+            name: LeaseSet(name, TIMING, 0.0, whole=False, preferred=pools)
+            for name, pools in preferred.items()
+        }
+        self.dead: set[str] = set()
+
+    def append(self, record: LeaseRecord, now: float) -> None:
+        self.records.append(record)
+        self.sets[record.holder].acknowledged(record, now)
+        for leases in self.sets.values():
+            leases.read(record, now)
+
+    def tick(self, now: float, seen: tuple[str, ...] = ()) -> None:
+        """Every live instance sees ``seen`` pools, and appends what is due at once."""
+        for name, leases in self.sets.items():
+            if name in self.dead:
+                continue
+            leases.track(seen, now)
+            for record in leases.due(now, _caught_up):
+                self.append(record, now)
+
+    def held(self, name: str, now: float) -> dict[str, int]:
+        return self.sets[name].held(now)
+
+
+ALL = ("p1", "p2", "p3", "p4")
+
+
+def test_each_instance_leads_its_preferred_pools_and_waits_for_the_others() -> None:
+    log = Pools(a=("p1", "p2"), b=("p3", "p4"))
+    for tenth in range(0, 600):
+        now = tenth / 10
+        log.tick(now, ALL)
+        if now >= 0.1:
+            assert log.held("a", now) == {"p1": 1, "p2": 1}
+            assert log.held("b", now) == {"p3": 1, "p4": 1}
+    claims = [r for r in log.records if r.kind == "claim"]
+    assert sorted((r.name, r.holder) for r in claims) == [
+        ("p1", "a"), ("p2", "a"), ("p3", "b"), ("p4", "b")
+    ], "nobody claims a pool whose preferred owner renews it"  # fmt: skip
+
+
+def test_a_pool_nobody_prefers_is_adopted_after_adopt_s_and_only_once() -> None:
+    log = Pools(a=("p1",), b=("p2",))
+    adopted_at = None
+    for tenth in range(0, 400):
+        now = tenth / 10
+        log.tick(now, ("p1", "p2", "p9"))
+        owners = [n for n in ("a", "b") if "p9" in log.held(n, now)]
+        if owners and adopted_at is None:
+            adopted_at = now
+        assert len(owners) <= 1
+    assert adopted_at == pytest.approx(2 * TIMING.ttl_s, abs=0.11)
+    assert [r.holder for r in log.records if r.name == "p9" and r.kind == "claim"] != []
+    winners = {r.holder for r in log.records if r.name == "p9" and r.kind == "renew"}
+    assert len(winners) == 1, "the first claim of the epoch won, the other instance stood by"
+
+
+def test_a_dead_instances_pools_move_to_the_survivor_after_adopt_s() -> None:
+    log = Pools(a=("p1", "p2"), b=("p3", "p4"))
+    for tenth in range(0, 100):
+        log.tick(tenth / 10, ALL)
+    assert log.held("b", 9.9) == {"p3": 1, "p4": 1}
+    log.dead.add("b")  # kill -9: it stops renewing, and says nothing
+    last = max(i for i, r in enumerate(log.records) if r.holder == "b")
+    last_renewal = 9.9 - 9.9 % TIMING.renew_s  # when b's last record went out (and was read)
+    taken = None
+    for tenth in range(100, 400):
+        now = tenth / 10
+        log.tick(now, ALL)
+        if taken is None and "p3" in log.held("a", now):
+            taken = now
+    assert taken is not None
+    assert taken - last_renewal == pytest.approx(2 * TIMING.ttl_s, abs=0.21)
+    assert log.held("a", 39.9) == {"p1": 1, "p2": 1, "p3": 2, "p4": 2}
+    assert all(r.holder == "a" for r in log.records[last + 1 :])
+
+
+def test_a_preferred_pool_held_by_another_is_not_taken_back() -> None:
+    """No rebalancing: a preferred owner that starts late finds its pools adopted, and leaves
+    them to their holder while it renews (a limit; restart the adopter to hand them back)."""
+    log = Pools(a=("p1",))
+    for tenth in range(0, 300):
+        log.tick(tenth / 10, ("p1", "p2"))
+    assert log.held("a", 29.9) == {"p1": 1, "p2": 1}
+    log.sets["b"] = LeaseSet("b", TIMING, 30.0, whole=False, preferred=("p2",))
+    for record in log.records:
+        log.sets["b"].read(record, 30.0)
+    for tenth in range(300, 600):
+        log.tick(tenth / 10, ("p1", "p2"))
+    assert log.held("b", 59.9) == {}
+    assert log.held("a", 59.9) == {"p1": 1, "p2": 1}
+
+
+def test_epochs_are_per_lease_and_a_pool_claim_goes_above_the_whole_clusters() -> None:
+    """A log that ran a whole-cluster scheduler (epoch 5 fences every pool at 5) and then runs
+    a lease per pool: the pools' first epochs are 6, or their commands would be fenced."""
+    leases = LeaseSet("a", TIMING, 0.0, whole=False, preferred=("p1", "p2"))
+    leases.read(LeaseRecord("claim", "old", 5), 0.0)
+    leases.read(LeaseRecord("renew", "old", 5), 0.0)
+    leases.read(LeaseRecord("claim", "z", 2, "p2"), 0.0)  # an older per-pool run
+    due = leases.due(20.0, _caught_up)
+    assert due == [LeaseRecord("claim", "a", 6, "p1"), LeaseRecord("claim", "a", 6, "p2")]
+    for record in due:
+        leases.acknowledged(record, 20.0)
+        leases.read(record, 20.0)
+    assert leases.held(20.1) == {"p1": 6, "p2": 6}
+    assert WHOLE not in leases.held(20.1), "a per-pool instance never claims the whole lease"
+    # ... and back: a whole-cluster claim goes above every pool's epoch.
+    whole = LeaseSet("c", TIMING, 0.0)
+    for record in [LeaseRecord("claim", "old", 5), *due]:
+        whole.read(record, 0.0)
+    assert whole.due(10.0, _caught_up) == [LeaseRecord("claim", "c", 7)]
+
+
+def test_a_whole_cluster_set_competes_for_the_whole_lease_only() -> None:
+    leases = LeaseSet("a", TIMING, 0.0)
+    leases.track(["p1", "p2"], 0.0)
+    assert leases.competing == {WHOLE}
+    assert leases.due(0.0, _caught_up) == [LeaseRecord("claim", "a", 1)]
+
+
+def test_caught_up_is_asked_once_per_turn_whatever_the_claims() -> None:
+    asked = []
+
+    def caught_up() -> bool:
+        asked.append(1)
+        return True
+
+    leases = LeaseSet("a", TIMING, 0.0, whole=False, preferred=("p1", "p2", "p3"))
+    assert len(leases.due(0.0, caught_up)) == 3
+    assert len(asked) == 1
+
+
+def test_lease_set_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="preferred"):
+        LeaseSet("a", TIMING, 0.0, whole=False, preferred=(WHOLE,))
+    with pytest.raises(ValueError, match="adopt_s"):
+        LeaseSet("a", TIMING, 0.0, whole=False, adopt_s=TIMING.ttl_s / 2)

@@ -92,6 +92,30 @@ class PassContext:
     churn: ChurnControl = field(default_factory=ChurnControl)
     #: Which work starts fast, per pool (debug_lane.py).
     debug_lanes: DebugLanes = field(default_factory=DebugLanes)
+    #: The pools this pass decides for (None: every pool). With a lease per pool
+    #: (services/scheduler/lease.py) a scheduler leads some pools only: the pass then touches
+    #: nothing of another pool (see :meth:`PassContext.schedules`).
+    pools: frozenset[str] | None = None
+    #: The epoch of each led pool's own lease, stamped on that pool's commands (a pool not
+    #: named here gets ``epoch``).
+    pool_epochs: Mapping[str, int] | None = None
+
+    def leads(self, pool: str | None) -> bool:
+        """Whether this pass decides for ``pool``: maintenance of its nodes and runs (down,
+        cordoned, requeues, cancellations; a run belongs to the pool it runs or ran in)."""
+        return self.pools is None or pool in self.pools
+
+    def schedules(self, workload: WorkloadState) -> bool:
+        """Whether this pass may place pending ``workload``: with a lease per pool, only the
+        leader of the *first* pool it lists does, in whichever of its pools that leader leads.
+        Two leaders of different pools thus never race to place one workload (each would
+        fold its own placement, and the log keeps one of them only)."""
+        return self.pools is None or workload.pools[0] in self.pools
+
+    def epoch_for(self, pool: str) -> int:
+        if self.pool_epochs is None:
+            return self.epoch
+        return self.pool_epochs.get(pool, self.epoch)
 
 
 @dataclass
@@ -177,13 +201,14 @@ class PassRecorder:
         requeue: bool,
     ) -> None:
         cluster_name = self.cluster.nodes[workload.placement[0][0]].cluster
+        pool = workload.pool or workload.pools[0]
         self.emit(
             trusted(
                 PreemptCommand,
                 command_id=command_id("preempt", workload),
-                epoch=self.ctx.epoch,
+                epoch=self.ctx.epoch_for(pool),
                 cluster=cluster_name,
-                pool=workload.pool or workload.pools[0],
+                pool=pool,
                 workload_id=workload.workload_id,
                 attempt=workload.attempt,
                 grace_period_s=self.ctx.grace_period_s,
@@ -209,7 +234,7 @@ class PassRecorder:
             trusted(
                 PlaceCommand,
                 command_id=place_id,
-                epoch=self.ctx.epoch,
+                epoch=self.ctx.epoch_for(pool),
                 cluster=self.cluster.nodes[placement[0][0]].cluster,
                 pool=pool,
                 workload_id=workload.workload_id,
@@ -238,9 +263,11 @@ class PassRecorder:
     # -- 1. maintenance ----------------------------------------------------------------------
     def maintenance(self, drain: bool = True) -> None:
         """``drain`` False leaves work on cordoned nodes to end by itself (Slurm's drain)."""
-        cluster, now = self.cluster, self.ctx.now
+        cluster, now, leads = self.cluster, self.ctx.now, self.ctx.leads
         for name in sorted(cluster.down_nodes):
             node = cluster.nodes[name]
+            if not leads(node.pool):
+                continue
             for workload_id in sorted(node.holders):
                 workload = cluster.workloads[workload_id]
                 last = max(
@@ -258,6 +285,8 @@ class PassRecorder:
                 )
         for workload_id in sorted(cluster.awaiting_requeue):
             workload = cluster.workloads[workload_id]
+            if not leads(workload.pool or workload.pools[0]):
+                continue
             self.emit(
                 WorkloadRequeued(
                     workload_id=workload_id,
@@ -268,7 +297,7 @@ class PassRecorder:
             )
         for workload_id in sorted(cluster.cancelling):
             workload = cluster.workloads[workload_id]
-            if not workload.preempting:
+            if not workload.preempting and leads(workload.pool or workload.pools[0]):
                 self.preempt(
                     workload,
                     "cancel",
@@ -277,7 +306,7 @@ class PassRecorder:
                 )
         for name in sorted(cluster.cordoned_nodes):
             node = cluster.nodes[name]
-            if node.down:
+            if node.down or not leads(node.pool):
                 continue
             for workload_id in sorted(node.holders) if drain else ():
                 workload = cluster.workloads[workload_id]
@@ -335,7 +364,11 @@ class PassRecorder:
         by_leaf: dict[str, list[WorkloadState]] = {}
         for workload_id in lane.pending:
             workload = self.cluster.workloads[workload_id]
-            if workload.budget in order.shares and not order.children.get(workload.budget):
+            if (
+                workload.budget in order.shares
+                and not order.children.get(workload.budget)
+                and self.ctx.schedules(workload)
+            ):
                 by_leaf.setdefault(workload.budget, []).append(workload)
         if not by_leaf:
             return in_use
@@ -434,8 +467,8 @@ class PassRecorder:
             for kind in sizes[leaf]:
                 queue = queues[leaf].get(kind)
                 if queue:
-                    head = queue[0]
-                    if candidate is None or head < candidate[0]:
+                    head = queue[0] if self.ctx.pools is None else self._first_scheduled(queue)
+                    if head is not None and (candidate is None or head < candidate[0]):
                         candidate = (head, kind)
             if candidate is None:
                 order.deactivate(leaf)
@@ -517,6 +550,13 @@ class PassRecorder:
             # Nothing of this kind fits or can be freed for this budget in this pass.
             sizes[leaf].remove(kind)
 
+    def _first_scheduled(self, queue: SortedList[QueueKey]) -> QueueKey | None:
+        """The first entry of ``queue`` this pass may place (``PassContext.schedules``)."""
+        for key in queue:
+            if self.ctx.schedules(self.cluster.workloads[key[2]]):
+                return key
+        return None
+
     def _eligible(
         self, workload: WorkloadState, pool: str, order: FairShareOrder, need: int = 0
     ) -> frozenset[str]:
@@ -576,7 +616,8 @@ def run_pass(
     scheduling = PassRecorder(cluster, tree, usage, ctx)
     scheduling.maintenance()
     for pool in sorted(cluster.pools):
-        scheduling.schedule_pool(pool)
+        if ctx.leads(pool):
+            scheduling.schedule_pool(pool)
     return scheduling.result
 
 
