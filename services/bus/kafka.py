@@ -15,6 +15,7 @@ process, which rebuilds its clients and folds from the log.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -135,15 +136,21 @@ class KafkaEventPublisher:
                 "error_cb": self.fatal.on_error,
             }
         )
-        self._errors: list[str] = []
+        #: Delivery failures by the thread that produced the record: each caller's flush
+        #: answers for its own records, so threads publishing at once (the API's requests) do
+        #: not wait for one another nor report one another's failures.
+        self._errors: dict[int, list[str]] = {}
         self._lock = threading.Lock()
 
-    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+    def _on_delivery(self, thread: int, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             if is_fatal(error):
                 self.fatal.on_error(error)
             with self._lock:
-                self._errors.append(f"{message.topic()} key={message.key()!r}: {error.str()}")
+                self._errors.setdefault(thread, []).append(
+                    # the code's name too: callers tell a refusal no retry can cure by it
+                    f"{message.topic()} key={message.key()!r}: {error.name()} ({error.str()})"
+                )
 
     def publish(self, envelope: Envelope[Any]) -> None:
         record = encode_binary(envelope)
@@ -159,6 +166,7 @@ class KafkaEventPublisher:
     ) -> None:
         """Publish bytes as they are (dead-letter replays, tests of poison records)."""
         self.fatal.check()
+        on_delivery = functools.partial(self._on_delivery, threading.get_ident())
         while True:
             try:
                 self._client.produce(
@@ -166,7 +174,7 @@ class KafkaEventPublisher:
                     key=key,
                     value=value,
                     headers=list(headers or []),
-                    on_delivery=self._on_delivery,
+                    on_delivery=on_delivery,
                 )
                 break
             except BufferError:
@@ -181,12 +189,14 @@ class KafkaEventPublisher:
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait for every acknowledgement; FatalBusError before PublishError, so a dead
-        producer is never mistaken for a failure worth retrying."""
+        producer is never mistaken for a failure worth retrying. Safe to call from several
+        threads at once: each raises for the records it produced (and, conservatively, when
+        any record is still unacknowledged at the timeout)."""
         self.fatal.check()
         remaining = self._client.flush(timeout_s)
         self.fatal.check()
         with self._lock:
-            errors, self._errors = self._errors, []
+            errors = self._errors.pop(threading.get_ident(), [])
         if remaining:
             errors.append(f"{remaining} event(s) not acknowledged within {timeout_s}s")
         if errors:
