@@ -145,8 +145,13 @@ def test_a_silent_node_is_declared_down_and_its_work_lost_and_requeued(bus: Kafk
         workload_id="w1", attempt=1, pool="p", placement=place.placement, allocated=True
     )
     _publish(bus, [(started, T0 + 10), (beat, T0 + 70)])
+    # The scheduler reads them before its clock moves on (a scheduler that reads each record
+    # as it arrives may otherwise pass at T0 + 80 before it has read the heartbeat of T0 + 70)
+    _until(service, lambda: service.state.cluster.nodes["n0"].last_heartbeat == T0 + 70)
     clock.now = T0 + 80
     _until(service, lambda: service.state.cluster.workloads["w1"].status == "running")
+    for _ in range(5):
+        service.step()
     assert not any(isinstance(e.data, NodeDown) for e in _log(bus, TopicKind.CLUSTER))
 
     clock.now = T0 + 70 + 61  # silent for longer than the timeout
