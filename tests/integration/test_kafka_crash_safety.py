@@ -103,6 +103,7 @@ def topics() -> Topics:
     return Topics(prefix=f"crash{uuid.uuid4().hex[:8]}.")
 
 
+@pytest.mark.slow  # kill -9 of the broker: with the chaos scenarios
 def test_a_killed_single_broker_keeps_every_acknowledged_event(
     tmp_path: Path, topics: Topics
 ) -> None:

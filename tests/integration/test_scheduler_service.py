@@ -177,6 +177,7 @@ def _step_until_leading(service: SchedulerService, timeout_s: float) -> float:
     return time.monotonic()
 
 
+@pytest.mark.slow  # a takeover waits out the lease: with the chaos scenarios
 def test_a_standby_takes_over_when_the_leader_is_killed_and_the_old_one_is_fenced(
     bus: KafkaBus,
 ) -> None:
