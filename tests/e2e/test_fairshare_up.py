@@ -74,6 +74,7 @@ def test_up_on_embedded_defaults_runs_the_lab_and_keeps_its_log(
 
 
 @pytest.mark.broker
+@pytest.mark.slow  # a whole stack for 25 s: with the slow scenarios (the default run has up)
 def test_up_against_an_external_kafka(broker: BrokerHandle, tmp_path: Path) -> None:
     result = _run(
         "up",
