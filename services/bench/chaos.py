@@ -14,7 +14,6 @@ the same scenario at a smaller size and assert on it.
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from services.bench.chaos_faults import (
     kill_service,
 )
 from services.bench.chaos_load import Submitter
+from services.bench.workdir import bench_dir
 
 Report = Callable[[str], None]
 
@@ -74,11 +74,8 @@ def chaos_benchmark(
     config: ChaosConfig, data_dir: Path | None = None, report: Report = lambda _line: None
 ) -> dict[str, Any]:
     """The scenario in a fresh directory (a temporary one unless ``data_dir`` is given)."""
-    if data_dir is not None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        return _run(config, data_dir, report)
-    with tempfile.TemporaryDirectory(prefix="fairshare-chaos-") as tmp:
-        return _run(config, Path(tmp), report)
+    with bench_dir(data_dir, "chaos") as directory:
+        return _run(config, directory, report)
 
 
 def _run(config: ChaosConfig, data_dir: Path, report: Report) -> dict[str, Any]:

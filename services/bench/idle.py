@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -214,11 +213,10 @@ def idle_benchmark(
     config: IdleConfig, data_dir: Path | None = None, report: Report = lambda _line: None
 ) -> dict[str, Any]:
     """``fairshare up`` in ``data_dir`` (a temporary directory unless given), measured idle."""
-    if data_dir is not None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        return _run(config, data_dir, report)
-    with tempfile.TemporaryDirectory(prefix="fairshare-idle-") as tmp:
-        return _run(config, Path(tmp), report)
+    from services.bench.workdir import bench_dir
+
+    with bench_dir(data_dir, "idle") as directory:
+        return _run(config, directory, report)
 
 
 def _run(config: IdleConfig, data_dir: Path, report: Report) -> dict[str, Any]:

@@ -32,7 +32,6 @@ how many bare broker hops a placement costs.
 from __future__ import annotations
 
 import math
-import tempfile
 import threading
 import time
 import uuid
@@ -45,6 +44,7 @@ from events import Topics
 from events.models import PlaceCommand, WorkloadStarted, WorkloadSubmitted
 from services.bench.chaos_checks import read_log
 from services.bench.latency_load import OpenLoop, RoundTrip
+from services.bench.workdir import bench_dir
 
 Report = Callable[[str], None]
 
@@ -105,11 +105,8 @@ def latency_benchmark(
 ) -> dict[str, Any]:
     """The run in ``data_dir`` (a temporary directory unless given); an embedded Apache Kafka
     broker unless ``bootstrap`` names one (then on topics of a fresh prefix)."""
-    if data_dir is not None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        return _run(config, bootstrap, data_dir, report)
-    with tempfile.TemporaryDirectory(prefix="fairshare-latency-") as tmp:
-        return _run(config, bootstrap, Path(tmp), report)
+    with bench_dir(data_dir, "latency") as directory:
+        return _run(config, bootstrap, directory, report)
 
 
 def _run(
