@@ -120,20 +120,28 @@ class Stack:
             )
         report(message)
 
-    def wait_for_api(self, timeout_s: float = 120.0, report: Report | None = None) -> None:
-        """Until the API answers. Without ``report`` a service that dies meanwhile is an
-        error; with it, the services are supervised (restarted) while waiting."""
+    def wait_for_api(
+        self,
+        timeout_s: float = 120.0,
+        report: Report | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Until the API answers (True) or ``should_stop`` (False: a Ctrl-C while starting is
+        not held up). Without ``report`` a service that dies meanwhile is an error; with it,
+        the services are supervised (restarted) while waiting."""
         import httpx
 
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if should_stop():
+                return False
             if report is not None:
                 self.supervise(report)
             elif dead := self.dead():
                 raise RuntimeError("a service stopped while starting: " + ", ".join(dead))
             try:
                 if httpx.get(f"{self.config.api_url}/health", timeout=2).status_code == 200:
-                    return
+                    return True
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
@@ -174,27 +182,32 @@ class Stack:
 
 
 def run_stack(
-    config: UpConfig, should_stop: Callable[[], bool], report: Report
+    config: UpConfig,
+    should_stop: Callable[[], bool],
+    report: Report,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> tuple[Stack, list[str]]:
     """Start everything, stream workloads and supervise the services until ``should_stop``,
     stop everything; returns the stack and the problems (services that had to be restarted,
-    or did not stop cleanly), escaped for Rich markup like every line given to ``report``."""
+    or did not stop cleanly), escaped for Rich markup like every line given to ``report``.
+    ``on_ready`` is called once the API answers (``--duration`` counts from there)."""
     stack = Stack(config)
     halt = threading.Event()
     stack.start()
     stream: threading.Thread | None = None
     try:
-        stack.wait_for_api(report=report)
-        for line in ready_lines(config, stack.pids()):
-            report(line)
-        if config.submit_every_s:
-            stream = threading.Thread(
-                target=stack.submit_stream,
-                args=(lambda: halt.is_set() or should_stop(),),
-                daemon=True,
-            )
-            stream.start()
-        _supervise_until(stack, should_stop, report)
+        if stack.wait_for_api(report=report, should_stop=should_stop):
+            on_ready()
+            for line in ready_lines(config, stack.pids()):
+                report(line)
+            if config.submit_every_s:
+                stream = threading.Thread(
+                    target=stack.submit_stream,
+                    args=(lambda: halt.is_set() or should_stop(),),
+                    daemon=True,
+                )
+                stream.start()
+            _supervise_until(stack, should_stop, report)
     finally:
         halt.set()
         if stream is not None:
