@@ -17,7 +17,7 @@ Times are whole seconds (event times are floored), so a run's charges add up exa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -88,10 +88,17 @@ class Run:
 class Ledger:
     """Folds workload and heartbeat events into ``entries`` (append-only LedgerCharge list)."""
 
-    def __init__(self, keep_entries: bool = True) -> None:
+    def __init__(
+        self, keep_entries: bool = True, owns: Callable[[str], bool] | None = None
+    ) -> None:
+        """``owns``: whether a workload is this fold's to charge (default: every one). A
+        charging shard reads only its own workloads' facts but every node's heartbeats; a
+        heartbeat confirms only the runs of the workloads it owns, so the others' runs are
+        not kept waiting for a start this shard will never read."""
         #: Whether ``entries`` keeps every posted charge (an audit that streams them to a
         #: matcher does not need a second copy of the ledger in memory).
         self.keep_entries = keep_entries
+        self.owns = owns
         self.budgets: dict[str, str] = {}
         self.runs: dict[RunKey, Run] = {}
         #: Confirmations seen before the run's start (heartbeats and starts travel on
@@ -126,6 +133,8 @@ class Ledger:
                 for gpu in data.gpus
                 if gpu.occupant is not None and gpu.attempt is not None
             }
+            if self.owns is not None:
+                runs = {run for run in runs if self.owns(run[0])}
             if len(runs) == 1:  # the usual case: the whole node is one run
                 return self._confirm(runs.pop(), now)
             posted: list[LedgerCharge] = []

@@ -24,6 +24,13 @@ def charging(
     kafka: KafkaOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     host: Annotated[str, typer.Option(help="plain (confluent consumer) or faust")] = "plain",
+    instance: Annotated[
+        str | None,
+        typer.Option(
+            help="run as one shard of the charging group, named NAME (give each of several "
+            "instances its own): the group shares the workloads topic's partitions out"
+        ),
+    ] = None,
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics
@@ -40,8 +47,19 @@ def charging(
     if host != "plain":
         err_console.print("[red]--host:[/] plain or faust")
         raise typer.Exit(2)
-    from services.charging.kafka import kafka_charging_host
     from services.runtime.signals import stop_requested_on_signals
+
+    if instance is not None:
+        from services.charging.shards import kafka_charging_shard
+
+        shard = kafka_charging_shard(bootstrap, topics, instance)
+        group = f"{topic_prefix}charging"
+        console.print(f"charging shard {instance} from {bootstrap} (group {group}); Ctrl-C stops")
+        with stop_requested_on_signals() as stop:
+            shard.run(stop)
+        console.print(f"published {shard.host.published} charge(s)")
+        return
+    from services.charging.kafka import kafka_charging_host
 
     charging_host = kafka_charging_host(bootstrap, topics)
     console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")

@@ -63,23 +63,36 @@ class ChargingHost:
         only: a faust worker feeds :meth:`handle` itself)."""
         self._recorded_charges = recorded_charges
         self._subscribe = subscribe
-        # The host publishes each charge as it is posted and keeps only the ids (dedupe), so
-        # its memory does not grow with a copy of the whole ledger.
-        self.ledger = Ledger(keep_entries=False)
-        self.usage = UsageWindow(window_s)
+        self.window_s = window_s
         self.published = 0
-        self.positions: dict[tuple[str, int], int] = {}
         self.snapshot_every_s = snapshot_every_s
         self.clock = clock
         self._last_snapshot = -1e18
-        self._latest_time = 0.0
         self.publisher = publisher
+        self.reset()
+
+    def reset(self, owns: Callable[[str], bool] | None = None) -> None:
+        """Start the fold over (a shard whose partitions changed rebuilds it), charging only
+        the workloads ``owns`` accepts (default: every one)."""
+        # The host publishes each charge as it is posted and keeps only the ids (dedupe), so
+        # its memory does not grow with a copy of the whole ledger.
+        self.ledger = Ledger(keep_entries=False, owns=owns)
+        self.usage = UsageWindow(self.window_s)
+        self.positions: dict[tuple[str, int], int] = {}
+        self._latest_time = 0.0
 
     def restore(self) -> None:
         """Learn every charge already on the ledger topic, so none is published twice."""
         for charge in self._recorded_charges():
-            if self.ledger.record(charge):
-                count_charge(self.usage, charge)
+            self.count_recorded(charge)
+
+    def count_recorded(self, charge: LedgerCharge) -> bool:
+        """A charge read from the ledger topic: known from now on (never published again) and
+        counted in the usage window, unless it was known already (one this host posted)."""
+        if not self.ledger.record(charge):
+            return False
+        count_charge(self.usage, charge)
+        return True
 
     def handle(self, delivery: Delivery) -> list[LedgerCharge]:
         envelope: Envelope[Any] = delivery.envelope
