@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from events.envelope import Envelope
+from events.lean import structured_decoder
 from events.registry import EventRegistry
 from events.serde import EventDecodeError, decode_structured, encode_structured
 
@@ -51,14 +53,17 @@ def write_events(path: Path, envelopes: Iterable[Envelope[Any]]) -> int:
 
 
 def read_events(
-    path: Path, registry: EventRegistry | None = None
+    path: Path, registry: EventRegistry | None = None, *, lean: bool = False
 ) -> Iterator[Envelope[Any] | BadLine]:
+    """Every event of the file, strictly decoded; ``lean`` decodes the hot types without
+    their cross-field rules (:mod:`events.lean`: only for a file that holds the log)."""
+    decode = structured_decoder(registry) if lean else partial(decode_structured, registry=registry)
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             stripped = line.strip()
             if not stripped:
                 continue
             try:
-                yield decode_structured(stripped, registry)
+                yield decode(stripped)
             except EventDecodeError as error:
                 yield BadLine(number, str(error))

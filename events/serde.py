@@ -6,7 +6,8 @@
 
 Encoding uses orjson with UTC ``Z`` times so equal events give equal bytes. Decoding validates
 with pydantic's strict JSON mode in one pass; any failure is an :class:`EventDecodeError` whose
-message names the offending field, for the dead-letter topic.
+message names the offending field, for the dead-letter topic. (The audit's replay of the log,
+whose events were all validated on their way in, may use the lean decode of ``events.lean``.)
 """
 
 from __future__ import annotations
@@ -108,6 +109,12 @@ def encode_structured(envelope: Envelope[Any]) -> bytes:
     return orjson.dumps(document, option=_ORJSON_OPTIONS)
 
 
+def envelope_json(attributes: dict[str, Any], data_json: bytes) -> bytes:
+    """The structured-mode document of binary-mode attributes and payload, validated in one
+    pass (the payload is spliced in, never parsed and re-encoded)."""
+    return orjson.dumps(attributes)[:-1] + b',"data":' + data_json + b"}"
+
+
 def _validate(
     attributes: dict[str, Any], data_json: bytes, registry: EventRegistry
 ) -> Envelope[Any]:
@@ -132,7 +139,7 @@ def _validate(
         attributes = {**attributes, "type": event_type}
         data_json = orjson.dumps(payload, option=_ORJSON_OPTIONS)
     model = registry.model_for(event_type)
-    document = orjson.dumps(attributes)[:-1] + b',"data":' + data_json + b"}"
+    document = envelope_json(attributes, data_json)
     try:
         envelope: Envelope[Any] = envelope_class(model).model_validate_json(document)
         return envelope
@@ -145,6 +152,13 @@ def decode_binary(
     value: bytes | None, headers: Headers | None, registry: EventRegistry | None = None
 ) -> Envelope[Any]:
     """Decode a Kafka record in CloudEvents binary mode."""
+    attributes, payload = binary_parts(value, headers)
+    return _validate(attributes, payload, registry or _DEFAULT_REGISTRY)
+
+
+def binary_parts(value: bytes | None, headers: Headers | None) -> tuple[dict[str, Any], bytes]:
+    """The CloudEvents attributes of a binary-mode record and its payload, or the reason it
+    has none (the payload is only checked to be there)."""
     if value is None:
         raise EventDecodeError("value: empty record (tombstone)")
     attributes: dict[str, Any] = {}
@@ -164,13 +178,13 @@ def decode_binary(
             raise EventDecodeError(f"{name}: header is not UTF-8") from None
     if "specversion" not in attributes:
         raise EventDecodeError("ce_specversion: missing header (not a CloudEvents record)")
-    return _validate(attributes, value, registry or _DEFAULT_REGISTRY)
+    return attributes, value
 
 
 _TYPE_KEY = b'"type":"'
 
 
-def _peek_type(raw: bytes) -> str | None:
+def peek_type(raw: bytes) -> str | None:
     """The value of the first ``"type":"..."`` in the line, without parsing it (our encoder
     writes the envelope's ``type`` first). It is only a guess: the envelope's own type check
     rejects a wrong one, and a line that fails the fast path is decoded again the slow way."""
@@ -188,7 +202,7 @@ def decode_structured(line: bytes | str, registry: EventRegistry | None = None) 
     """Decode one line of an event export file."""
     raw = line.encode() if isinstance(line, str) else line
     registry = registry or _DEFAULT_REGISTRY
-    event_type = _peek_type(raw)
+    event_type = peek_type(raw)
     validate = registry.envelope_json_validator(event_type) if event_type is not None else None
     if validate is not None:
         # Fast path: a current type validates the whole line in one pass (no re-encoding).

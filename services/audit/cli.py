@@ -24,20 +24,26 @@ EventsOption = Annotated[
 ]
 
 
-def _log(events: Path | None, kafka: str | None, topic_prefix: str) -> Iterable[Any]:
-    """The whole log, from a file or (with --kafka) from the live topics."""
+def _log(
+    events: Path | None, kafka: str | None, topic_prefix: str, strict: bool = True
+) -> Iterable[Any]:
+    """The whole log, from a file or (with --kafka) from the live topics; ``strict=False``
+    decodes the hot types leanly (``services.audit.sources``)."""
     from services.audit.sources import log_from_file, log_from_kafka
 
     if events is not None:
         if not events.is_file():
             err_console.print(f"[red]--events:[/] {events} is not a file")
             raise typer.Exit(2)
-        return log_from_file(events)
+        return log_from_file(events, strict)
     if kafka:
         from events import Topics
         from events.ndjson import BadLine
 
-        log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix)))
+        # The live topics are always read strictly: they may hold records a consumer
+        # dead-lettered, which must be bad lines here exactly as there. An export holds only
+        # records that passed that strict check on their way out (services.bus.export).
+        log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix), strict=True))
         invalid = [item for item in log if isinstance(item, BadLine)]
         if invalid:
             # Records that never were events: consumers dead-lettered them; they are no facts.
@@ -59,12 +65,21 @@ def audit_replay(
         str | None,
         typer.Option(help="compare with the ledger stored in these read models instead"),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="check every rule of every event of an --events export (default: its "
+            "heartbeats and charges skip the cross-field rules checked when it was exported, "
+            "none of which can change a charge); the live topics are always read strictly",
+        ),
+    ] = False,
 ) -> None:
     """Recompute every charge from the facts and compare, entry by entry, with the charges
     recorded in the log (or stored in the read models, with --database-url)."""
     from services.audit.sources import audit_log
 
-    result = audit_log(_log(events, kafka, topic_prefix), database_url)
+    result = audit_log(_log(events, kafka, topic_prefix, strict), database_url)
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for difference in result.differences:

@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, select
 
 from events import Topics
 from events.envelope import Envelope
+from events.lean import binary_decoder
 from events.models import LedgerCharge
 from events.ndjson import BadLine, read_events
 from services.audit.replay import ReplayResult
@@ -19,29 +20,40 @@ from services.bus.records import RawRecord, Rejected, check, source_position
 from services.read_models.tables import ledger_entries
 
 
-def log_from_file(path: Path) -> Iterator[Envelope[Any] | BadLine]:
-    return read_events(path)
+def log_from_file(path: Path, strict: bool = True) -> Iterator[Envelope[Any] | BadLine]:
+    """An export holds only records that passed the strict check on their way out of the log
+    (``services.bus.export``), so the replay may decode it leanly (``strict=False``,
+    :mod:`events.lean`)."""
+    return read_events(path, lean=not strict)
 
 
 def log_from_kafka(
-    bootstrap: str, topics: Topics | None = None
+    bootstrap: str, topics: Topics | None = None, strict: bool = True
 ) -> Iterator[Envelope[Any] | BadLine]:
     """The whole log up to its current end (see :func:`log_from_records`)."""
     from services.bus.export import read_to_end
 
     topics = topics or Topics()
-    return log_from_records(read_to_end(bootstrap, topics.all_names()), topics)
+    return log_from_records(read_to_end(bootstrap, topics.all_names()), topics, strict)
 
 
 def log_from_records(
-    records: Iterable[RawRecord], topics: Topics
+    records: Iterable[RawRecord], topics: Topics, strict: bool = True
 ) -> Iterator[Envelope[Any] | BadLine]:
     """Records that fail the check every consumer applies (:func:`services.bus.records.check`:
     they do not decode, lie on another topic or under another key; their consumers dead-letter
     them) are reported as bad lines numbered by their position in the read, never replayed as
-    facts: a copy of a charge or a run under another key would be counted twice."""
+    facts: a copy of a charge or a run under another key would be counted twice.
+
+    ``strict=False`` decodes heartbeats and charges leanly (:mod:`events.lean`). Safe on the
+    topics: every Fairshare producer publishes models it validated (or built from validated
+    facts), and what the lean decode skips are cross-field rules that cannot change a
+    recomputed charge, nor hide a recorded one that breaks them (it is compared field by
+    field). Any record the lean schema refuses is checked strictly, so it is still rejected
+    with the consumers' reason."""
+    decode = None if strict else binary_decoder()
     for number, record in enumerate(records, start=1):
-        checked = check(record, topics)
+        checked = check(record, topics, decode=decode)
         if isinstance(checked, Rejected):
             yield BadLine(number, f"{source_position(record.position)}: {checked.reason}")
         else:

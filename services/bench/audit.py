@@ -10,8 +10,9 @@ from typing import Any
 from services.bench.fixtures import synthetic_log
 
 
-def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
-    """Audit replay of an exported log against a loop that only decodes it with orjson."""
+def audit_benchmark(events: int, path: Path | None = None, strict: bool = False) -> dict[str, Any]:
+    """Audit replay of an exported log against a loop that only decodes it with orjson;
+    decoded as ``fairshare audit replay`` does (leanly, or in full with ``strict``)."""
     import tempfile
 
     import orjson
@@ -27,10 +28,11 @@ def audit_benchmark(events: int, path: Path | None = None) -> dict[str, Any]:
             decoded = sum(1 for line in handle if orjson.loads(line))
         baseline_s = time.perf_counter() - started
         started = time.perf_counter()
-        result = replay(read_events(log))
+        result = replay(read_events(log, lean=not strict))
         replay_s = time.perf_counter() - started
     return {
         "events": count,
+        "decode": "strict" if strict else "lean",
         "decoded_by_baseline": decoded,
         "charges": result.recorded_count,
         "identical": result.identical,

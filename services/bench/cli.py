@@ -61,13 +61,16 @@ def bench_audit(
     log: Annotated[
         Path | None, typer.Option("--events-file", help="replay this log instead")
     ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="decode as `fairshare audit replay --strict`")
+    ] = False,
 ) -> None:
     """Audit replay throughput vs a bare orjson decode of the same file; one JSON object."""
     import orjson
 
     from services.bench.audit import audit_benchmark
 
-    typer.echo(orjson.dumps(audit_benchmark(events, log)).decode())
+    typer.echo(orjson.dumps(audit_benchmark(events, log, strict)).decode())
 
 
 @bench_app.command("pipeline")

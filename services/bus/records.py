@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from events.envelope import Envelope, derived_event_id, new_event
+from events.lean import BinaryDecoder
 from events.models import DeadLetter
 from events.positions import Delivery, Position
 from events.registry import EventRegistry
@@ -77,12 +78,20 @@ def raw_record(message: Message) -> RawRecord:
 
 
 def check(
-    record: RawRecord, topics: Topics, registry: EventRegistry | None = None
+    record: RawRecord,
+    topics: Topics,
+    registry: EventRegistry | None = None,
+    decode: BinaryDecoder | None = None,
 ) -> Delivery | Rejected:
-    """The one check of every reader: the record decodes (strictly, upcast by ``registry``),
-    lies on its type's topic, and is keyed by its subject."""
+    """The one check of every reader: the record decodes (strictly, upcast by ``registry``;
+    the audit may pass the lean decoder of ``events.lean``), lies on its type's topic, and is
+    keyed by its subject."""
     try:
-        envelope: Envelope[Any] = decode_binary(record.value, record.headers, registry)
+        envelope: Envelope[Any] = (
+            decode(record.value, record.headers)
+            if decode is not None
+            else decode_binary(record.value, record.headers, registry)
+        )
     except EventDecodeError as error:
         return Rejected(record, str(error))
     expected_topic = topics.name(type(envelope.data).topic)
