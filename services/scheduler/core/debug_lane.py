@@ -174,7 +174,7 @@ def lane_state(cluster: ClusterState, lanes: DebugLanes, pool: str, now: float) 
     live = index.live.get(pool, set())
     pending: list[str] = []
     in_use = 0
-    for workload_id in sorted(live):
+    for workload_id in list(live):
         workload = cluster.workloads[workload_id]
         if _ended(workload):
             live.discard(workload_id)
@@ -182,6 +182,7 @@ def lane_state(cluster: ClusterState, lanes: DebugLanes, pool: str, now: float) 
             pending.append(workload_id)
         elif workload.pool == pool and workload.status in ("placed", "running"):
             in_use += 0 if workload.preempting else workload.gpus
+    pending.sort()  # only the waiting few need an order (by id), not every live run
     demand = sum(
         gpu_s
         for submitted_at, gpu_s, _id in _recent(index.submitted.get(pool), now - lane.lookback_s)

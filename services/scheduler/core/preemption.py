@@ -284,6 +284,10 @@ def eligible_victims(
     starving = rule.lane is None and rule.starving(preemptor, now)
     limits: list[tuple[set[str], float, float, float]] = []
     bound = victims.tier0_gpus
+    # Between two budgets with shares, what the preemptor may take depends only on the two
+    # subtrees where their paths part: budgets under one sibling share one answer.
+    by_sides: dict[tuple[str, str], tuple[float, float, float]] = {}
+    preemptor_shared = preemptor.budget in order.shares
     for budget in sorted(victims.ids_by_budget):
         ids = victims.ids_by_budget[budget]
         if not ids:
@@ -292,16 +296,20 @@ def eligible_victims(
             limits.append((ids, -math.inf, -math.inf, -math.inf))
             bound += victims.gpus_by_budget[budget]
             continue
-        most = room(order, budget, preemptor.budget, preemptor.gpus, rule.churn.owed_tolerance)
-        # Catch-up: any budget behind by the margin (which grows with the waste), as long as
-        # the victim's keeps its entitlement, unless the preemptor is an owed starving gang.
-        catch_up = math.inf if starving and most.owed else most.keep
-        allowed = -1.0
-        if catch_up >= 1:
-            allowed = rule.churn.waste_allowed(order.slack(budget, preemptor.budget, extra))
-        if most.most < 1 and allowed < 0:
+        sides = (
+            order.side_of(budget, preemptor.budget)
+            if preemptor_shared and budget != preemptor.budget and budget in order.shares
+            else None
+        )
+        limit = by_sides.get(sides) if sides is not None else None
+        if limit is None:
+            limit = _limit(order, budget, preemptor, rule, starving, extra)
+            if sides is not None:
+                by_sides[sides] = limit
+        most_gpus, catch_up, allowed = limit
+        if most_gpus < 1 and allowed < 0:
             continue
-        limits.append((ids, most.most, catch_up if allowed >= 0 else -math.inf, allowed))
+        limits.append((ids, most_gpus, catch_up, allowed))
         bound += victims.gpus_by_budget[budget]
     if bound < need:
         return frozenset()
@@ -319,6 +327,27 @@ def eligible_victims(
             ):
                 eligible.add(workload_id)
     return frozenset(eligible)
+
+
+def _limit(
+    order: FairShareOrder,
+    budget: str,
+    preemptor: WorkloadState,
+    rule: VictimRule,
+    starving: bool,
+    extra: float,
+) -> tuple[float, float, float]:
+    """What ``preemptor`` may take from ``budget``'s runs: up to how many GPUs a run may hold
+    (entitlement rule), up to how many it may hold to be caught up with, and the most
+    GPU-seconds such a stop may waste (negative: none)."""
+    most = room(order, budget, preemptor.budget, preemptor.gpus, rule.churn.owed_tolerance)
+    # Catch-up: any budget behind by the margin (which grows with the waste), as long as the
+    # victim's keeps its entitlement, unless the preemptor is an owed starving gang.
+    catch_up = math.inf if starving and most.owed else most.keep
+    allowed = -1.0
+    if catch_up >= 1:
+        allowed = rule.churn.waste_allowed(order.slack(budget, preemptor.budget, extra))
+    return most.most, catch_up if allowed >= 0 else -math.inf, allowed
 
 
 def find_preemption(
