@@ -91,8 +91,17 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
         if config.slurm_jobcomp_log is not None:
             slurm_agent += ["--jobcomp-log", str(config.slurm_jobcomp_log)]
         slurm = {"agent-slurm": slurm_agent}
+    shards = config.charging_shards
+    charging = (
+        {"charging": ["charging", *common]}
+        if shards <= 1
+        else {
+            f"charging-{n}": ["charging", *common, "--instance", str(n)]
+            for n in range(1, shards + 1)
+        }
+    )
     return {
-        "charging": ["charging", *common],
+        **charging,
         "projector": ["projector", *common, "--database-url", config.database_url],
         **schedulers,
         "agent": agent,

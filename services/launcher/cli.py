@@ -79,6 +79,13 @@ def up(
             help="a lease per pool: the schedulers share the pools out instead of one leading",
         ),
     ] = False,
+    charging_shards: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="charging processes: 1, or N shards of one group sharing the partitions",
+        ),
+    ] = 1,
     tokens: Annotated[
         Path | None,
         typer.Option(
@@ -134,6 +141,7 @@ def up(
         submit_every_s=submit_every,
         schedulers=schedulers,
         lease_per_pool=lease_per_pool,
+        charging_shards=charging_shards,
         tokens_file=tokens,
         slurm_cluster=slurm_cluster,
         slurm_jobcomp_log=slurm_jobcomp_log,

@@ -58,6 +58,9 @@ class UpConfig:
     #: A lease per pool instead of one for every pool: the schedulers share the pools out
     #: (each prefers every N-th of :attr:`pools`), and a dead one's pools go to the others.
     lease_per_pool: bool = False
+    #: Charging processes: one plain host (1), or that many shards of one consumer group
+    #: sharing the workloads topic's partitions (``fairshare charging --instance``).
+    charging_shards: int = 1
     grace_period_s: int = 10
     #: Mean seconds between synthetic submissions (0: none).
     submit_every_s: float = 4.0

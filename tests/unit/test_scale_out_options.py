@@ -85,3 +85,14 @@ def test_the_simulated_agent_refuses_more_pools_than_nodes() -> None:
         app, ["agent", "simulated", "--kafka", "x:1", "--nodes", "1", "--pools", "a,b"]
     )
     assert result.exit_code == 2
+
+
+def test_charging_runs_as_one_host_or_as_named_shards(tmp_path: Path) -> None:
+    plain = service_commands(_config(tmp_path), tmp_path)
+    assert [k for k in plain if k.startswith("charging")] == ["charging"]
+    assert "--instance" not in plain["charging"]
+    sharded = service_commands(_config(tmp_path, charging_shards=3), tmp_path)
+    shards = {k: v for k, v in sharded.items() if k.startswith("charging")}
+    assert sorted(shards) == ["charging-1", "charging-2", "charging-3"]
+    # each its own static member of the one group
+    assert [v[v.index("--instance") + 1] for _k, v in sorted(shards.items())] == ["1", "2", "3"]
