@@ -88,6 +88,29 @@ class FatalLatch:
         if self.error is not None:
             raise FatalBusError(f"{self.client}: {self.error}")
 
+    def consume(self, consumer: Consumer, max_records: int, timeout_s: float) -> list[Message]:
+        """``consumer.consume``, raising a fatal error whether the call, the client's error
+        callback or one of the messages carries it; the messages without an error, in order
+        (a transient error a message carries is logged and left out)."""
+        self.check()
+        try:
+            messages = consumer.consume(num_messages=max_records, timeout=timeout_s)
+        except KafkaException as failure:
+            self.raise_if_fatal(failure)
+            raise
+        self.check()
+        good: list[Message] = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                good.append(message)
+            elif is_fatal(error):
+                self.on_error(error)
+                self.check()
+            else:
+                log.warning("consumer error", extra={"client": self.client, "error": str(error)})
+        return good
+
     def raise_if_fatal(self, exception: KafkaException) -> None:
         """Raise FatalBusError if ``exception`` carries a fatal error (then it is latched)."""
         error = exception.args[0] if exception.args else None
@@ -284,23 +307,9 @@ class KafkaEventSubscriber:
             self._pending.pop((tp.topic, tp.partition), None)
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery]:
-        self.fatal.check()
-        try:
-            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
-        except KafkaException as failure:
-            self.fatal.raise_if_fatal(failure)
-            raise
-        self.fatal.check()
         deliveries: list[Delivery] = []
         read: dict[tuple[str, int], int] = {}
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if is_fatal(error):
-                    self.fatal.on_error(error)
-                    self.fatal.check()
-                log.warning("consumer error", extra={"group": self._group_id, "error": str(error)})
-                continue
+        for message in self.fatal.consume(self._consumer, max_records, timeout_s):
             record = raw_record(message)
             checked = check(record, self._topics, self._registry)
             if isinstance(checked, Delivery):

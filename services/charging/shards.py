@@ -182,19 +182,8 @@ class ShardReader:
         self._consumer.assign(assignment)
 
     def poll(self, timeout_s: float, max_records: int) -> list[Delivery]:
-        self.fatal.check()
-        try:
-            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
-        except KafkaException as failure:
-            self.fatal.raise_if_fatal(failure)
-            raise
         deliveries: list[Delivery] = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if is_fatal(error):
-                    self.fatal.on_error(error)
-                continue
+        for message in self.fatal.consume(self._consumer, max_records, timeout_s):
             checked = check(raw_record(message), self.topics)
             if isinstance(checked, Delivery):
                 deliveries.append(checked)
@@ -202,7 +191,6 @@ class ShardReader:
                 self.dead_letters.reject(checked)
             else:
                 skip(checked, GROUP)
-        self.fatal.check()
         self.dead_letters.flush()  # before any charge that follows them is published
         return deliveries
 

@@ -96,6 +96,34 @@ def test_a_subscriber_raises_the_fatal_error_of_its_consumer() -> None:
         real.close()
 
 
+class _Message:
+    def __init__(self, error: KafkaError | None, value: bytes = b"") -> None:
+        self._error, self.value = error, value
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+
+class _Consumer:
+    def __init__(self, *messages: _Message) -> None:
+        self.messages = list(messages)
+
+    def consume(self, num_messages: int, timeout: float) -> list[_Message]:
+        return self.messages[:num_messages]
+
+
+def test_every_reader_drops_a_transient_error_of_a_message_and_raises_a_fatal_one() -> None:
+    latch = FatalLatch("consumer t")
+    transient = KafkaError(KafkaError._PARTITION_EOF, "end of partition")
+    good = [_Message(None, b"a"), _Message(None, b"b")]
+    consumer = _Consumer(good[0], _Message(transient), good[1])
+    assert latch.consume(consumer, 10, 0) == good  # type: ignore[arg-type]
+    with pytest.raises(FatalBusError, match="out of order"):
+        latch.consume(_Consumer(good[0], _Message(OUT_OF_ORDER)), 10, 0)  # type: ignore[arg-type]
+    with pytest.raises(FatalBusError):  # and on every call after, whatever comes
+        latch.consume(_Consumer(*good), 10, 0)  # type: ignore[arg-type]
+
+
 def test_the_agent_does_not_retry_a_dead_publisher() -> None:
     broker = InMemoryBroker()
     agent = ClusterAgent(
