@@ -239,8 +239,12 @@ class ChargingShard:
         membership: ShardMembership,
         open_reader: Callable[[frozenset[int], bool], ShardReader],
         open_tail: Callable[[], LedgerTail],
+        dead_letters: DeadLetters | None = None,
     ) -> None:
+        """``dead_letters``: the office every reader of this shard posts to (closed at the
+        end of :meth:`run`)."""
         self.host = host
+        self.dead_letters = dead_letters
         self.membership = membership
         self._open_reader = open_reader
         self._open_tail = open_tail
@@ -302,6 +306,8 @@ class ChargingShard:
             self._close_readers()
             self.membership.close()
             host.publisher.close()
+            if self.dead_letters is not None:
+                self.dead_letters.close()
 
     def _close_readers(self) -> None:
         for reader in (self._reader, self._tail):
@@ -332,4 +338,5 @@ def kafka_charging_shard(
         ShardMembership(bootstrap, topics, instance, session_timeout_ms=session_timeout_ms),
         lambda owned, speaks: ShardReader(bootstrap, topics, owned, dead_letters, speaks=speaks),
         lambda: LedgerTail(bootstrap, topics),
+        dead_letters,
     )
