@@ -28,7 +28,7 @@ def _log(
     events: Path | None, kafka: str | None, topic_prefix: str, strict: bool = True
 ) -> Iterable[Any]:
     """The whole log, from a file or (with --kafka) from the live topics; ``strict=False``
-    decodes the hot types leanly (``services.audit.sources``)."""
+    decodes an export file's hot types leanly (``services.audit.sources``)."""
     from services.audit.sources import log_from_file, log_from_kafka
 
     if events is not None:
@@ -43,7 +43,7 @@ def _log(
         # The live topics are always read strictly: they may hold records a consumer
         # dead-lettered, which must be bad lines here exactly as there. An export holds only
         # records that passed that strict check on their way out (services.bus.export).
-        log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix), strict=True))
+        log = list(log_from_kafka(kafka, Topics(prefix=topic_prefix)))
         invalid = [item for item in log if isinstance(item, BadLine)]
         if invalid:
             # Records that never were events: consumers dead-lettered them; they are no facts.

@@ -28,13 +28,15 @@ def log_from_file(path: Path, strict: bool = True) -> Iterator[Envelope[Any] | B
 
 
 def log_from_kafka(
-    bootstrap: str, topics: Topics | None = None, strict: bool = True
+    bootstrap: str, topics: Topics | None = None
 ) -> Iterator[Envelope[Any] | BadLine]:
-    """The whole log up to its current end (see :func:`log_from_records`)."""
+    """The whole log up to its current end, decoded strictly: the live topics may hold
+    records a consumer dead-lettered, which must be bad lines here exactly as there (see
+    :func:`log_from_records`)."""
     from services.bus.export import read_to_end
 
     topics = topics or Topics()
-    return log_from_records(read_to_end(bootstrap, topics.all_names()), topics, strict)
+    return log_from_records(read_to_end(bootstrap, topics.all_names()), topics)
 
 
 def log_from_records(
@@ -45,12 +47,12 @@ def log_from_records(
     them) are reported as bad lines numbered by their position in the read, never replayed as
     facts: a copy of a charge or a run under another key would be counted twice.
 
-    ``strict=False`` decodes heartbeats and charges leanly (:mod:`events.lean`). Safe on the
-    topics: every Fairshare producer publishes models it validated (or built from validated
-    facts), and what the lean decode skips are cross-field rules that cannot change a
-    recomputed charge, nor hide a recorded one that breaks them (it is compared field by
-    field). Any record the lean schema refuses is checked strictly, so it is still rejected
-    with the consumers' reason."""
+    ``strict=False`` decodes heartbeats and charges leanly (:mod:`events.lean`), for records
+    known to have passed the strict check already: what the lean decode skips are cross-field
+    rules that cannot change a recomputed charge, nor hide a recorded one that breaks them (it
+    is compared field by field), and any record the lean schema refuses is checked strictly.
+    The live topics are not such records (a poison record that breaks only a cross-field rule
+    was dead-lettered by the consumers), so :func:`log_from_kafka` reads them strictly."""
     decode = None if strict else binary_decoder()
     for number, record in enumerate(records, start=1):
         checked = check(record, topics, decode=decode)

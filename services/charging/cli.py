@@ -53,7 +53,7 @@ def charging(
         from services.charging.shards import kafka_charging_shard
 
         shard = kafka_charging_shard(bootstrap, topics, instance)
-        group = f"{topic_prefix}charging"
+        group = shard.membership.group
         console.print(f"charging shard {instance} from {bootstrap} (group {group}); Ctrl-C stops")
         with stop_requested_on_signals() as stop:
             shard.run(stop)

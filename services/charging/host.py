@@ -69,6 +69,8 @@ class ChargingHost:
         self.clock = clock
         self._last_snapshot = -1e18
         self.publisher = publisher
+        #: Charges published since the last flush.
+        self._unflushed = 0
         self.reset()
 
     def reset(self, owns: Callable[[str], bool] | None = None) -> None:
@@ -101,6 +103,21 @@ class ChargingHost:
         )
         self._latest_time = max(self._latest_time, envelope.time.timestamp())
         return self._fold(envelope)
+
+    def take(self, batch: list[Delivery]) -> None:
+        """Fold one polled batch. Nothing is committed from here (the fold is rebuilt on
+        start), so charges need not be acknowledged batch by batch: they are flushed when the
+        input is idle (an empty batch) or every 10,000."""
+        for delivery in batch:
+            self._unflushed += len(self.handle(delivery))
+        if self._unflushed and (not batch or self._unflushed >= 10_000):
+            self.flush_charges()
+
+    def flush_charges(self) -> None:
+        """Wait until every charge published so far is acknowledged."""
+        if self._unflushed:
+            self.publisher.flush()
+            self._unflushed = 0
 
     def _fold(self, envelope: Envelope[Any]) -> list[LedgerCharge]:
         fresh = []
@@ -158,17 +175,9 @@ class ChargingHost:
         self.restore()
         subscriber = self._subscribe()
         try:
-            unflushed = 0
             while not should_stop():
                 with gc_paused():  # decoding and the fold allocate no cycles; see gc_pause.py
-                    batch = subscriber.poll(timeout_s=poll_s, max_records=5000)
-                    for delivery in batch:
-                        unflushed += len(self.handle(delivery))
-                # Nothing is committed from here (the fold is rebuilt on start), so charges
-                # need not be acknowledged batch by batch: flush when idle or every 10,000.
-                if unflushed and (not batch or unflushed >= 10_000):
-                    self.publisher.flush()
-                    unflushed = 0
+                    self.take(subscriber.poll(timeout_s=poll_s, max_records=5000))
                 self.snapshot_if_due()
         finally:
             subscriber.close()

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge
@@ -42,7 +42,7 @@ from events.positions import Delivery
 from services.bus.deadletters import DeadLetters
 from services.bus.export import read_to_end
 from services.bus.follower import KafkaPartitions
-from services.bus.kafka import FatalLatch, KafkaEventPublisher, is_fatal
+from services.bus.kafka import FatalLatch, KafkaEventPublisher
 from services.bus.partitioning import partition_for_key
 from services.bus.records import check, raw_record, skip
 from services.charging.host import ChargingHost
@@ -85,7 +85,7 @@ class ShardMembership:
         session_timeout_ms: int = 10_000,
     ) -> None:
         self.topic = topics.name(TopicKind.WORKLOADS)
-        group = f"{topics.prefix}{GROUP}"
+        self.group = group = f"{topics.prefix}{GROUP}"
         self.fatal = FatalLatch(f"charging shard {instance}")
         self._consumer = Consumer(
             {
@@ -121,21 +121,14 @@ class ShardMembership:
         self.owned = frozenset()
 
     def poll(self) -> frozenset[int]:
-        """Serve the group (its callbacks run inside poll) and say what is held now."""
-        self.fatal.check()
-        try:
-            message = self._consumer.poll(0)
-        except KafkaException as failure:
-            self.fatal.raise_if_fatal(failure)
-            raise
-        error = message.error() if message is not None else None
-        if error is not None and is_fatal(error):
-            self.fatal.on_error(error)
-        self.fatal.check()
+        """Serve the group (its callbacks run inside consume; its paused partitions yield no
+        records) and say what is held now."""
+        self.fatal.consume(self._consumer, 1, 0.0)
         return self.owned
 
     def close(self) -> None:
-        """Leave the group, so the others take the partitions over at once."""
+        """Close the member. A static member does not leave the group: its partitions move
+        to the others after the session timeout, or back to it if it returns before."""
         self._consumer.close()
 
 
@@ -277,31 +270,22 @@ class ChargingShard:
 
     def run(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> None:
         host = self.host
-        unflushed = 0
         try:
             while not should_stop():
                 owned = self.membership.poll()
                 if owned != self.built_for:
-                    if unflushed:
-                        host.publisher.flush()
-                        unflushed = 0
+                    host.flush_charges()
                     self._rebuild(owned)
                 if self._reader is None or self._tail is None:
                     time.sleep(min(poll_s, 0.2))  # nothing held: wait for the group
                     continue
                 with gc_paused():  # decoding and the fold allocate no cycles; see gc_pause.py
-                    batch = self._reader.poll(timeout_s=poll_s, max_records=5000)
-                    for delivery in batch:
-                        unflushed += len(host.handle(delivery))
+                    host.take(self._reader.poll(timeout_s=poll_s, max_records=5000))
                     for charge in self._tail.read():
                         host.count_recorded(charge)
-                if unflushed and (not batch or unflushed >= 10_000):
-                    host.publisher.flush()
-                    unflushed = 0
                 if self.speaks:
                     host.snapshot_if_due()
-            if unflushed:
-                host.publisher.flush()
+            host.flush_charges()
         finally:
             self._close_readers()
             self.membership.close()

@@ -62,13 +62,15 @@ def test_a_killed_shard_is_taken_over_and_rejoins(bus: KafkaBus, tmp_path: Path)
 
         os.killpg(running["b"].pid, signal.SIGKILL)
         running["b"].wait(timeout=10)
-        facts += batch("x", 4 * 3600)
-        _publish(bus, batch("x", 4 * 3600))
+        later = batch("x", 4 * 3600)
+        facts += later
+        _publish(bus, later)
         _wait("a to charge b's partitions too", lambda: charged("a"), 120)
 
         running["b"] = _start(bus, "b", tmp_path)  # crash-only: the supervisor starts it again
-        facts += batch("y", 8 * 3600)
-        _publish(bus, batch("y", 8 * 3600))
+        later = batch("y", 8 * 3600)
+        facts += later
+        _publish(bus, later)
         _wait("both again", lambda: charged("a", "b"), 120)
         for name, process in running.items():
             assert process.poll() is None, (tmp_path / f"charging-{name}.log").read_text()
