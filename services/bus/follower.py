@@ -31,15 +31,16 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from events import TopicKind, Topics
 from events.positions import Delivery, Position
 from events.registry import EventRegistry
 from services.bus.export import watermarks
+from services.bus.kafka import FatalLatch
 from services.bus.records import check, raw_record, skip
 
 log = logging.getLogger(__name__)
@@ -276,7 +277,12 @@ class Follower:
 
 class KafkaPartitions:
     """Every partition of some topics, from the first offset, with a group that never joins
-    (partitions are assigned, nothing is committed)."""
+    (partitions are assigned, nothing is committed).
+
+    Crash-only, through the one consume of every Kafka reader (:meth:`FatalLatch.consume`): a
+    fatal client error raises :class:`~services.bus.kafka.FatalBusError` from the next fetch
+    or end-offset query, whichever thread asks, so the service exits and is restarted; a
+    follower that dropped such errors looked alive while it would never read again."""
 
     def __init__(
         self,
@@ -287,11 +293,14 @@ class KafkaPartitions:
         topics: Topics | None = None,
         registry: EventRegistry | None = None,
         eager: bool = False,
+        config: Mapping[str, Any] | None = None,
     ) -> None:
+        """``config``: more settings for both clients (tests quiet their logs)."""
         self.timeout_s = timeout_s
         self.topics = topics or Topics()
         self.registry = registry
         self.eager = eager
+        self.fatal = FatalLatch("follower")
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -303,12 +312,19 @@ class KafkaPartitions:
                 # twenty times (four idle readers at 50 ms cost the embedded broker ten points
                 # of a core). End offsets have a client of their own (below).
                 "fetch.wait.max.ms": 500,
+                **(config or {}),
+                "error_cb": self.fatal.on_error,
             }
         )
         # End offsets are asked for from other threads too (the API's health check while its
         # consumer thread fetches): a client of their own, never assigned, one call at a time.
         self._ends_consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": f"fairshare-ends-{uuid.uuid4().hex}"}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"fairshare-ends-{uuid.uuid4().hex}",
+                **(config or {}),
+                "error_cb": self.fatal.on_error,
+            }
         )
         self._ends_lock = threading.Lock()
         metadata = self._consumer.list_topics(timeout=timeout_s).topics
@@ -329,21 +345,16 @@ class KafkaPartitions:
         record may be a decision to make) returns as soon as the first one is there, with
         whatever else is already fetched."""
         items: list[Delivery | Position] = []
+        messages: list[Message]
         if self.eager:
-            first = self._consumer.poll(timeout_s)
-            if first is None:
+            messages = self.fatal.consume(self._consumer, 1, timeout_s)
+            if not messages:
                 return items
-            rest = (
-                self._consumer.consume(num_messages=max_records - 1, timeout=0)
-                if (max_records > 1)
-                else []
-            )
-            messages = [first, *rest]
+            if max_records > 1:
+                messages += self.fatal.consume(self._consumer, max_records - 1, 0)
         else:
-            messages = self._consumer.consume(num_messages=max_records, timeout=timeout_s)
+            messages = self.fatal.consume(self._consumer, max_records, timeout_s)
         for message in messages:
-            if message.error() is not None:
-                continue
             checked = check(raw_record(message), self.topics, self.registry)
             items.append(checked if isinstance(checked, Delivery) else skip(checked, "follower"))
         return items
@@ -358,8 +369,13 @@ class KafkaPartitions:
                 if marks is not None and marks[1] >= 0:
                     ends[(tp.topic, tp.partition)] = int(marks[1])
                 continue
+            self.fatal.check()
             with self._ends_lock:
-                _, high = watermarks(self._ends_consumer, key, self.timeout_s)
+                try:
+                    _, high = watermarks(self._ends_consumer, key, self.timeout_s)
+                except KafkaException as error:
+                    self.fatal.raise_if_fatal(error)
+                    raise
             ends[(tp.topic, tp.partition)] = high
         return ends
 

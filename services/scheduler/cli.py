@@ -58,7 +58,10 @@ def scheduler(
     ] = None,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
+    import time
+
     from events import Topics
+    from services.bus.lease import KafkaLeaseLog
     from services.runtime.signals import stop_requested_on_signals
     from services.scheduler.lease import LeaseTiming, LogLease, LogPoolLeases, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
@@ -80,13 +83,18 @@ def scheduler(
     if lease:
         margin_s = min(3.0, lease_ttl_s / 3)
         timing = LeaseTiming(ttl_s=lease_ttl_s, renew_s=lease_renew_s, margin_s=margin_s)
+        lease_log = KafkaLeaseLog(bootstrap, topics, record_timeout_s=timing.ttl_s)
     if lease_per_pool:
         whole = None
         pool_leases = LogPoolLeases(
-            bootstrap, topics, preferred=preferred, adopt_s=lease_adopt_s, timing=timing
+            lease_log,
+            preferred=preferred,
+            adopt_s=lease_adopt_s,
+            timing=timing,
+            clock=time.monotonic,
         )
     elif lease:
-        whole = LogLease(bootstrap, topics, timing=timing)
+        whole = LogLease(lease_log, timing=timing, clock=time.monotonic)
     service = SchedulerService.over_kafka(
         bootstrap,
         topics,

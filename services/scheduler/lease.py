@@ -52,7 +52,10 @@ go backwards, and a new instance reads a short topic.
 
 :class:`LeaseCore` is the pure state machine of one name, :class:`LeaseSet` the pure set of
 them (records and a clock in, decisions out; unit tested with a fake clock); :class:`LogLease`
-(whole-cluster) and :class:`LogPoolLeases` (per pool) drive them over Kafka.
+(whole-cluster) and :class:`LogPoolLeases` (per pool) drive them over a :class:`LeaseLog`, the
+topic's one partition as bytes. Nothing here touches Kafka: the adapter is
+``services.bus.lease.KafkaLeaseLog``, beside the bus's other adapters, and it is crash-only like
+every Kafka reader (a fatal client error ends the scheduler, which its supervisor restarts).
 """
 
 from __future__ import annotations
@@ -60,28 +63,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import orjson
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
-
-from events import Topics
-from services.bus.admin import replication_for_cluster
-from services.bus.export import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -377,34 +364,51 @@ class LeaseSet:
         return 0 if core is None else core.epoch
 
 
-# -- over Kafka ------------------------------------------------------------------------------
-class _LeaseLog:
-    """A :class:`LeaseSet` over a one-partition topic: a producer for our records, a group-less
-    consumer reading every record from the first offset. Single-threaded: the producer's
-    acknowledgements and the consumer's records are served inside :meth:`turn`."""
+# -- over a log -----------------------------------------------------------------------------
+class LeaseLog(Protocol):
+    """The lease topic's one partition, as the drivers below need it: bytes in log order, so
+    that the adapter (``services.bus.lease.KafkaLeaseLog``) knows nothing of leases, and tests
+    can play the partition in memory."""
+
+    def read(self) -> list[bytes | None]:
+        """Serve the acknowledgements of appended records (their callbacks run here), then
+        the values appended since the last read, in log order; never waits."""
+
+    def caught_up(self) -> bool:
+        """Whether :meth:`read` has returned everything up to the partition's end now."""
+
+    def append(self, key: bytes, value: bytes, on_appended: Callable[[], None]) -> None:
+        """Queue a record; ``on_appended`` runs inside a later :meth:`read` once it is in."""
+
+    def close(self) -> None: ...
+
+
+def default_holder() -> str:
+    """``host:pid:random``: unique per process, and says where the leader runs."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class _OverLog:
+    """A :class:`LeaseSet` over a :class:`LeaseLog`, at the times ``clock`` gives (monotonic).
+    Single-threaded: one :meth:`turn` reads, decides and appends."""
 
     def __init__(
         self,
-        bootstrap: str,
-        topics: Topics | None,
+        lease_log: LeaseLog,
         *,
-        name: str,
         timing: LeaseTiming | None,
         holder: str | None,
-        timeout_s: float,
         clock: Callable[[], float],
         whole: bool,
         preferred: Iterable[str] = (),
         adopt_s: float | None = None,
     ) -> None:
-        topics = topics or Topics()
-        self.topic = f"{topics.prefix}{name}-lease"
+        self.log = lease_log
         self.timing = timing or LeaseTiming()
-        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.holder = holder or default_holder()
         self.clock = clock
-        self.timeout_s = timeout_s
+        #: Records of the topic that are not lease records (never read into the leases).
         self.skipped = 0
-        _ensure_lease_topic(bootstrap, self.topic, timeout_s)
         self.leases = LeaseSet(
             self.holder,
             self.timing,
@@ -413,98 +417,43 @@ class _LeaseLog:
             preferred=preferred,
             adopt_s=adopt_s,
         )
-        self._partition = TopicPartition(self.topic, 0)
-        self._next_offset = 0
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "linger.ms": 0,
-                "max.in.flight.requests.per.connection": 1,
-                # A record that cannot be appended within the lease is of no use any more.
-                "message.timeout.ms": int(self.timing.ttl_s * 1000),
-                "client.id": f"scheduler-lease-{self.holder}",
-            }
-        )
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"fairshare-lease-{uuid.uuid4().hex}",  # never joined or committed
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 50,
-            }
-        )
-        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
 
     def turn(self) -> dict[str, int]:
-        """Serve acknowledgements, read what is new, append what is due; the leases held now."""
-        self._producer.poll(0)  # serves acknowledgements
-        self._read()
-        for record in self.leases.due(self.clock(), self._caught_up):
-            self._append(record)
-        return self.leases.held(self.clock())
-
-    def _read(self) -> None:
-        for message in self._consumer.consume(num_messages=1000, timeout=0):
-            if message.error() is not None:
-                continue
-            self._next_offset = (message.offset() or 0) + 1
-            record = LeaseRecord.decode(message.value())
+        """Read what is new, append what is due; the leases held now."""
+        for value in self.log.read():
+            record = LeaseRecord.decode(value)
             if record is None:
                 self.skipped += 1
                 continue
             self.leases.read(record, self.clock())
-
-    def _caught_up(self) -> bool:
-        _, high = watermarks(self._consumer, self._partition, self.timeout_s)
-        return self._next_offset >= high
+        for record in self.leases.due(self.clock(), self.log.caught_up):
+            self._append(record)
+        return self.leases.held(self.clock())
 
     def _append(self, record: LeaseRecord) -> None:
         sent_at = self.clock()
-
-        def delivered(error: KafkaError | None, _message: Message) -> None:
-            if error is None:
-                self.leases.acknowledged(record, sent_at)
-            else:
-                log.warning("lease record not appended", extra={"reason": str(error)})
-
-        try:
-            self._producer.produce(
-                self.topic, key=record.key(), value=record.encode(), on_delivery=delivered
-            )
-        except BufferError:
-            log.warning("lease record not queued: producer queue full")
+        self.log.append(
+            record.key(), record.encode(), lambda: self.leases.acknowledged(record, sent_at)
+        )
 
     def close(self) -> None:
         """Leaves without a word: a standby takes over ``ttl_s`` after the last renewal."""
-        self._producer.flush(1.0)
-        self._consumer.close()
+        self.log.close()
 
 
-class LogLease(_LeaseLog):
-    """The whole-cluster lease (:data:`WHOLE`) over Kafka: one instance leads every pool."""
+class LogLease(_OverLog):
+    """The whole-cluster lease (:data:`WHOLE`) over the lease log: one instance leads every
+    pool."""
 
     def __init__(
         self,
-        bootstrap: str,
-        topics: Topics | None = None,
+        lease_log: LeaseLog,
         *,
-        name: str = "scheduler",
         timing: LeaseTiming | None = None,
         holder: str | None = None,
-        timeout_s: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
     ) -> None:
-        super().__init__(
-            bootstrap,
-            topics,
-            name=name,
-            timing=timing,
-            holder=holder,
-            timeout_s=timeout_s,
-            clock=clock,
-            whole=True,
-        )
+        super().__init__(lease_log, timing=timing, holder=holder, clock=clock, whole=True)
 
     @property
     def core(self) -> LeaseCore:
@@ -534,29 +483,23 @@ class PoolLeases(Protocol):
     def close(self) -> None: ...
 
 
-class LogPoolLeases(_LeaseLog):
-    """A lease per pool over Kafka, on the same topic as the whole-cluster lease."""
+class LogPoolLeases(_OverLog):
+    """A lease per pool over the lease log, on the same topic as the whole-cluster lease."""
 
     def __init__(
         self,
-        bootstrap: str,
-        topics: Topics | None = None,
+        lease_log: LeaseLog,
         *,
         preferred: Iterable[str] = (),
         adopt_s: float | None = None,
-        name: str = "scheduler",
         timing: LeaseTiming | None = None,
         holder: str | None = None,
-        timeout_s: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
     ) -> None:
         super().__init__(
-            bootstrap,
-            topics,
-            name=name,
+            lease_log,
             timing=timing,
             holder=holder,
-            timeout_s=timeout_s,
             clock=clock,
             whole=False,
             preferred=preferred,
@@ -571,27 +514,3 @@ class LogPoolLeases(_LeaseLog):
 
     def epoch(self, pool: str) -> int:
         return self.leases.epoch(pool)
-
-
-def _ensure_lease_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
-    """One partition, compacted by epoch (a broker that refuses the configuration gets a plain
-    topic: it only grows by a small record per renewal)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    cluster = admin.list_topics(timeout=timeout_s)
-    if topic in cluster.topics:
-        return
-    # Replicated like every other topic: losing one broker of three must not take the lease.
-    replication, durability = replication_for_cluster(len(cluster.brokers))
-    compacted = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
-    for config in ({**compacted, **durability}, durability):
-        new = NewTopic(topic, num_partitions=1, replication_factor=replication, config=config)
-        try:
-            admin.create_topics([new])[topic].result(timeout=timeout_s)
-            return
-        except KafkaException as error:
-            code = error.args[0].code()
-            if code == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            if config == durability:
-                raise
-            log.warning("lease topic not created compacted", extra={"reason": str(error)})

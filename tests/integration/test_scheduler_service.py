@@ -25,6 +25,7 @@ from events.models import (
     WorkloadStarted,
 )
 from services.bus.export import read_to_end
+from services.bus.lease import KafkaLeaseLog
 from services.scheduler.lease import LeaseTiming, LogLease
 from services.scheduler.service import SchedulerConfig, SchedulerService
 from tests.factories import submitted
@@ -168,6 +169,13 @@ def test_a_silent_node_is_declared_down_and_its_work_lost_and_requeued(bus: Kafk
     service.close()
 
 
+def _lease(bus: KafkaBus, timing: LeaseTiming | None = None) -> LogLease:
+    """The whole-cluster lease over the test broker, as ``fairshare scheduler`` builds it."""
+    timing = timing or LeaseTiming()
+    lease_log = KafkaLeaseLog(bus.broker.bootstrap, bus.topics, record_timeout_s=timing.ttl_s)
+    return LogLease(lease_log, timing=timing, clock=time.monotonic)
+
+
 def _step_until_leading(service: SchedulerService, timeout_s: float) -> float:
     """Steps ``service`` until its lease says it leads; returns when (monotonic)."""
     deadline = time.monotonic() + timeout_s
@@ -187,9 +195,9 @@ def test_a_standby_takes_over_when_the_leader_is_killed_and_the_old_one_is_fence
     _publish(bus, _lab())
     clock = Clock(T0 + 5)
     timing = LeaseTiming()  # the defaults: ttl 10 s, renewals every 2 s
-    leader = _service(bus, clock, lease=LogLease(bus.broker.bootstrap, bus.topics, timing=timing))
+    leader = _service(bus, clock, lease=_lease(bus, timing))
     _step_until_leading(leader, 30)
-    standby = _service(bus, clock, lease=LogLease(bus.broker.bootstrap, bus.topics, timing=timing))
+    standby = _service(bus, clock, lease=_lease(bus, timing))
     _publish(bus, [(submitted("w1", budget="lab/a", pools=("p",), gpus=4), T0 + 6)])
     until = time.monotonic() + 2 * timing.ttl_s  # a standby that reads renewals never claims
     while time.monotonic() < until:
@@ -234,9 +242,7 @@ def test_a_standby_takes_over_when_the_leader_is_killed_and_the_old_one_is_fence
 def test_of_two_schedulers_started_together_exactly_one_leads(bus: KafkaBus) -> None:
     _publish(bus, _lab())
     clock = Clock(T0 + 5)
-    services = [
-        _service(bus, clock, lease=LogLease(bus.broker.bootstrap, bus.topics)) for _ in range(2)
-    ]
+    services = [_service(bus, clock, lease=_lease(bus)) for _ in range(2)]
     deadline = time.monotonic() + 30
     while not any(s.lease.held() for s in services):
         assert time.monotonic() < deadline, "nobody got the lease"

@@ -7,6 +7,7 @@ the test feeds it back (to every instance, in the same order), which is how a ra
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
@@ -16,6 +17,8 @@ from services.scheduler.lease import (
     LeaseRecord,
     LeaseSet,
     LeaseTiming,
+    LogLease,
+    LogPoolLeases,
     SoleInstance,
 )
 
@@ -373,3 +376,79 @@ def test_lease_set_arguments_are_checked() -> None:
         LeaseSet("a", TIMING, 0.0, whole=False, preferred=(WHOLE,))
     with pytest.raises(ValueError, match="adopt_s"):
         LeaseSet("a", TIMING, 0.0, whole=False, adopt_s=TIMING.ttl_s / 2)
+
+
+# -- the drivers over a lease log ------------------------------------------------------------
+class MemoryLeaseLog:
+    """One partition shared by every driver, in memory: what a driver appends is acknowledged,
+    and is read by every driver (its own included), at the next read, like Kafka's."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes | None] = []
+
+    def reader(self) -> MemoryLeaseLog.Reader:
+        return MemoryLeaseLog.Reader(self)
+
+    class Reader:
+        def __init__(self, partition: MemoryLeaseLog) -> None:
+            self.partition = partition
+            self.next = 0
+            self.acks: list[Callable[[], None]] = []
+            self.closed = False
+
+        def read(self) -> list[bytes | None]:
+            acks, self.acks = self.acks, []
+            for ack in acks:
+                ack()
+            values = self.partition.values[self.next :]
+            self.next = len(self.partition.values)
+            return values
+
+        def caught_up(self) -> bool:
+            return self.next >= len(self.partition.values)
+
+        def append(self, key: bytes, value: bytes, on_appended: Callable[[], None]) -> None:
+            self.partition.values.append(value)
+            self.acks.append(on_appended)
+
+        def close(self) -> None:
+            self.closed = True
+
+
+def test_of_two_drivers_on_one_log_the_first_claim_leads_and_junk_is_skipped() -> None:
+    partition = MemoryLeaseLog()
+    partition.values.append(b"not a lease record")
+    now = [0.0]
+    log_a = partition.reader()
+    a = LogLease(log_a, timing=TIMING, holder="a", clock=lambda: now[0])
+    b = LogLease(partition.reader(), timing=TIMING, holder="b", clock=lambda: now[0])
+    assert not a.held()  # claims epoch 1: led once the claim is read back and acknowledged
+    assert not b.held()  # reads a's claim first: a standby
+    assert a.held()
+    assert not b.held()
+    assert (a.epoch, b.epoch, a.skipped, b.skipped) == (1, 1, 1, 1)
+    now[0] = 11.0  # a stalls past its lease: b claims; a fences itself
+    assert not b.held()
+    assert b.held()
+    assert not a.held()
+    assert (a.epoch, b.epoch) == (2, 2)
+    a.close()
+    assert log_a.closed
+
+
+def test_pool_leases_over_one_log_share_the_pools_out_by_preference() -> None:
+    partition = MemoryLeaseLog()
+    a, b = (
+        LogPoolLeases(
+            partition.reader(), preferred=pools, timing=TIMING, holder=holder, clock=lambda: 0.0
+        )
+        for holder, pools in (("a", ("p1",)), ("b", ("p2",)))
+    )
+    for leases in (a, b):
+        leases.track(["p1", "p2"])
+    for _ in range(2):  # the claims, then reading them back
+        a.held_pools()
+        b.held_pools()
+    assert a.held_pools() == {"p1": 1}
+    assert b.held_pools() == {"p2": 1}
+    assert a.epoch("p2") == 1
