@@ -5,6 +5,7 @@ workload id can steer out of the log directory."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests.unit.test_agents import (
     submit,
     utc,
 )
+from tests.waiting import wait_until
 
 NODE = NODE0  # the local node takes the simulated cluster's first name, for the helpers
 
@@ -39,25 +41,27 @@ def local(tmp_path: Path, gpus: int = 4) -> LocalAdapter:
     return LocalAdapter(NODE, virtual_gpus=gpus, use_nvml=False, log_dir=tmp_path / "logs")
 
 
-def until(h: Harness, condition: object, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+def until(h: Harness, condition: Callable[[], object], timeout_s: float = 10.0) -> None:
+    """Run the agent's rounds until ``condition()`` holds."""
+
+    def after_a_round() -> object:
         h.tick()
-        if callable(condition) and condition():
-            return
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+        return condition()
+
+    wait_until(after_a_round, "the agent's rounds to get there", timeout_s)
 
 
 def wait_ended(adapter: LocalAdapter, timeout_s: float = 10.0) -> RunEnded:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ended = adapter.poll_ended()
-        if ended:
-            assert len(ended) == 1
-            return ended[0]
-        time.sleep(0.02)
-    raise AssertionError("timed out")
+    """The one run end the adapter reports next."""
+    ended: list[RunEnded] = []
+
+    def reported() -> bool:
+        ended.extend(adapter.poll_ended())
+        return bool(ended)
+
+    wait_until(reported, "the run to end", timeout_s)
+    [one] = ended
+    return one
 
 
 def request(command: object, gpus: tuple[int, ...] = (0,), **spec: object) -> RunRequest:
@@ -101,8 +105,9 @@ def test_a_spec_without_a_command_fails_without_running(tmp_path: Path) -> None:
 
 def test_stop_sends_sigterm_first(tmp_path: Path) -> None:
     adapter = local(tmp_path)
-    adapter.start(request("sleep 30"))
-    time.sleep(0.05)
+    running = tmp_path / "running"
+    adapter.start(request(f"touch {running}; sleep 30"))
+    wait_until(running.exists, "the command to run")
     adapter.stop("w1", 1, grace_period_s=10)
     began = time.monotonic()
     ended = wait_ended(adapter)
@@ -112,9 +117,13 @@ def test_stop_sends_sigterm_first(tmp_path: Path) -> None:
 
 def test_stop_kills_a_run_that_ignores_sigterm_after_the_grace(tmp_path: Path) -> None:
     adapter = local(tmp_path)
-    marker = tmp_path / "trapped"
-    adapter.start(request(f"trap 'echo term > {marker}' TERM; while true; do sleep 0.05; done"))
-    time.sleep(0.2)  # let the shell install its trap
+    marker, trapping = tmp_path / "trapped", tmp_path / "trapping"
+    adapter.start(
+        request(
+            f"trap 'echo term > {marker}' TERM; touch {trapping}; while true; do sleep 0.05; done"
+        )
+    )
+    wait_until(trapping.exists, "the shell to install its trap")
     adapter.stop("w1", 1, grace_period_s=0.5)
     began = time.monotonic()
     ended = wait_ended(adapter)
@@ -274,7 +283,8 @@ def test_the_run_label_is_a_hash_with_a_readable_hint() -> None:
     label = run_label("lab/vision: train #7")
     assert label.startswith("lab_vision_train_7-")
     assert len(label.rsplit("-", 1)[1]) == 64
-    assert run_label("../..") == run_label("../..")  # stable: every attempt, every restart
+    # stable: every attempt, every restart (a fixed value: equal to itself would prove nothing)
+    assert run_label("../..") == "0cfd1c96cbc0c0e025888750a8b75d7d507ab83eaef58650f1023579f03ca306"
     assert run_label("a/b") != run_label("a_b")  # the hint may collide; the hash does not
     assert run_label("-rf").startswith("rf-")  # never read as an option in a shell
     assert set(run_label("\x00/..")) <= set("0123456789abcdef")

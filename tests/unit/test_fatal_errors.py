@@ -9,7 +9,9 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,7 @@ from services.bus.port import PublishError
 from services.runtime.service import EXIT_CRASH, EXIT_STOP_TIMEOUT, run_service
 from services.runtime.signals import StopRequest, stop_requested_on_signals
 
+ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = "127.0.0.1:1"  # nothing listens: the clients are built, never connected
 QUIET = {"log_level": 0}
 OUT_OF_ORDER = KafkaError(
@@ -171,19 +174,35 @@ def test_run_service_maps_an_unexpected_exception_to_exit_70(
     assert run_service(lambda: 3) == 3
 
 
-def test_the_grace_timer_fires_once_after_the_first_request_and_not_when_cancelled() -> None:
+def test_the_grace_timer_fires_once_after_the_first_request_and_not_when_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Joins the timers instead of sleeping past them: a timer's thread ends once it has fired
+    or been cancelled, so what it did is known then, on a loaded machine too."""
+    timers: list[threading.Timer] = []
+
+    class Recorded(threading.Timer):
+        def start(self) -> None:
+            timers.append(self)
+            super().start()
+
+    monkeypatch.setattr(threading, "Timer", Recorded)
     fired: list[float] = []
     stop = StopRequest(0.05, on_expiry=lambda: fired.append(time.monotonic()))
     assert not stop()
+    requested = time.monotonic()
     stop.request(15)
     stop.request(15)
     assert stop()
-    time.sleep(0.3)
+    [timer] = timers  # the second request starts no timer of its own
+    timer.join(timeout=10)
     assert len(fired) == 1
-    cancelled = StopRequest(0.05, on_expiry=lambda: fired.append(0))
+    assert fired[0] - requested >= 0.04, "at the end of the grace period, not at once"
+    cancelled = StopRequest(60, on_expiry=lambda: fired.append(0))
     cancelled.request(15)
     cancelled.cancel()
-    time.sleep(0.2)
+    timers[1].join(timeout=10)
+    assert not timers[1].is_alive(), "a cancelled timer ends at once, without calling"
     assert len(fired) == 1
 
 
@@ -192,29 +211,42 @@ def test_sigterm_is_seen_while_librdkafka_holds_the_main_thread_and_bounded_by_g
     flag is still set at once, and the process exits 71 when its grace period (2 s) ends."""
     script = textwrap.dedent(
         """
-        import os, signal, threading, time
+        import os, signal, sys, threading
         from confluent_kafka import Producer
         from services.runtime.signals import stop_requested_on_signals
+        from tests.waiting import wait_until
 
         producer = Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
         producer.produce("t", b"x")
+        main = threading.main_thread().ident
+
+        def hold():
+            producer.flush(20)
+
         with stop_requested_on_signals(grace_s=2) as stop:
             def kill():
-                time.sleep(0.5)
+                in_hold = lambda: sys._current_frames()[main].f_code.co_name == "hold"
+                wait_until(in_hold, "the main thread to call flush")
                 os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.3)
-                print("flag", stop(), flush=True)
+                wait_until(stop, "the stop flag", timeout_s=1.5)  # inside the grace
+                print("flag set", flush=True)
             threading.Thread(target=kill, daemon=True).start()
-            producer.flush(20)
+            hold()
             print("flush returned", flush=True)
         """
     )
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd=ROOT,  # the script imports tests.waiting
     )
-    assert result.returncode == EXIT_STOP_TIMEOUT, result.stdout + result.stderr
-    assert "flag True" in result.stdout
+    said = result.stdout + result.stderr
+    assert result.returncode == EXIT_STOP_TIMEOUT, said
+    assert "flag set" in result.stdout, said
     assert "flush returned" not in result.stdout
     assert time.monotonic() - started < 15
 
@@ -246,12 +278,14 @@ def test_charging_holds_a_run_whose_submission_it_has_not_read_instead_of_chargi
         envelope = new_event(data, source="t", time=datetime.fromtimestamp(t, UTC))  # type: ignore[type-var]
         host.handle(Delivery(envelope, Position("fairshare.workloads", 0, offset)))
         if data is not submission[0]:
-            assert host.snapshots() is not None  # builds (validates) without an empty budget
+            # builds (validates: budget '' would raise) and names no empty budget
+            assert all(u.budget for s in host.snapshots() for u in s.budgets)
 
     expected = Ledger()
     for data, t in facts:
         expected.apply(data, float(t))
     charges = [decode_binary(r.value, r.headers).data for r in broker.records("fairshare.ledger")]
+    assert charges, "charged at all (all() of nothing holds)"
     assert all(isinstance(c, LedgerCharge) and c.budget == "lab/a" for c in charges)
     assert sorted(c.charge_id for c in charges) == sorted(c.charge_id for c in expected.entries)
     assert not host.ledger.held
