@@ -102,7 +102,7 @@ async def domain_error(request: Request, error: Exception) -> JSONResponse:
     """A refusal of the application layer or the read side, in HTTP: FastAPI's own shape
     (``{"detail": ...}``; for 422 a list naming the field, as its validation errors do)."""
     if isinstance(error, Invalid):
-        detail = [{"loc": ["body", *error.field], "msg": error.message, "type": "value_error"}]
+        detail = [{"loc": list(error.loc), "msg": error.message, "type": "value_error"}]
         return JSONResponse({"detail": detail}, status.HTTP_422_UNPROCESSABLE_CONTENT)
     if isinstance(error, Unavailable):
         return JSONResponse(

@@ -8,6 +8,8 @@ body shape belong to each kind of refusal.
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class DomainError(Exception):
     """A refused request; ``message`` is what the client is told, ``user`` who asked (for the
@@ -32,15 +34,32 @@ class Conflict(DomainError):  # noqa: N818 (named for the refusal, as HTTP names
     budget, cancelling finished work (409)."""
 
 
+#: Where an invalid field is: the first element of a 422's ``loc``, as FastAPI names it.
+Location = Literal["body", "query", "path"]
+
+
 class Invalid(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
     """A field that is well-formed but not acceptable here: a budget that is not a leaf, an
-    unknown pool (422, naming the field as FastAPI's own validation errors do)."""
+    unknown pool, a query's time that is none (422, naming the field as FastAPI's own
+    validation errors do). The one 422 of the routes and the application layer alike, so that
+    no route builds the body by hand."""
 
     def __init__(
-        self, field: str | tuple[str | int, ...], message: str, *, user: str | None = None
+        self,
+        field: str | tuple[str | int, ...],
+        message: str,
+        *,
+        location: Location = "body",
+        user: str | None = None,
     ) -> None:
         super().__init__(message, user=user)
         self.field: tuple[str | int, ...] = (field,) if isinstance(field, str) else field
+        self.location: Location = location
+
+    @property
+    def loc(self) -> tuple[str | int, ...]:
+        """The field's full path, as a 422's ``loc`` gives it (``("query", "since")``)."""
+        return (self.location, *self.field)
 
 
 class TooLarge(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)

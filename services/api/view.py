@@ -19,14 +19,20 @@ it wrote (:meth:`LiveView.wait_for`), so a ``GET`` right after a ``201`` sees th
 Without a running thread (unit tests, embedded use) the view is pumped synchronously: every
 read first folds whatever the source has (:meth:`LiveView.sync`), and events can also be fed
 directly (:meth:`LiveView.feed`).
+
+Crash-only, like every service: a view thread that cannot go on (a fatal Kafka error, a fold
+that raised) ends the API process with :data:`~services.runtime.service.EXIT_CRASH` and one log
+line saying why, and its supervisor restarts it. Retrying in the thread kept an API answering
+from a state that no longer moved, with a health check that said it was running.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -34,6 +40,7 @@ from events.envelope import Envelope
 from events.topics import TopicKind, Topics
 from projections.live_state import LiveState
 from services.bus.follower import Follower, Key, PartitionSource
+from services.runtime.service import EXIT_CRASH, run_service
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +57,10 @@ class LiveView:
         topics: Topics | None = None,
         poll_timeout_s: float = 0.2,
         settle_every_s: float = 1.0,
+        end_process: Callable[[int], None] = os._exit,
     ) -> None:
+        """``end_process``: how the process ends when the view thread cannot go on (tests
+        record the exit code instead)."""
         self.state = state or LiveState()
         if source is None or isinstance(source, Follower):
             self._follower = source
@@ -69,7 +79,7 @@ class LiveView:
         #: A pending check for held facts: (hold mark, end offsets captured after it).
         self._settling: tuple[int, dict[Key, int]] | None = None
         self._next_settle = 0.0
-        self.errors = 0
+        self._end_process = end_process
         self._mark_caught_up()
 
     @classmethod
@@ -163,13 +173,24 @@ class LiveView:
         log.info("view consumer started")
 
     def _run(self) -> None:
+        """The thread: follow the log until stopped. Any error ends the process, as it ends
+        every service (:func:`~services.runtime.service.run_service` logs why): an exception
+        would end only this thread, and the API would go on answering from a stale state."""
+        try:
+            run_service(self._follow)
+        except SystemExit:
+            self._end_process(EXIT_CRASH)
+
+    def _follow(self) -> None:
         while not self._stopping.is_set():
             try:
                 self.poll_once()
             except Exception:
-                self.errors += 1
-                log.exception("view consumer failed; retrying", extra={"errors": self.errors})
-                self._stopping.wait(1.0)
+                if not self._stopping.is_set():
+                    raise
+                # stopping: the follower may be closed under a read that outlasted the join
+                log.info("view consumer stopped mid-read", exc_info=True)
+                return
 
     def stop(self) -> None:
         thread, self._thread = self._thread, None

@@ -195,6 +195,33 @@ def test_a_report_within_bounds_still_answers(reports: TestClient) -> None:
     assert response.status_code == 200, response.text
 
 
+def test_a_report_time_that_is_none_is_the_one_422_naming_the_query_field(
+    reports: TestClient,
+) -> None:
+    response = reports.get("/reports/charges?from=yesterday-ish", headers=ADMIN)
+    assert response.status_code == 422, response.text
+    [detail] = response.json()["detail"]
+    assert (detail["loc"], detail["type"]) == (["query", "from/to"], "value_error")
+
+
+def test_an_unknown_report_is_the_one_404(reports: TestClient) -> None:
+    response = reports.get("/reports/nonsense", headers=ADMIN)
+    assert response.status_code == 404, response.text
+    assert response.json() == {
+        "detail": "unknown report 'nonsense' (known: charges, utilisation, users)"
+    }
+
+
+def test_a_history_since_that_is_no_time_is_the_one_422_naming_the_query_field(
+    world: World,
+) -> None:
+    response = world.client.get("/history?since=last-tuesday", headers=ANA)
+    assert response.status_code == 422, response.text
+    [detail] = response.json()["detail"]
+    assert (detail["loc"], detail["type"]) == (["query", "since"], "value_error")
+    assert detail["msg"]
+
+
 # -- crashes are logged --------------------------------------------------------------------------
 def test_an_unexpected_error_is_a_500_with_its_traceback_in_one_log_line(
     world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

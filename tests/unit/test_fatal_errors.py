@@ -12,6 +12,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,17 +20,22 @@ from confluent_kafka import KafkaError, KafkaException
 
 from events import TopicKind
 from events.envelope import Envelope
+from events.positions import Delivery, Position
 from services.agents import ClusterAgent, SimulatedAdapter, simulated_nodes
+from services.api.view import LiveView
+from services.bus.follower import LogFollower
 from services.bus.kafka import (
     FatalBusError,
     FatalLatch,
     KafkaEventPublisher,
     KafkaEventSubscriber,
 )
+from services.bus.lease import KafkaLeaseLog
 from services.bus.memory import InMemoryBroker, InMemorySubscriber
 from services.bus.port import PublishError
 from services.runtime.service import EXIT_CRASH, EXIT_STOP_TIMEOUT, run_service
 from services.runtime.signals import StopRequest, stop_requested_on_signals
+from services.scheduler.lease import LogLease, LogPoolLeases
 
 ROOT = Path(__file__).resolve().parents[2]
 NOWHERE = "127.0.0.1:1"  # nothing listens: the clients are built, never connected
@@ -120,11 +126,152 @@ def test_every_reader_drops_a_transient_error_of_a_message_and_raises_a_fatal_on
     transient = KafkaError(KafkaError._PARTITION_EOF, "end of partition")
     good = [_Message(None, b"a"), _Message(None, b"b")]
     consumer = _Consumer(good[0], _Message(transient), good[1])
-    assert latch.consume(consumer, 10, 0) == good  # type: ignore[arg-type]
+    assert latch.consume(consumer, 10, 0) == good  # type: ignore[arg-type, comparison-overlap]
     with pytest.raises(FatalBusError, match="out of order"):
         latch.consume(_Consumer(good[0], _Message(OUT_OF_ORDER)), 10, 0)  # type: ignore[arg-type]
     with pytest.raises(FatalBusError):  # and on every call after, whatever comes
         latch.consume(_Consumer(*good), 10, 0)  # type: ignore[arg-type]
+
+
+class _DeadConsumer:
+    """A consumer whose every consume fails as librdkafka fails a dead client; it answers
+    what the follower asks of a consumer before it reads (one topic of one partition)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.consumed = 0
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return SimpleNamespace(topics={"fairshare.workloads": SimpleNamespace(partitions={0: 0})})
+
+    def get_watermark_offsets(
+        self, partition: object, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        return 0, 1
+
+    def assign(self, partitions: list[object]) -> None:
+        return None
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[_Message]:
+        self.consumed += 1
+        raise KafkaException(OUT_OF_ORDER)
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_a_follower_raises_the_fatal_error_of_its_consumer_instead_of_skipping_it(
+    monkeypatch: pytest.MonkeyPatch, eager: bool
+) -> None:
+    """The scheduler, the agents and the API's view read with a follower: a dead consumer ends
+    them (through FatalLatch.consume) instead of leaving them reading nothing for ever."""
+    monkeypatch.setattr("services.bus.follower.Consumer", _DeadConsumer)
+    follower = LogFollower(NOWHERE, [TopicKind.WORKLOADS], eager=eager)
+    with pytest.raises(FatalBusError, match="out of order"):
+        follower.poll(0)
+    with pytest.raises(FatalBusError):  # latched: the end offsets too, from any thread
+        follower.end_offsets()
+
+
+def test_a_follower_raises_a_fatal_error_its_client_reported_through_the_callback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("services.bus.follower.Consumer", _DeadConsumer)
+    follower = LogFollower(NOWHERE, [TopicKind.WORKLOADS])
+    follower.kafka.fatal.on_error(OUT_OF_ORDER)  # as librdkafka's error_cb would
+    with pytest.raises(FatalBusError):
+        follower.poll(0)
+    consumer = follower.kafka._consumer
+    assert isinstance(consumer, _DeadConsumer)
+    assert consumer.consumed == 0, "a dead client is not called again"
+
+
+def _lease_log(monkeypatch: pytest.MonkeyPatch) -> KafkaLeaseLog:
+    """A lease log whose clients are built, never connected (no topic to create)."""
+    monkeypatch.setattr("services.bus.lease.ensure_lease_topic", lambda *_args: None)
+    return KafkaLeaseLog(NOWHERE, config=QUIET)
+
+
+def test_the_lease_raises_the_fatal_error_of_its_consumer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler whose lease client died exits: it is no standby, nor a leader whose
+    renewals reach the log."""
+    lease_log = _lease_log(monkeypatch)
+    real = lease_log._consumer
+    lease_log._consumer = _DeadConsumer({})  # type: ignore[assignment]
+    lease = LogLease(lease_log, holder="a", clock=time.monotonic)
+    try:
+        with pytest.raises(FatalBusError, match="out of order"):
+            lease.held()
+        with pytest.raises(FatalBusError):  # and on every call after
+            lease.held()
+    finally:
+        real.close()
+
+
+def test_the_lease_raises_a_fatal_error_its_producer_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lease_log = _lease_log(monkeypatch)
+    leases = LogPoolLeases(lease_log, preferred=["p1"], holder="a", clock=time.monotonic)
+    lease_log.fatal.on_error(OUT_OF_ORDER)  # the producer's error_cb, as librdkafka calls it
+    with pytest.raises(FatalBusError):
+        leases.held_pools()
+    started = time.monotonic()
+    leases.close()  # does not wait for acknowledgements a dead client cannot get
+    assert time.monotonic() - started < 5
+
+
+class _FailingSource:
+    """A partition source whose reads fail with ``error`` (an empty log otherwise)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.closed = False
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return [("fairshare.workloads", 0)]
+
+    def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
+        raise self.error
+
+    def end_offsets(self, cached: bool = False) -> dict[tuple[str, int], int]:
+        return {("fairshare.workloads", 0): 0}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize(
+    "error",
+    [FatalBusError("consumer follower: _FATAL: out of order"), RuntimeError("a fold bug")],
+    ids=["fatal-bus-error", "unexpected"],
+)
+def test_the_api_ends_when_its_view_thread_cannot_go_on(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No retrying for ever in the thread (an API answering from a state that no longer moves):
+    the process exits 70 with one line saying why, and its supervisor restarts it."""
+    caplog.set_level(logging.ERROR, logger="services.runtime")
+    ended: list[int] = []
+    view = LiveView(_FailingSource(error), end_process=ended.append)
+    view.start()
+    thread = view._thread
+    assert thread is not None
+    thread.join(timeout=10)
+    assert ended == [EXIT_CRASH]
+    [line] = [r for r in caplog.records if r.getMessage() == "service exiting"]
+    assert str(error) in line.__dict__["reason"]
+
+
+def test_a_view_stopped_in_good_order_does_not_end_the_process() -> None:
+    ended: list[int] = []
+    source = _FailingSource(RuntimeError("never raised"))
+    source.fetch = lambda timeout_s, max_records: []  # type: ignore[method-assign]
+    view = LiveView(source, end_process=ended.append)
+    view.start()
+    view.stop()
+    assert ended == []
+    assert source.closed
 
 
 def test_the_agent_does_not_retry_a_dead_publisher() -> None:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from sqlalchemy import Engine
 
 from services.api.deps import principal
+from services.api.errors import Invalid, NotFound
 from services.reports import REPORTS, periods, report_bytes
 from services.reports.periods import Period
 from services.reports.writers import MEDIA_TYPES, Format
@@ -60,19 +61,13 @@ def reports_router(engine: Engine | None = None) -> APIRouter:
         """A report (``charges``, ``utilisation`` or ``users``) as CSV, JSON or Parquet, for
         the periods covering ``[from, to)`` (ISO dates/times, UTC; default: all the data)."""
         if name not in REPORTS:
-            raise HTTPException(
-                status.HTTP_404_NOT_FOUND,
-                detail=f"unknown report {name!r} (known: {', '.join(REPORTS)})",
-            )
+            raise NotFound(f"unknown report {name!r} (known: {', '.join(REPORTS)})")
         try:
             lo = None if start is None else periods.parse_time(start)
             hi = None if end is None else periods.parse_time(end)
             content = report_bytes(source(), name, period, fmt, lo, hi, pool=pool, budget=budget)
         except ValueError as error:  # a time that is none, or a report over its bounds
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                detail=[{"loc": ["query", "from/to"], "msg": str(error), "type": "value_error"}],
-            ) from error
+            raise Invalid("from/to", str(error), location="query") from error
         return Response(
             content,
             media_type=MEDIA_TYPES[fmt],

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from services.api import application, queries
 from services.api.application import Outcome
 from services.api.deps import Context, User
+from services.api.errors import Invalid
 from services.api.models import (
     CancelAnswer,
     CancelRequest,
@@ -92,8 +93,7 @@ def history(
     try:
         start = None if since is None else float(parse_time(since))
     except ValueError as error:  # not a time, or out of range
-        detail = [{"loc": ["query", "since"], "msg": str(error), "type": "value_error"}]
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=detail) from error
+        raise Invalid("since", str(error), location="query", user=who.user) from error
     now = ctx.clock()
     with ctx.view.read() as state:
         return queries.history(
