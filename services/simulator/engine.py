@@ -43,12 +43,15 @@ from events.models import (
 from events.times import DEFAULT_WINDOW_S, HOUR
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
+from projections.figures import wanted
 from projections.ledger import Ledger
+from projections.steps import Steps
 from projections.usage_snapshots import count_charge, usage_snapshots
-from projections.usage_window import UsageWindow, bucket_of, split_by_hour
+from projections.usage_window import UsageWindow, bucket_of
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.churn import ChurnControl
 from services.scheduler.core.debug_lane import DebugLanes
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
 from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests
 from services.simulator.preemption_cost import (
@@ -67,7 +70,7 @@ CLUSTER = "sim"
 # (they free GPUs), then repaired nodes, starts, arrivals, repair requests, then timers.
 FINISH, PREEMPT_DONE, REPAIRED, START, ARRIVAL, CORDON, DRAIN_CAP, WAKE, TICK = range(9)
 
-Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext], PassResult]
+Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext, PassMemos], PassResult]
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,16 @@ class PreemptionRecord:
         return self.allocated and self.ran_s + 1e-6 < self.min_runtime_s
 
 
+def hourly(steps: Steps, start: float, end: float) -> dict[int, float]:
+    """Level x seconds per hour bucket of ``[start, end)`` (where it is not zero)."""
+    out: dict[int, float] = {}
+    for bucket in range(bucket_of(start), bucket_of(end) + 1):
+        amount = steps.integral(max(start, bucket * HOUR), min(end, (bucket + 1) * HOUR))
+        if amount:
+            out[bucket] = amount
+    return out
+
+
 @dataclass
 class SimulationOutcome:
     """Everything the metrics need, recorded while the simulation ran."""
@@ -138,6 +151,7 @@ class SimulationOutcome:
     capacity_gpus: int
     shares: dict[str, float]
     usage: UsageWindow
+    #: GPU-seconds wanted per budget per hour (from ``demand_steps``).
     demand: dict[str, dict[int, float]]
     runs: dict[str, Run]
     preemptions: list[PreemptionRecord]
@@ -148,6 +162,12 @@ class SimulationOutcome:
     #: Repair requests for a node already out of service (merged into that repair).
     repairs_merged: int
     config: SimulationConfig
+    #: GPUs wanted per budget over time (:func:`projections.figures.wanted`), and GPUs in
+    #: capacity: what :func:`projections.figures.pool_figures` computes owed from.
+    demand_steps: dict[str, Steps] = field(default_factory=dict)
+    capacity_steps: Steps = field(default_factory=Steps)
+    #: The budget tree the shares were computed from (weights over time).
+    tree: BudgetTree = field(default_factory=BudgetTree)
 
 
 class Simulation:
@@ -185,6 +205,10 @@ class Simulation:
             self.tree.apply(created, self.now)
             self.record(created)
         self.cluster = ClusterState()
+        self.demand_steps: dict[str, Steps] = {b: Steps() for b in weights}
+        self.capacity_steps = Steps()
+        #: What the policy's passes over ``cluster`` keep between them (memos.py).
+        self.memos = PassMemos()
         for i in range(config.gpus // config.gpus_per_node):
             self.apply(
                 NodeRegistered(
@@ -207,9 +231,6 @@ class Simulation:
         # Open (not yet posted) occupancy per budget: GPUs, and sum of GPUs x last posting.
         self.open_gpus: dict[str, float] = dict.fromkeys(weights, 0.0)
         self.open_weighted: dict[str, float] = dict.fromkeys(weights, 0.0)
-        self.demand_now: dict[str, int] = dict.fromkeys(weights, 0)
-        self.demand_since: dict[str, float] = dict.fromkeys(weights, self.start)
-        self.demand: dict[str, dict[int, float]] = {b: {} for b in weights}
         self.interruptions: list[Interruption] = []
         #: Nodes out of service for repair (cordoned, then down), and every drain in order.
         self.in_repair: dict[str, Drain] = {}
@@ -224,7 +245,20 @@ class Simulation:
         heapq.heappush(self.heap, (at, kind, self.seq, workload_id, attempt))
 
     def apply(self, data: EventData) -> None:
+        """Fold a fact in, and follow what it changes of demand (the one rule,
+        :func:`projections.figures.wanted`) and of capacity."""
+        workload_id = getattr(data, "workload_id", None)
+        workload = self.cluster.workloads.get(workload_id) if isinstance(workload_id, str) else None
+        before = wanted(self.cluster, workload).get(POOL, 0)
+        capacity = self.cluster.capacity(POOL)
         self.cluster.apply(data, self.now)
+        if isinstance(workload_id, str):
+            workload = self.cluster.workloads.get(workload_id)
+            after = wanted(self.cluster, workload).get(POOL, 0)
+            if workload is not None and after != before:
+                self.demand_steps[workload.budget].change(self.now, after - before)
+        if self.cluster.capacity(POOL) != capacity:
+            self.capacity_steps.change(self.now, self.cluster.capacity(POOL) - capacity)
         self.record(data)
 
     def record(self, data: EventData) -> None:
@@ -262,16 +296,6 @@ class Simulation:
                     ),
                 )
             )
-
-    def _change_demand(self, budget: str, delta: int) -> None:
-        since = self.demand_since[budget]
-        gpus = self.demand_now[budget]
-        if gpus and self.now > since:
-            buckets = self.demand[budget]
-            for bucket, seconds in split_by_hour(since, self.now):
-                buckets[bucket] = buckets.get(bucket, 0.0) + seconds * gpus
-        self.demand_since[budget] = self.now
-        self.demand_now[budget] = gpus + delta
 
     def _post(self, workload: WorkloadState, run: Run, until: float) -> None:
         """Post occupancy since the last posting into the usage window (as heartbeats would)."""
@@ -325,7 +349,6 @@ class Simulation:
                 spec=spec,
             )
         )
-        self._change_demand(job.budget, job.gpus)
 
     def on_start(self, workload_id: str, attempt: int) -> None:
         workload = self.cluster.workloads[workload_id]
@@ -371,7 +394,6 @@ class Simulation:
                 message="",
             )
         )
-        self._change_demand(workload.budget, -workload.gpus)
 
     def on_preempt_done(self, workload_id: str, attempt: int) -> None:
         workload = self.cluster.workloads[workload_id]
@@ -387,8 +409,6 @@ class Simulation:
                 ran_s=int(ran),
             )
         )
-        if not workload.resumable:
-            self._change_demand(workload.budget, -workload.gpus)
 
     def _stop(self, workload: WorkloadState, run: Run, cause: str) -> float:
         """End the current run (if it started): keep its checkpointed progress, count what is
@@ -413,8 +433,6 @@ class Simulation:
         """The pass declared a run on a down node lost: the job loses what a preemption would."""
         workload = self.cluster.workloads[lost.workload_id]
         self._stop(workload, self.runs[lost.workload_id], "lost")
-        if not workload.resumable:
-            self._change_demand(workload.budget, -workload.gpus)
 
     # -- maintenance ---------------------------------------------------------------------
     def on_cordon(self, node: str) -> None:
@@ -570,7 +588,9 @@ class Simulation:
                     debug_lanes=self.config.debug_lanes,
                 )
                 with gc_paused():
-                    result = self.policy(self.cluster, self.tree, self.usage_source, ctx)
+                    result = self.policy(
+                        self.cluster, self.tree, self.usage_source, ctx, self.memos
+                    )
                 self.act(result)
                 if result.wake_at is not None and result.wake_at > at:
                     self.wake(result.wake_at)
@@ -585,8 +605,6 @@ class Simulation:
                     self._post(self.cluster.workloads[workload_id], run, self.end)
                     # A restart paid by a run still going is spent all the same.
                     run.restart_s += min(run.overhead, max(0.0, self.end - run.run_start))
-        for budget in self.demand_now:
-            self._change_demand(budget, 0)
         if self.progress is not None:
             self.progress(1.0)
         return SimulationOutcome(
@@ -594,10 +612,15 @@ class Simulation:
             end=self.end,
             capacity_gpus=self.config.gpus,
             shares={
-                b: s for b, s in self.tree.shares(POOL, self.start).items() if b in self.demand
+                b: s
+                for b, s in self.tree.shares(POOL, self.start).items()
+                if b in self.demand_steps
             },
             usage=self.usage,
-            demand=self.demand,
+            demand={b: hourly(s, self.start, self.end) for b, s in self.demand_steps.items()},
+            demand_steps=self.demand_steps,
+            capacity_steps=self.capacity_steps,
+            tree=self.tree,
             runs=self.runs,
             preemptions=self.preemptions,
             passes=self.passes,

@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from events.times import HOUR
-from projections.owed import owed_pieces
+from projections.figures import Bins, PoolHistory, pool_figures
 from projections.usage_window import bucket_of
 from services.simulator.costs import cost_figures, lost_seconds_by_budget, maintenance_figures
 from services.simulator.engine import POOL, SimulationOutcome
@@ -63,24 +63,18 @@ def hour_length(outcome: SimulationOutcome, bucket: int) -> float:
 
 
 def owed_by_hour(outcome: SimulationOutcome) -> dict[str, dict[int, float]]:
-    """Budget -> hour -> GPU-seconds owed (:func:`projections.owed.owed_pieces`), each hour of
-    the period one piece. The outcome holds demand only as GPU-seconds per hour, so an hour is
-    owed ``min(share x capacity x its length, its demand)``: exact while demand stays on one
-    side of the entitlement through the hour, more than the moment-by-moment integral when it
-    crosses it within the hour."""
-    hour_at = {max(outcome.start, hour * HOUR): hour for hour in hours_of(outcome)}
-    entitled_gpus = {b: outcome.shares.get(b, 0.0) * outcome.capacity_gpus for b in outcome.demand}
-
-    def wanted(a: float, _b: float) -> dict[str, float]:
-        return {b: outcome.demand[b].get(hour_at[a], 0.0) for b in sorted(outcome.demand)}
-
-    def entitled(_at: float) -> dict[str, float]:
-        return entitled_gpus
-
+    """Budget -> hour -> GPU-seconds owed: :func:`projections.figures.pool_figures` (the one
+    computation every surface asks) over hourly bins of the period, from the demand and
+    capacity the simulation recorded, min(share x capacity, demand) moment by moment."""
+    hours = list(hours_of(outcome))
+    bounds = [max(outcome.start, hour * HOUR) for hour in hours] + [outcome.end]
+    history = PoolHistory(POOL, outcome.capacity_steps, dict(outcome.demand_steps))
+    figures = pool_figures(history, outcome.tree, Bins(tuple(bounds), outcome.end))
     owed: dict[str, dict[int, float]] = {b: {} for b in outcome.demand}
-    for a, _b, piece in owed_pieces([*hour_at, outcome.end], wanted, entitled):
-        for budget, gpu_s in piece.items():
-            owed[budget][hour_at[a]] = gpu_s
+    for budget in owed:
+        series = figures.budgets.get(budget)
+        if series is not None:
+            owed[budget] = {hour: s for hour, s in zip(hours, series.owed, strict=True) if s}
     return owed
 
 
