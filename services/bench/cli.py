@@ -73,6 +73,24 @@ def bench_audit(
     typer.echo(orjson.dumps(audit_benchmark(events, log, strict)).decode())
 
 
+@bench_app.command("budgets")
+def bench_budgets(
+    workdir: Annotated[Path, typer.Option(help="where the two databases are written")] = Path(
+        ".fairshare/bench"
+    ),
+    large_weeks: Annotated[int, typer.Option(help="weeks of history of the large one")] = 26,
+) -> None:
+    """GET /budgets' read of the read models at two history sizes (same last week); one JSON
+    object with both p50s and their ratio."""
+    import orjson
+
+    from services.bench.budgets_read import budgets_read_benchmark
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    result = budgets_read_benchmark(workdir, large_weeks=large_weeks)
+    typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+
+
 @bench_app.command("pipeline")
 def bench_pipeline(
     events: Annotated[int, typer.Option(help="facts to push through")] = 100_000,

@@ -13,6 +13,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    false,
 )
 
 metadata = MetaData()
@@ -42,7 +43,9 @@ ledger_entries = Table(
     Column("amount", BigInteger, nullable=False),
     Column("corrects", String(300)),
     Column("event_id", String(36), nullable=False),
-    Column("event_time", BigInteger, nullable=False),
+    Column("event_time", BigInteger, nullable=False, index=True),
+    #: The run charged (None only on rows a migration could not attribute).
+    Column("attempt", Integer),
 )
 
 hourly_usage = Table(
@@ -69,10 +72,48 @@ workloads = Table(
     Column("submitter", String(256), nullable=False),
     Column("status", String(16), nullable=False, index=True),
     Column("attempt", Integer, nullable=False),
-    Column("submitted_at", BigInteger, nullable=False),
-    Column("started_at", BigInteger),
-    Column("ended_at", BigInteger),
+    Column("submitted_at", BigInteger, nullable=False, index=True),
+    Column("started_at", BigInteger, index=True),
+    Column("ended_at", BigInteger, index=True),
     Column("preemptions", Integer, nullable=False),
+    #: The pool the current attempt holds GPUs in (None while it waits).
+    Column("pool", String(128)),
+    #: Its submitter asked to cancel it while it ran: a stop ends it instead of a requeue.
+    Column("cancel_requested", Boolean, nullable=False, server_default=false()),
+)
+
+#: Every run (workload, attempt): where it ran, when, and where its charges reach. A run is
+#: ``settled`` once its charges reach its end; the unsettled ones are the few that running
+#: work's not-yet-charged use is read from (:class:`projections.figures.OpenRun`).
+runs = Table(
+    "runs",
+    metadata,
+    Column("workload_id", String(256), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("pool", String(128), nullable=False),
+    Column("budget", String(512), nullable=False),
+    Column("allocated", Boolean, nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("ended_at", BigInteger),
+    #: The end of its latest hour charged (None: nothing charged yet).
+    Column("charged_until", BigInteger),
+    Column("settled", Boolean, nullable=False, index=True),
+)
+
+#: From when to when a workload wanted how many GPUs in a pool (:func:`projections.figures.
+#: wanted_gpus`); ``end_at`` None while it still does. A window reads the intervals that
+#: overlap it, never the whole history.
+demand_intervals = Table(
+    "demand_intervals",
+    metadata,
+    Column("workload_id", String(256), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("pool", String(128), nullable=False),
+    Column("budget", String(512), nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("start_at", BigInteger, nullable=False, index=True),
+    Column("end_at", BigInteger, index=True),
 )
 
 nodes = Table(
@@ -108,7 +149,7 @@ node_states = Table(
     Column("pool", String(128), nullable=False),
     Column("gpus", Integer, nullable=False),
     Column("state", String(16), nullable=False),
-    Column("effective_at", BigInteger, nullable=False),
+    Column("effective_at", BigInteger, nullable=False, index=True),
 )
 
 #: Every weight a budget has had, from its event time on (``pool`` "" is the weight in every
@@ -134,5 +175,5 @@ decision_records = Table(
     Column("reason", String(32), nullable=False),
     Column("preemptor", String(256)),
     Column("record", JSON, nullable=False),
-    Column("event_time", BigInteger, nullable=False),
+    Column("event_time", BigInteger, nullable=False, index=True),
 )
