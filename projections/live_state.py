@@ -44,8 +44,8 @@ from events.times import HOUR
 from events.types import utc_epoch_seconds
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
-from projections.demand import DemandHistory, wanted
 from projections.errors import FoldError, MissingFact
+from projections.figures import OpenRun
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,6 @@ class RejectedFact:
 @dataclass
 class LiveState:
     cluster: ClusterState = field(default_factory=ClusterState)
-    #: GPUs wanted by allocated work over time (what budgets are owed is capped by it).
-    demand: DemandHistory = field(default_factory=DemandHistory)
     tree: BudgetTree = field(default_factory=BudgetTree)
     #: The latest usage snapshot per pool (by window end).
     usage: dict[str, UsageSnapshot] = field(default_factory=dict)
@@ -156,19 +154,6 @@ class LiveState:
             )
         return len(stale)
 
-    def _apply_to_cluster(self, data: Any, now: float) -> None:
-        workload_id = getattr(data, "workload_id", None)
-        if not isinstance(workload_id, str):
-            self.cluster.apply(data, now)
-            return
-        workloads = self.cluster.workloads
-        before = wanted(self.cluster, workloads.get(workload_id))
-        self.cluster.apply(data, now)
-        workload = workloads.get(workload_id)
-        after = wanted(self.cluster, workload)
-        if workload is not None and before != after:
-            self.demand.change(workload.budget, now, before, after)
-
     def _reject(self, envelope: Envelope[Any], reason: str) -> None:
         self.rejected.append(RejectedFact(envelope.id, envelope.type, reason))
         log.warning(
@@ -197,7 +182,7 @@ class LiveState:
                     self.command_ids.add(data.command_id)
                     self.commands.setdefault(data.workload_id, []).append(CommandRecord(now, data))
                 else:
-                    self._apply_to_cluster(data, now)
+                    self.cluster.apply(data, now)
         except MissingFact as error:
             if envelope.id in self._held_at or len(self.waiting) < MAX_WAITING:
                 self.waiting.append(envelope)
@@ -247,11 +232,10 @@ class LiveState:
             workload = self.cluster.workloads[workload_id]
             if not workload.allocated or workload.started_at is None:
                 continue
-            since = max(workload.started_at, charged_until)
-            if now > since:
-                usage[workload.budget] = usage.get(workload.budget, 0.0) + workload.gpus * (
-                    now - since
-                )
+            run = OpenRun(workload.budget, True, workload.gpus, workload.started_at, charged_until)
+            usage[workload.budget] = usage.get(workload.budget, 0.0) + run.uncharged(
+                workload.started_at, now
+            )
         return usage
 
     def usage_source(self, now: float) -> _UsageAt:

@@ -585,31 +585,3 @@ class RecentPreemption(Answer):
 class RecentPreemptions(Answer):
     as_of: str
     preemptions: list[RecentPreemption]
-
-
-class BudgetUsageSeries(Answer):
-    """One leaf budget in one pool, hour by hour (GPU-hours)."""
-
-    pool: str
-    budget: str
-    allocated_gpu_h: list[float]
-    unallocated_gpu_h: list[float]
-    entitlement_gpu_h: list[float]
-
-
-class PoolOccupancySeries(Answer):
-    """One pool, hour by hour; occupancy is None for an hour with no capacity or no time."""
-
-    pool: str
-    capacity_gpus: int
-    allocated_gpu_h: list[float]
-    unallocated_gpu_h: list[float]
-    occupancy: list[float | None]
-
-
-class UsageSeries(Answer):
-    as_of: str
-    hours: list[str]
-    source: str
-    budgets: list[BudgetUsageSeries]
-    pools: list[PoolOccupancySeries]

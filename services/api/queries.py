@@ -3,7 +3,7 @@
 What to say is decided elsewhere (the queue order and why work waits in the scheduling core's
 :mod:`~services.scheduler.core.why_pending`, put into answers by :mod:`services.api.waiting`
 and into words by :mod:`services.api.sentences`; the fair-share figures in the folds; delivered
-and owed by the charges report's computation, :func:`services.reports.delivered_and_owed`);
+and owed by :mod:`projections.figures` over the read models, :mod:`services.reports.window`);
 this module turns them into the answers of :mod:`services.api.models`. Nothing here changes the
 state it reads.
 """
@@ -16,18 +16,18 @@ import math
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from events.times import DEFAULT_WINDOW_S
+from events.times import DEFAULT_WINDOW_S, HOUR
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import TERMINAL, ClusterState, NodeState, WorkloadState
-from projections.demand import wanted
+from projections.figures import Bins, BudgetSeries, PoolFigures, wanted
 from projections.live_state import LiveState
 from services.api import models as m
 from services.api import waiting
 from services.api.errors import NotFound
 from services.api.sentences import iso, ratio
 from services.api.waiting import command_records, pending_queue, pool_queue, workload_name
-from services.reports import RangeFigures, delivered_and_owed
-from services.reports.writers import to_decimal
+from services.reports.window import WindowFigures
+from services.reports.window import window_figures as read_window_figures
 from services.scheduler.core.fairshare_order import FairShareOrder
 
 log = logging.getLogger(__name__)
@@ -310,11 +310,11 @@ def _order(state: LiveState, pool: str, now: float, window_s: int) -> FairShareO
 
 #: How ``owed_gpu_s`` and ``delivered_gpu_s`` are computed, sent with every budget report.
 OWED = (
-    "from the read models, as the charges report computes them, over the hours of the window "
-    "up to their horizon (see delivered_owed): delivered = GPU-seconds charged to the budget, "
-    "corrections included; owed = min(share x capacity, demand) moment by moment, per leaf, "
-    "running work counting as demand up to its last charge; an inner budget's are the sums of "
-    "its leaves'"
+    "from the read models (projections.figures, the one computation every surface asks), over "
+    "the window's hours up to now: delivered = GPU-seconds charged to the budget, corrections "
+    "included, plus what its running work used since its last charge; owed = min(share x "
+    "capacity, demand) moment by moment, per leaf, counted to the same instant; capacity counts "
+    "every node that is not down; an inner budget's are the sums of its leaves'"
 )
 
 
@@ -323,12 +323,11 @@ def budget_report(
     now: float,
     window_s: int = DEFAULT_WINDOW_S,
     pools: list[str] | None = None,
-    figures: RangeFigures | None = None,
+    figures: WindowFigures | None = None,
 ) -> m.BudgetReport:
     """The tree with, per pool: share, window usage, usage ratio, rank and fair-share factor
     (live: what the scheduler ranks by), and delivered and owed (``figures``: the one
-    computation the charges report makes too, :func:`services.reports.delivered_and_owed`;
-    null without read models).
+    computation every surface asks, :mod:`projections.figures`; null without read models).
 
     * usage = allocated GPU-seconds of the subtree in the window (the latest usage snapshot
       plus running allocated work since it, :meth:`LiveState.usage_in_window`);
@@ -364,25 +363,33 @@ def budget_report(
     )
 
 
+def window_start(now: float, window_s: int) -> float:
+    """The first hour of the window of ``window_s`` ending at ``now``: charges are by hour, so
+    a window starts on one."""
+    return float(int(now - window_s) // HOUR * HOUR)
+
+
 def window_figures(
-    engine: Engine | None, window_s: int, pool: str | None = None
-) -> RangeFigures | None:
-    """Delivered and owed over the window ending at the read models' horizon, as the charges
-    report computes them; None without read models (or when they cannot be read: logged)."""
+    engine: Engine | None, now: float, window_s: int, pool: str | None = None
+) -> WindowFigures | None:
+    """Delivered and owed over the window's hours up to ``now``
+    (:func:`services.reports.window.window_figures`); None without read models (or when they
+    cannot be read: logged)."""
     if engine is None:
         return None
     try:
-        return delivered_and_owed(engine, window_s=window_s, pool=pool)
+        bins = Bins.one(window_start(now, window_s), now)
+        return read_window_figures(engine, bins, pools=None if pool is None else [pool])
     except DBAPIError as error:
         log.warning("read models unreadable: no delivered and owed", extra={"error": str(error)})
         return None
 
 
-def _source(figures: RangeFigures) -> m.FiguresSource:
+def _source(figures: WindowFigures) -> m.FiguresSource:
     return m.FiguresSource(
-        from_=iso(figures.start),
-        to=iso(figures.end),
-        as_of=iso(figures.as_of),
+        from_=iso(figures.bins.bounds[0]),
+        to=iso(figures.bins.stop),
+        as_of=None if figures.horizon is None else iso(figures.horizon),
         log_position=figures.log_position,
     )
 
@@ -392,7 +399,7 @@ def budget_detail(
     budget: str,
     now: float,
     window_s: int,
-    figures: RangeFigures | None = None,
+    figures: WindowFigures | None = None,
 ) -> m.BudgetDetail:
     budget_or_404(state, budget)
     report = budget_report(state, now, window_s, figures=figures)
@@ -416,13 +423,14 @@ class _PoolFigures:
         pool: str,
         now: float,
         window_s: int,
-        figures: RangeFigures | None,
+        figures: WindowFigures | None,
     ) -> None:
         self.pool = pool
         self.order = _order(state, pool, now, window_s)
         self.capacity = state.cluster.capacity(pool)
         self.demand = _demand(state.cluster, state.tree, pool)
-        self.figures = figures
+        self.figures = None if figures is None else figures.pools.get(pool)
+        self.read = figures is not None
 
     def of(self, path: str, leaf: bool) -> m.PoolFigures:
         order = self.order
@@ -430,7 +438,7 @@ class _PoolFigures:
         used = order.usage.get(path, 0.0)
         demand = self.demand.get(path, 0)
         usage_ratio = None if share is None else ratio(order.ratio(path))
-        delivered, owed, delivered_ratio = _delivered_owed(self.figures, self.pool, path)
+        delivered, owed, delivered_ratio = _delivered_owed(self.read, self.figures, path)
         return m.PoolFigures(
             share=share,
             usage_gpu_s=round(used, 3),
@@ -447,17 +455,21 @@ class _PoolFigures:
 
 
 def _delivered_owed(
-    figures: RangeFigures | None, pool: str, budget: str
+    read: bool, figures: PoolFigures | None, budget: str
 ) -> tuple[float | None, float | None, float | None]:
-    """(delivered, owed, delivered/owed) as the charges report writes them: integer
-    GPU-seconds and a ratio of 6 decimals; all None without read models."""
-    if figures is None:
+    """(delivered, owed, delivered/owed): GPU-seconds (to the millisecond) and a ratio of 6
+    decimals; all None without read models."""
+    if not read:
         return None, None, None
-    found = figures.budgets.get((pool, budget))
+    found: BudgetSeries | None = None if figures is None else figures.budgets.get(budget)
     if found is None:
         return 0, 0, None
-    ratio_ = found.delivered_over_owed
-    return found.allocated, found.owed, None if ratio_ is None else float(to_decimal(ratio_))
+    ratio_ = found.ratio()
+    return (
+        round(found.delivered_total, 3),
+        round(found.owed_total, 3),
+        None if ratio_ is None else round(ratio_, 6),
+    )
 
 
 def _sibling_rank(order: FairShareOrder, path: str) -> int | None:
@@ -471,7 +483,7 @@ def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int
     """GPUs of pending and running allocated work per budget (summed up the tree)."""
     leaf: dict[str, int] = {}
     for workload in cluster.workloads.values():
-        gpus = wanted(cluster, workload, awaiting_requeue=False).get(pool)
+        gpus = wanted(cluster, workload).get(pool)
         if gpus:
             leaf[workload.budget] = leaf.get(workload.budget, 0) + gpus
     total: dict[str, int] = {}

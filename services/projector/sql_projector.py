@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, select, update
+from sqlalchemy import Connection, Engine, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from events.models import (
@@ -38,16 +38,21 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
+from events.models.ledger import parse_charge_id
 from events.positions import Delivery
+from events.times import HOUR
+from projections.figures import wanted_gpus
 from services.read_models.tables import (
     budget_weights,
     budgets,
     decision_records,
+    demand_intervals,
     hourly_usage,
     ledger_entries,
     node_states,
     nodes,
     projector_positions,
+    runs,
     workloads,
 )
 
@@ -160,6 +165,7 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
             "corrects": e.corrects,
             "event_id": event_id,
             "event_time": at,
+            "attempt": _attempt_of(e),
         }
     statement = (
         _insert(connection, ledger_entries)
@@ -167,6 +173,7 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
         .returning(ledger_entries.c.charge_id)
     )
     inserted = set(connection.execute(statement, list(rows.values())).scalars())
+    _charged_until(connection, [by_id[c] for c in sorted(inserted)])
     usage: dict[tuple[str, str, int], list[int]] = {}
     for charge_id in inserted:
         charge = by_id[charge_id]
@@ -197,6 +204,155 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
             for (pool, budget, bucket), (allocated, unallocated) in sorted(usage.items())
         ],
     )
+
+
+def _attempt_of(charge: LedgerCharge) -> int | None:
+    parsed = parse_charge_id(charge.charge_id)
+    return None if parsed is None else parsed[1]
+
+
+def _charged_until(connection: Connection, charges: list[LedgerCharge]) -> None:
+    """Move each charged run's ``charged_until`` to the end of its latest hour charged, and
+    settle the runs whose charges now reach their end."""
+    reach: dict[tuple[str, int], int] = {}
+    for charge in charges:
+        if charge.corrects is None:
+            key = (charge.workload_id, _attempt_of(charge) or 0)
+            end = int(charge.bucket_start.timestamp()) + HOUR
+            reach[key] = max(reach.get(key, end), end)
+    for (workload_id, attempt), until in sorted(reach.items()):
+        connection.execute(
+            update(runs)
+            .where(
+                runs.c.workload_id == workload_id,
+                runs.c.attempt == attempt,
+                or_(runs.c.charged_until.is_(None), runs.c.charged_until < until),
+            )
+            .values(charged_until=until)
+        )
+        _settle(connection, workload_id, attempt)
+
+
+def _settle(connection: Connection, workload_id: str, attempt: int) -> None:
+    connection.execute(
+        update(runs)
+        .where(
+            runs.c.workload_id == workload_id,
+            runs.c.attempt == attempt,
+            runs.c.ended_at.is_not(None),
+            or_(runs.c.charged_until >= runs.c.ended_at, runs.c.ended_at <= runs.c.started_at),
+        )
+        .values(settled=True)
+    )
+
+
+def _wanted(row: Any) -> dict[str, int]:
+    """The demand rule (:func:`projections.figures.wanted_gpus`) on a workloads row."""
+    if row is None:
+        return {}
+    return wanted_gpus(
+        allocated=row.min_runtime_s > 0,
+        status=row.status,
+        gpus=row.gpus,
+        pools=tuple(row.pools),
+        pool=row.pool,
+        awaiting_requeue=row.status in ("preempted", "lost")
+        and row.resumable
+        and not row.cancel_requested,
+    )
+
+
+def _workload_row(connection: Connection, workload_id: str) -> Any:
+    return connection.execute(
+        select(workloads).where(workloads.c.workload_id == workload_id)
+    ).first()
+
+
+def _keeping_demand(effect: Effect) -> Effect:
+    """``effect``, and the workload's demand intervals closed and opened where what it wants
+    changes."""
+
+    def wrapped(connection: Connection, e: Any, at: int, event_id: str) -> None:
+        before = _wanted(_workload_row(connection, e.workload_id))
+        effect(connection, e, at, event_id)
+        row = _workload_row(connection, e.workload_id)
+        after = _wanted(row)
+        if before == after:
+            return
+        connection.execute(
+            update(demand_intervals)
+            .where(
+                demand_intervals.c.workload_id == e.workload_id, demand_intervals.c.end_at.is_(None)
+            )
+            .values(end_at=at)
+        )
+        last = connection.execute(
+            select(func.max(demand_intervals.c.seq)).where(
+                demand_intervals.c.workload_id == e.workload_id
+            )
+        ).scalar()
+        seq = 0 if last is None else int(last)
+        for pool, gpus in sorted(after.items()):
+            seq += 1
+            connection.execute(
+                _insert(connection, demand_intervals).values(
+                    workload_id=e.workload_id,
+                    seq=seq,
+                    pool=pool,
+                    budget=row.budget,
+                    gpus=gpus,
+                    start_at=at,
+                    end_at=None,
+                )
+            )
+
+    return wrapped
+
+
+def _started(connection: Connection, e: WorkloadStarted, at: int, _id: str) -> None:
+    row = _workload_row(connection, e.workload_id)
+    if row is None or row.attempt != e.attempt:
+        return
+    connection.execute(
+        _insert(connection, runs)
+        .values(
+            workload_id=e.workload_id,
+            attempt=e.attempt,
+            pool=e.pool,
+            budget=row.budget,
+            allocated=e.allocated,
+            gpus=row.gpus,
+            started_at=at,
+            ended_at=None,
+            charged_until=None,
+            settled=False,
+        )
+        .on_conflict_do_nothing(index_elements=["workload_id", "attempt"])
+    )
+
+
+def _run_ended(end: Callable[[Any, int], int]) -> Effect:
+    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
+        connection.execute(
+            update(runs)
+            .where(
+                runs.c.workload_id == e.workload_id,
+                runs.c.attempt == e.attempt,
+                runs.c.ended_at.is_(None),
+            )
+            .values(ended_at=end(e, at))
+        )
+        _settle(connection, e.workload_id, e.attempt)
+
+    return effect
+
+
+def _both(*effects: Effect) -> Effect:
+    def effect(connection: Connection, e: Any, at: int, event_id: str) -> None:
+        for one in effects:
+            one(connection, e, at, event_id)
+
+    return effect
 
 
 def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) -> None:
@@ -351,40 +507,79 @@ def _decision(kind: str) -> Callable[[Connection, Any, int, str], None]:
 
 
 def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) -> None:
-    # Pending work ends here; running work ends when its preemption is reported.
+    # Pending work ends here; running work ends when its preemption is reported; stopped
+    # work awaiting its requeue ends here too (it will not be requeued).
     connection.execute(
         update(workloads)
-        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.status == "pending"))
-        .values(status="cancelled", ended_at=at)
+        .where(
+            and_(
+                workloads.c.workload_id == e.workload_id,
+                workloads.c.status.in_(("pending", "preempted", "lost")),
+            )
+        )
+        .values(status="cancelled", ended_at=func.coalesce(workloads.c.ended_at, at))
+    )
+    connection.execute(
+        update(workloads)
+        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.status.in_(ACTIVE)))
+        .values(cancel_requested=True)
     )
 
 
 _EFFECTS: dict[type[EventData], Effect] = {
-    WorkloadSubmitted: _submitted,
-    WorkloadPlaced: _workload_update("placed", ("pending",)),
-    WorkloadStarted: _workload_update(
-        "running", ("pending", "placed"), started_at=lambda e, at: at
+    WorkloadSubmitted: _keeping_demand(_submitted),
+    WorkloadPlaced: _keeping_demand(
+        _workload_update("placed", ("pending",), pool=lambda e, at: e.pool)
     ),
-    WorkloadFinished: _workload_update(
-        None, ACTIVE, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
+    WorkloadStarted: _keeping_demand(
+        _both(
+            _started,
+            _workload_update(
+                "running",
+                ("pending", "placed"),
+                started_at=lambda e, at: at,
+                pool=lambda e, at: e.pool,
+            ),
+        )
     ),
-    WorkloadPreempted: _workload_update(
-        "preempted",
-        ACTIVE,
-        ended_at=lambda e, at: at,
-        preemptions=lambda e, at: workloads.c.preemptions + 1,
+    WorkloadFinished: _keeping_demand(
+        _both(
+            _run_ended(lambda e, at: at),
+            _workload_update(
+                None, ACTIVE, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
+            ),
+        )
     ),
-    WorkloadLost: _workload_update(
-        "lost", ACTIVE, ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
+    WorkloadPreempted: _keeping_demand(
+        _both(
+            _run_ended(lambda e, at: at),
+            _workload_update(
+                "preempted",
+                ACTIVE,
+                ended_at=lambda e, at: at,
+                preemptions=lambda e, at: workloads.c.preemptions + 1,
+            ),
+        )
     ),
-    WorkloadRequeued: _workload_update(
-        "pending",
-        ("preempted", "lost"),
-        attempt=lambda e, at: e.attempt + 1,
-        started_at=lambda e, at: None,
-        ended_at=lambda e, at: None,
+    WorkloadLost: _keeping_demand(
+        _both(
+            _run_ended(lambda e, at: int(e.last_heartbeat.timestamp())),
+            _workload_update(
+                "lost", ACTIVE, ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
+            ),
+        )
     ),
-    WorkloadCancelled: _cancelled,
+    WorkloadRequeued: _keeping_demand(
+        _workload_update(
+            "pending",
+            ("preempted", "lost"),
+            attempt=lambda e, at: e.attempt + 1,
+            started_at=lambda e, at: None,
+            ended_at=lambda e, at: None,
+            pool=lambda e, at: None,
+        )
+    ),
+    WorkloadCancelled: _keeping_demand(_cancelled),
     NodeRegistered: _node_registered,
     NodeCordoned: _node_state("cordoned"),
     NodeUncordoned: _node_state("up"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from services.reports import compute, periods
-from services.reports.compute import Figures, RangeFigures
 from services.reports.model import Report
 from services.reports.periods import Period
 from services.reports.source import load
@@ -46,26 +45,6 @@ def build_report(
     raise ValueError(f"report: one of {', '.join(REPORTS)}, not {name!r}")
 
 
-def delivered_and_owed(
-    engine: Engine,
-    *,
-    window_s: int | None = None,
-    start: int | None = None,
-    end: int | None = None,
-    pool: str | None = None,
-) -> RangeFigures:
-    """Delivered (charged) and owed GPU-seconds per budget and pool over ``[start, end)``
-    (whole hours), or over the window of ``window_s`` ending at the read models' horizon: the
-    one computation of these figures, which the charges report makes per period. The API's
-    ``/budgets`` (so ``fairshare share`` and the dashboard) answers with it."""
-    if start is not None and end is not None:
-        periods.check_span(start, end, "hour")
-    hour_start = None if start is None else periods.floor(start, "hour")
-    hour_end = None if end is None else periods.ceil(end, "hour")
-    snapshot = load(engine, hour_start, hour_end, window_s=window_s)
-    return compute.range_figures(snapshot, hour_start, hour_end, pool=pool)
-
-
 def report_bytes(
     engine: Engine,
     name: str,
@@ -82,11 +61,8 @@ def report_bytes(
 
 __all__ = [
     "REPORTS",
-    "Figures",
-    "RangeFigures",
     "Report",
     "build_report",
-    "delivered_and_owed",
     "render",
     "report_bytes",
 ]

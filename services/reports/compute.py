@@ -13,22 +13,19 @@ the log position, never the wall clock, so the same log position yields the same
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from itertools import pairwise
 
-from events.models import BudgetClosed
 from events.times import HOUR
-from projections.budget_tree import ROOT, BudgetTree, BudgetTreeError, parent_of
-from projections.owed import owed_pieces
+from projections.budget_tree import ROOT, BudgetTree, parent_of
+from projections.figures import Bins, PoolHistory, pool_figures
 from services.reports import periods
 from services.reports.model import Column, Report, Value
 from services.reports.periods import Period
-from services.reports.source import ENDED, Snapshot, Workload
+from services.reports.source import Snapshot
+from services.reports.tree import build_tree as tree_of
 
 REPORTS = ("charges", "utilisation", "users")
 
@@ -57,7 +54,12 @@ CHARGES_COLUMNS = (
     Column("entitlement", "gpu_s", "share x capacity x the period (up to as_of)"),
     Column("demand", "gpu_s", "GPU-seconds of pending and running allocated work"),
     Column("owed", "gpu_s", "entitlement capped at demand, moment by moment"),
-    Column("delivered_over_owed", "ratio", "allocated (with corrections) / owed"),
+    Column(
+        "delivered",
+        "gpu_s",
+        "allocated (with corrections) plus running work's use not charged yet, up to as_of",
+    ),
+    Column("delivered_over_owed", "ratio", "delivered / owed"),
     Column("workloads", "int", "workloads with entries on this line"),
     Column("preemptions", "int", "preemptions suffered (not counting cancellations)"),
     *_POSITION_COLUMNS,
@@ -148,30 +150,8 @@ def _ancestors(path: str) -> list[str]:
 
 
 def build_tree(snap: Snapshot) -> BudgetTree:
-    """The budget tree of the read models, each budget from its creation to its closing, with
-    the weights it had over time (its current weights where no history was recorded)."""
-    history: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
-    for change in snap.weights:
-        history[change.budget].append((change.effective_at, change.pool, change.weight))
-    tree = BudgetTree()
-    for budget in sorted(snap.budgets, key=lambda b: b.budget):
-        weight, pool_weights = budget.weight, budget.pool_weights
-        initial = [(pool, w) for at, pool, w in history[budget.budget] if at <= budget.created_at]
-        if initial:
-            weight = next((w for pool, w in reversed(initial) if pool == ""), weight)
-            pool_weights = {pool: w for pool, w in initial if pool}
-        try:
-            tree.create(budget.budget, weight, float(budget.created_at), pool_weights)
-        except BudgetTreeError:
-            continue  # a parent missing from the table: no share can be computed under it
-        for at, pool, w in history[budget.budget]:
-            if at > budget.created_at:
-                tree.set_weight(budget.budget, w, float(at), pool or None)
-    for budget in snap.budgets:
-        if budget.closed_at is not None and budget.budget in tree.nodes:
-            closed = BudgetClosed(budget=budget.budget, closed_by="read-models")
-            tree.apply(closed, float(budget.closed_at))
-    return tree
+    """The budget tree of the read models (:func:`services.reports.tree.build_tree`)."""
+    return tree_of(snap.budgets, snap.weights)
 
 
 def _preemption_pool(snap: Snapshot, workload_id: str, attempt: int) -> str | None:
@@ -212,104 +192,6 @@ class _Line:
 
 
 # -- charges ------------------------------------------------------------------------------------
-def _demand_intervals(snap: Snapshot) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
-    """(leaf budget, pool) -> (from, to, GPUs) of allocated work wanting GPUs: from its
-    submission (kept across requeues) until it ended; running work until its charges reach
-    (:func:`wanted_until`), pending work until the horizon. A workload counts in the pools it
-    was charged in, or, never charged, in each acceptable one."""
-    out: dict[tuple[str, str], list[tuple[int, int, int]]] = defaultdict(list)
-    for workload in snap.workloads.values():
-        if not workload.allocated:
-            continue
-        until = wanted_until(snap, workload)
-        pools = snap.workload_pools.get(workload.workload_id) or set(workload.pools)
-        for pool in sorted(pools):
-            out[(workload.budget, pool)].append((workload.submitted_at, until, workload.gpus))
-    return out
-
-
-def wanted_until(snap: Snapshot, workload: Workload) -> int:
-    """Up to when ``workload`` counts as demand: its end; for running work, the end of its
-    latest charge (what it has received since is not charged yet: counting it as wanted but
-    not as delivered would make every running budget look short-changed); for work still
-    waiting, the horizon."""
-    if workload.status in ENDED and workload.ended_at is not None:
-        return workload.ended_at
-    if workload.started_at is not None:
-        charged = snap.charged_until.get((workload.workload_id, workload.attempt), 0)
-        return max(workload.started_at, charged)
-    return snap.horizon if snap.horizon is not None else 0
-
-
-def _demand_changes(intervals: Iterable[tuple[int, int, int]], lo: int, hi: int) -> dict[int, int]:
-    """Instant -> change of the GPUs wanted there, of ``intervals`` clipped to ``[lo, hi)``."""
-    changes: dict[int, int] = defaultdict(int)
-    for start, end, gpus in intervals:
-        start, end = max(start, lo), min(end, hi)
-        if start < end:
-            changes[start] += gpus
-            changes[end] -= gpus
-    return changes
-
-
-def _demand_levels(changes: dict[int, int], breaks: Iterable[int]) -> dict[int, int]:
-    """Instant -> GPUs wanted from then on, cut at every change, every break (the rate changes
-    there) and every hour while something is wanted (demand and owed are summed per hour)."""
-    points = sorted({*changes, *breaks})
-    levels: dict[int, int] = {}
-    level = 0
-    for at, nxt in pairwise(points):
-        level += changes.get(at, 0)
-        levels[at] = level
-        if level > 0:
-            levels.update(dict.fromkeys(range((at // HOUR + 1) * HOUR, nxt, HOUR), level))
-    if points:
-        levels[points[-1]] = level + changes.get(points[-1], 0)
-    return levels
-
-
-def _sweep(
-    intervals: Iterable[tuple[int, int, int]],
-    lo: int,
-    hi: int,
-    rate: Callable[[int], float],
-    breaks: Iterable[int],
-) -> tuple[dict[int, int], dict[int, float]]:
-    """Per hour, the demand (GPU-seconds) and what is owed (:func:`projections.owed.owed_pieces`
-    with ``rate`` = share x capacity as the entitlement). ``breaks`` are the instants the rate
-    changes at (shares change when budgets are created, closed or reweighted), so that it is
-    constant on every piece."""
-    demand: dict[int, int] = {}
-    owed: dict[int, float] = {}
-    changes = _demand_changes(intervals, lo, hi)
-    if not changes:
-        return demand, owed
-    levels = _demand_levels(changes, breaks)
-
-    def wanted(a: int, b: int) -> dict[None, float]:
-        return {None: levels[a] * (b - a)}
-
-    def entitled(at: int) -> dict[None, float]:
-        return {None: rate(at)}
-
-    for a, b, piece in owed_pieces(sorted(levels), wanted, entitled):
-        hour = a // HOUR * HOUR
-        demand[hour] = demand.get(hour, 0) + levels[a] * (b - a)
-        owed[hour] = owed.get(hour, 0.0) + piece[None]
-    return demand, owed
-
-
-def _pieces(lo: int, hi: int, breaks: list[int]) -> Iterable[tuple[int, int, int]]:
-    """``(hour, start, end)``: ``[lo, hi)`` cut at every hour and at every break."""
-    cuts = sorted({lo, hi, *(b for b in breaks if lo < b < hi)})
-    for a, b in pairwise(cuts):
-        while a < b:
-            hour = a // HOUR * HOUR
-            end = min(b, hour + HOUR)
-            yield hour, a, end
-            a = end
-
-
 @dataclass
 class _Figures:
     """One leaf budget in one pool and period."""
@@ -319,6 +201,8 @@ class _Figures:
     entitlement: int = 0
     demand: int = 0
     owed: int = 0
+    #: Running work's use not charged yet (up to as_of): delivered = allocated + this.
+    uncharged: int = 0
     preemptions: int = 0
 
     def sums(self) -> dict[str, int]:
@@ -329,6 +213,7 @@ class _Figures:
             "entitlement": self.entitlement,
             "demand": self.demand,
             "owed": self.owed,
+            "uncharged": self.uncharged,
             "workloads": len(self.charges.workloads),
             "preemptions": self.preemptions,
         }
@@ -397,33 +282,29 @@ def _entitled_and_owed(
     lo: int,
     hi: int,
 ) -> None:
-    """Entitlement, demand and owed of every leaf in every pool over ``[lo, hi)``: hour by
-    hour, summed per period and rounded once per leaf-period."""
+    """Entitlement, demand, owed and what is not charged yet of every leaf in every pool over
+    ``[lo, hi)``, per period (:func:`projections.figures.pool_figures`, the one computation
+    every surface asks), rounded once per leaf-period."""
+    if hi <= lo:
+        return
+    starts = sorted({key(h) for h in range(lo // HOUR * HOUR, hi, HOUR)} | {key(lo)})
+    bounds = (*(float(max(lo, a)) for a in starts), float(hi))
+    bins = Bins(bounds, float(hi))
     leaves = tree.leaves()
-    intervals = _demand_intervals(snap)
-    share_changes = [math.ceil(t) for t in tree.change_times(lo, hi)]
     for pool in pools:
-        # Shares and the pool's GPUs are constant between these instants.
-        breaks = sorted({*share_changes, *snap.capacity_changes(lo, hi)})
-        for leaf in sorted({*leaves, *(b for b, p in intervals if p == pool)}):
-
-            def rate(at: int, leaf: str = leaf, pool: str = pool) -> float:
-                return tree.shares(pool, float(at)).get(leaf, 0.0) * snap.capacity_at(pool, at)
-
-            entitled: dict[int, float] = defaultdict(float)
-            for hour, a, b in _pieces(lo, hi, breaks):
-                entitled[key(hour)] += rate(a) * (b - a)
-            demand, owed = _sweep(intervals.get((leaf, pool), ()), lo, hi, rate, breaks)
-            per_period_owed: dict[int, float] = defaultdict(float)
-            per_period_demand: dict[int, int] = defaultdict(int)
-            for h in sorted(owed):
-                per_period_owed[key(h)] += owed[h]
-                per_period_demand[key(h)] += demand[h]
-            for at in sorted({*entitled, *per_period_owed}):
+        history = snap.histories.get(pool, PoolHistory(pool))
+        pool_ = pool_figures(history, tree, bins, leaves)
+        for leaf, series in pool_.budgets.items():
+            if leaf in tree.nodes and not tree.nodes[leaf].is_leaf:
+                continue  # an inner budget: the report sums its leaves itself
+            for i, at in enumerate(starts):
+                if not (series.entitled[i] or series.demand[i] or series.uncharged[i]):
+                    continue
                 f = figures[(at, pool, leaf)]
-                f.entitlement = round(entitled.get(at, 0.0))
-                f.demand = per_period_demand.get(at, 0)
-                f.owed = min(round(per_period_owed.get(at, 0.0)), f.entitlement, f.demand)
+                f.entitlement = round(series.entitled[i])
+                f.demand = round(series.demand[i])
+                f.owed = min(round(series.owed[i]), f.entitlement, f.demand)
+                f.uncharged = round(series.uncharged[i])
 
 
 @dataclass
@@ -520,7 +401,8 @@ class _Block:
         return {
             **self._base(path, line, False),
             **{k: t[k] for k in ("allocated", "unallocated", "entitlement", "demand", "owed")},
-            "delivered_over_owed": _ratio(t["allocated"], t["owed"]),
+            "delivered": t["allocated"] + t["uncharged"],
+            "delivered_over_owed": _ratio(t["allocated"] + t["uncharged"], t["owed"]),
             "workloads": t["workloads"],
             "preemptions": t["preemptions"],
         }
@@ -535,8 +417,9 @@ class _Block:
                 "entitlement": f.entitlement,
                 "demand": f.demand,
                 "owed": f.owed,
+                "delivered": f.charges.allocated + f.corrections.allocated + f.uncharged,
                 "delivered_over_owed": _ratio(
-                    f.charges.allocated + f.corrections.allocated, f.owed
+                    f.charges.allocated + f.corrections.allocated + f.uncharged, f.owed
                 ),
                 "workloads": len(f.charges.workloads),
                 "preemptions": f.preemptions,
@@ -551,6 +434,7 @@ class _Block:
                     "entitlement": None,
                     "demand": None,
                     "owed": None,
+                    "delivered": None,
                     "delivered_over_owed": None,
                     "workloads": len(f.corrections.workloads),
                     "preemptions": None,
@@ -563,89 +447,6 @@ def _open_during(tree: BudgetTree, path: str, start: int, end: int) -> bool:
     node = tree.nodes[path]
     created = node.weights[0][0] if node.weights else float("-inf")
     return created < end and (node.closed_at is None or node.closed_at > start)
-
-
-# -- one range: the figures behind `fairshare share`, the API's /budgets and the dashboard --------
-@dataclass(frozen=True)
-class Figures:
-    """One budget (or a pool's total, ``*``) in one pool over one range, in GPU-seconds."""
-
-    #: Delivered: charged to the budget, corrections included.
-    allocated: int
-    unallocated: int
-    entitlement: int
-    demand: int
-    owed: int
-    workloads: int
-    preemptions: int
-
-    @property
-    def delivered_over_owed(self) -> Fraction | None:
-        return _ratio(self.allocated, self.owed)
-
-
-@dataclass(frozen=True)
-class RangeFigures:
-    """Delivered and owed per budget over ``[start, end)``, as of one log position."""
-
-    #: None when the read models hold nothing yet.
-    start: int | None
-    end: int | None
-    as_of: int | None
-    log_position: str
-    #: (pool, budget) -> its figures: a leaf's own, an inner budget's the sum of its leaves',
-    #: ``*`` the pool's total (as the charges report's subtotals and total).
-    budgets: dict[tuple[str, str], Figures]
-
-
-def range_figures(
-    snap: Snapshot, start: int | None = None, end: int | None = None, *, pool: str | None = None
-) -> RangeFigures:
-    """The charges report's figures for one period, over any range of whole hours: from
-    ``start`` (default: where the snapshot was loaded from, else the first data) to ``end``
-    (default: the horizon). The same code computes a report's periods, so a report of a
-    period and this over the same range and log position agree to the GPU-second."""
-    empty = RangeFigures(None, None, snap.horizon, snap.log_position, {})
-    if snap.horizon is None:
-        return empty
-    lo = start if start is not None else snap.start
-    if lo is None:
-        first = [e.bucket_start for e in snap.entries] + [
-            w.submitted_at for w in snap.workloads.values()
-        ]
-        if not first:
-            return empty
-        lo = min(first)
-    lo = lo // HOUR * HOUR
-    hi = snap.horizon if end is None else end
-    if hi <= lo:
-        return empty
-    ranged = dataclasses.replace(
-        snap,
-        entries=[e for e in snap.entries if lo <= e.bucket_start < hi],
-        preemptions=[p for p in snap.preemptions if lo <= p.event_time < hi],
-    )
-    tree = build_tree(ranged)
-    pools = [p for p in ranged.pools() if pool is None or p == pool]
-
-    def key(_at: int) -> int:
-        return lo
-
-    leaves = _charged(ranged, key)
-    _entitled_and_owed(leaves, ranged, tree, pools, key, *_covered(ranged, lo, hi))
-    sums: dict[tuple[str, str], dict[str, int]] = {}
-    for (_at, pool_, leaf), figures in sorted(leaves.items()):
-        if pool_ not in pools:
-            continue
-        for budget in (*_ancestors(leaf), TOTAL):
-            total = sums.setdefault((pool_, budget), dict.fromkeys(_SUMMED, 0))
-            for name, value in figures.sums().items():
-                total[name] += value
-    budgets = {where: Figures(**values) for where, values in sums.items()}
-    return RangeFigures(lo, hi, snap.horizon, snap.log_position, budgets)
-
-
-_SUMMED = ("allocated", "unallocated", "entitlement", "demand", "owed", "workloads", "preemptions")
 
 
 # -- utilisation --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, func, select
 
 from events.models.ledger import parse_charge_id
 from events.times import HOUR
+from projections.figures import PoolHistory
 from services.projector.sql_projector import PROJECTOR_NAME
 from services.read_models.tables import (
     budget_weights,
@@ -32,6 +33,7 @@ from services.read_models.tables import (
     projector_positions,
     workloads,
 )
+from services.reports.history import pool_histories
 
 DEFAULT_PROJECTOR = PROJECTOR_NAME
 #: Workload statuses after which it wants no GPUs (until a requeue makes it pending again).
@@ -133,6 +135,8 @@ class Snapshot:
     charged_until: dict[tuple[str, int], int] = field(default_factory=dict)
     #: The first instant the ledger entries were loaded for (None: from the first).
     start: int | None = None
+    #: Each pool's history from ``start`` to the horizon (:mod:`projections.figures`).
+    histories: dict[str, PoolHistory] = field(default_factory=dict)
 
     @property
     def log_position(self) -> str:
@@ -239,30 +243,33 @@ def _load(
     projector: str,
     window_s: int | None = None,
 ) -> Snapshot:
-    positions = _positions(connection, projector)
-    horizon = _horizon(connection)
-    if start is None and window_s is not None and horizon is not None:
-        start = window_start(horizon, window_s)
+    where = positions(connection, projector)
+    latest = horizon(connection)
+    if start is None and window_s is not None and latest is not None:
+        start = window_start(latest, window_s)
     entries = _entries(connection, start, end)
     charged_pools, workload_pools, charged_until = _charged_pools(connection)
     return Snapshot(
-        positions=positions,
-        horizon=horizon,
+        positions=where,
+        horizon=latest,
         entries=entries,
         workloads=_workloads(connection),
         nodes=_nodes(connection),
-        budgets=_budgets(connection),
+        budgets=read_budgets(connection),
         node_history=_node_history(connection),
-        weights=_weights(connection),
+        weights=read_weights(connection),
         preemptions=_preemptions(connection),
         charged_pools=charged_pools,
         workload_pools=workload_pools,
         charged_until=charged_until,
         start=start,
+        histories={} if latest is None else pool_histories(connection, start or 0, latest),
     )
 
 
-def _positions(connection: Connection, projector: str) -> list[tuple[str, int, int]]:
+def positions(
+    connection: Connection, projector: str = DEFAULT_PROJECTOR
+) -> list[tuple[str, int, int]]:
     return sorted(
         (str(t), int(p), int(o))
         for t, p, o in connection.execute(
@@ -275,7 +282,7 @@ def _positions(connection: Connection, projector: str) -> list[tuple[str, int, i
     )
 
 
-def _horizon(connection: Connection) -> int | None:
+def horizon(connection: Connection) -> int | None:
     return _max(
         connection,
         ledger_entries.c.event_time,
@@ -373,7 +380,7 @@ def _nodes(connection: Connection) -> list[Node]:
     ]
 
 
-def _budgets(connection: Connection) -> list[Budget]:
+def read_budgets(connection: Connection) -> list[Budget]:
     return [
         Budget(
             budget=row.budget,
@@ -397,7 +404,7 @@ def _node_history(connection: Connection) -> list[NodeChange]:
     ]
 
 
-def _weights(connection: Connection) -> list[WeightChange]:
+def read_weights(connection: Connection) -> list[WeightChange]:
     return [
         WeightChange(row.budget, row.pool, float(row.weight), int(row.effective_at))
         for row in connection.execute(

@@ -62,7 +62,7 @@ def budgets(who: User, ctx: Context, pool: str | None = None) -> BudgetReport:
     now = ctx.clock()
     with ctx.view.read() as state:
         pools = None if pool is None else queries.pools_or_404(state, pool)
-    figures = queries.window_figures(ctx.read_model_engine(), ctx.window_s, pool)
+    figures = queries.window_figures(ctx.read_model_engine(), now, ctx.window_s, pool)
     with ctx.view.read() as state:
         return queries.budget_report(state, now, ctx.window_s, pools, figures)
 
@@ -94,7 +94,7 @@ def budget(budget: str, who: User, ctx: Context) -> BudgetDetail:
     now = ctx.clock()
     with ctx.view.read() as state:
         queries.budget_or_404(state, budget)
-    figures = queries.window_figures(ctx.read_model_engine(), ctx.window_s)
+    figures = queries.window_figures(ctx.read_model_engine(), now, ctx.window_s)
     with ctx.view.read() as state:
         return queries.budget_detail(state, budget, now, ctx.window_s, figures)
 
