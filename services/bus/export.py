@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from events.ndjson import EventLogWriter
 from events.positions import Delivery
 from events.topics import Topics
+from services.bus.fatal import FatalLatch
 from services.bus.records import RawRecord, check, raw_record, skip
 
 
@@ -81,7 +82,9 @@ def read_to_end(
     bootstrap: str, topic_names: list[str], *, timeout_s: float = 10.0
 ) -> Iterator[RawRecord]:
     """Every record of ``topic_names`` from the first offset up to the end offsets seen when
-    called, partition by partition in offset order; commits nothing."""
+    called, partition by partition in offset order; commits nothing. A fatal client error
+    raises :class:`~services.bus.fatal.FatalBusError`, as from every Kafka reader."""
+    fatal = FatalLatch("reader")
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -89,6 +92,7 @@ def read_to_end(
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "fetch.wait.max.ms": 100,
+            "error_cb": fatal.on_error,
         }
     )
     try:
@@ -110,15 +114,13 @@ def read_to_end(
         while remaining:
             # A short wait per call: consume() blocks until it has the full batch or the
             # timeout passes, and the tail of a log is usually less than a batch.
-            messages = consumer.consume(num_messages=1000, timeout=0.2)
+            messages = fatal.consume(consumer, 1000, 0.2)
             if not messages:
                 if time.monotonic() - last_progress > timeout_s:
                     raise TimeoutError(f"reading stalled with {len(remaining)} partition(s) left")
                 continue
             last_progress = time.monotonic()
             for message in messages:
-                if message.error() is not None:
-                    continue
                 record = raw_record(message)
                 end = remaining.get((record.topic, record.partition))
                 if end is None or record.offset >= end:

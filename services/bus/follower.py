@@ -40,7 +40,7 @@ from events import TopicKind, Topics
 from events.positions import Delivery, Position
 from events.registry import EventRegistry
 from services.bus.export import watermarks
-from services.bus.kafka import FatalLatch
+from services.bus.fatal import FatalLatch
 from services.bus.records import check, raw_record, skip
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ class KafkaPartitions:
     (partitions are assigned, nothing is committed).
 
     Crash-only, through the one consume of every Kafka reader (:meth:`FatalLatch.consume`): a
-    fatal client error raises :class:`~services.bus.kafka.FatalBusError` from the next fetch
+    fatal client error raises :class:`~services.bus.fatal.FatalBusError` from the next fetch
     or end-offset query, whichever thread asks, so the service exits and is restarted; a
     follower that dropped such errors looked alive while it would never read again."""
 

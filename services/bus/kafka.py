@@ -9,8 +9,9 @@ sequence numbers no longer match a broker that came back without some of its wri
 producer, a consumer whose membership cannot be recovered) never works again, and retrying in
 the same process made zombies that published nothing and looked alive. Such an error is
 recorded when librdkafka reports it and raised as :class:`FatalBusError` on the client's next
-call; ``services.runtime`` turns it into a non-zero exit, and the supervisor restarts the
-process, which rebuilds its clients and folds from the log.
+call (:mod:`services.bus.fatal`, the one latch of every client here and of every Kafka reader);
+``services.runtime`` turns it into a non-zero exit, and the supervisor restarts the process,
+which rebuilds its clients and folds from the log.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from events.serde import encode_binary
 from events.topics import TopicKind, Topics
 from services.bus.deadletters import DeadLetters
 from services.bus.export import read_to_end
+from services.bus.fatal import FatalBusError as FatalBusError  # where the services import it
+from services.bus.fatal import FatalLatch as FatalLatch
+from services.bus.fatal import is_fatal as is_fatal
 from services.bus.port import PublishError
 from services.bus.records import check, raw_record
 
@@ -40,89 +44,7 @@ log = logging.getLogger(__name__)
 #: How long closing a subscriber serves the group's rebalance before it closes anyway.
 _LEAVE_TIMEOUT_S = 10.0
 
-#: Error codes that end a client for good even when librdkafka does not flag them fatal.
-_FENCED = frozenset(
-    {
-        KafkaError._FATAL,
-        KafkaError._FENCED,
-        KafkaError.PRODUCER_FENCED,
-        KafkaError.FENCED_INSTANCE_ID,
-        KafkaError.TRANSACTION_COORDINATOR_FENCED,
-    }
-)
-
-
-class FatalBusError(RuntimeError):
-    """The Kafka client cannot go on: the process must exit and be restarted.
-
-    Deliberately not a :class:`PublishError`: loops that retry a failed publish (the scheduler
-    rebuilds from the log, the agent publishes again) must not catch it and keep a dead client.
-    """
-
-
-def is_fatal(error: KafkaError) -> bool:
-    return bool(error.fatal()) or error.code() in _FENCED
-
-
-class FatalLatch:
-    """The first fatal error a client reported. librdkafka reports it through ``error_cb``
-    inside poll, flush or consume, where raising would be lost in C; the client raises it on
-    its next call instead (:meth:`check`). Pass :meth:`on_error` as ``error_cb`` to any raw
-    confluent-kafka client to get the same behaviour."""
-
-    def __init__(self, client: str) -> None:
-        self.client = client
-        self.error: str | None = None
-
-    def on_error(self, error: KafkaError) -> None:
-        if not is_fatal(error):
-            # transient (a broker down, a timed-out request): librdkafka retries by itself
-            log.warning("kafka client error", extra={"client": self.client, "error": str(error)})
-            return
-        if self.error is None:
-            self.error = f"{error.name()}: {error.str()}"
-            extra = {"client": self.client, "error": self.error}
-            log.error("fatal kafka client error", extra=extra)
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise FatalBusError(f"{self.client}: {self.error}")
-
-    def consume(self, consumer: Consumer, max_records: int, timeout_s: float) -> list[Message]:
-        """``consumer.consume``, raising a fatal error whether the call, the client's error
-        callback or one of the messages carries it; the messages without an error, in order
-        (a transient error a message carries is logged and left out)."""
-        self.check()
-        try:
-            messages = consumer.consume(num_messages=max_records, timeout=timeout_s)
-        except KafkaException as failure:
-            self.raise_if_fatal(failure)
-            raise
-        self.check()
-        good: list[Message] = []
-        for message in messages:
-            error = message.error()
-            if error is None:
-                good.append(message)
-            elif is_fatal(error):
-                self.on_error(error)
-                self.check()
-            else:
-                log.warning("consumer error", extra={"client": self.client, "error": str(error)})
-        return good
-
-    def raise_if_fatal(self, exception: KafkaException) -> None:
-        """Raise FatalBusError if ``exception`` carries a fatal error (then it is latched)."""
-        error = exception.args[0] if exception.args else None
-        if isinstance(error, KafkaError) and is_fatal(error):
-            self.on_error(error)
-            self.check()
-
-
 Clock = Callable[[], datetime]
-
-#: How long closing a consumer may serve the group's revocation before closing regardless.
-_LEAVE_TIMEOUT_S = 10.0
 
 
 def _utc_now() -> datetime:

@@ -7,8 +7,8 @@ records this instance appends and a group-less consumer that reads the one parti
 first offset. It deals in bytes, so the bus knows nothing of the scheduler (the scheduler
 imports the bus, never the reverse).
 
-Crash-only like every Kafka reader (:class:`~services.bus.kafka.FatalLatch`): a fatal client
-error raises :class:`~services.bus.kafka.FatalBusError` from the next call, and the scheduler
+Crash-only like every Kafka reader (:class:`~services.bus.fatal.FatalLatch`): a fatal client
+error raises :class:`~services.bus.fatal.FatalBusError` from the next call, and the scheduler
 exits to be restarted. A dead lease client left running would look like a standby forever, or
 worse, keep a leader believing in renewals that never reach the log.
 """
@@ -35,7 +35,7 @@ from confluent_kafka.cimpl import NewTopic
 from events import Topics
 from services.bus.admin import replication_for_cluster
 from services.bus.export import watermarks
-from services.bus.kafka import FatalLatch, is_fatal
+from services.bus.fatal import FatalLatch, is_fatal
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from events.envelope import Envelope
 from events.positions import Delivery, Position
 from services.agents import ClusterAgent, SimulatedAdapter, simulated_nodes
 from services.api.view import LiveView
+from services.bus.export import read_to_end
 from services.bus.follower import LogFollower
 from services.bus.kafka import (
     FatalBusError,
@@ -184,6 +185,16 @@ def test_a_follower_raises_a_fatal_error_its_client_reported_through_the_callbac
     consumer = follower.kafka._consumer
     assert isinstance(consumer, _DeadConsumer)
     assert consumer.consumed == 0, "a dead client is not called again"
+
+
+def test_a_one_shot_reader_raises_the_fatal_error_of_its_consumer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """read_to_end (the dead letters already published, the charging rebuild, the export)
+    went on reading past a dead client until its stall timeout, as if the log had ended."""
+    monkeypatch.setattr("services.bus.export.Consumer", _DeadConsumer)
+    with pytest.raises(FatalBusError, match="out of order"):
+        list(read_to_end(NOWHERE, ["fairshare.workloads"]))
 
 
 def _lease_log(monkeypatch: pytest.MonkeyPatch) -> KafkaLeaseLog:
