@@ -21,9 +21,11 @@ unambiguous: ``--json`` (printed with every non-ASCII character escaped) is the 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -62,9 +64,135 @@ def styled(style: str, label: str, *parts: object) -> Text:
     return Text.assemble((label, style), plain(*parts))
 
 
-def add_row(table: Table, cells: Iterable[object]) -> None:
-    """A table row whose every cell is cleaned text (Rich would read a ``str`` as markup)."""
-    table.add_row(*(plain(cell) for cell in cells))
+#: Cell padding: one space to the right of each column, as squeue separates its columns.
+_PADDING = (0, 1, 0, 0)
+_PAD = _PADDING[1] + _PADDING[3]
+
+
+class FittedTable:
+    """A table laid out for the terminal's width when it is printed, as squeue's is: columns
+    one space apart rather than boxed (a box costs three of eighty columns per column).
+
+    Ids and budget paths (the columns named in ``whole``) are never cut, folded or wrapped:
+    a reader pastes them into the next command, and ``demo-…`` is every workload of a demo.
+    A cell that is a list or a tuple holds one item a line (a node's workloads, a gang's
+    nodes), so that in such a column each id is whole too. When the width cannot give every
+    other column at least its longest word, the columns named in ``drop`` go, in that order
+    (the least useful first), and a caption says which: ``--json`` has them all. The width
+    left is shared out by :func:`_fit` (Rich's own layout narrows the widest columns first,
+    down to folding a one-word status while a sentence beside it had room to wrap). A table
+    too wide even without those columns keeps its ids whole and lets the terminal wrap the
+    line (the client's consoles soft-wrap, never crop).
+
+    Every cell is cleaned text (:func:`plain`): Rich would read a ``str`` as markup."""
+
+    def __init__(
+        self,
+        *headers: str,
+        whole: Collection[str] = (),
+        drop: Sequence[str] = (),
+        title: str | None = None,
+        show_header: bool = True,
+    ) -> None:
+        unknown = sorted((set(whole) | set(drop)) - set(headers))
+        if unknown:
+            raise ValueError(f"not columns of this table: {unknown}")
+        self.headers = headers
+        self.whole = frozenset(headers.index(header) for header in whole)
+        self.drop = tuple(headers.index(header) for header in drop)
+        self.title = title
+        self.show_header = show_header
+        self.rows: list[tuple[Text, ...]] = []
+
+    def add_row(self, cells: Iterable[object]) -> None:
+        row = tuple(_cell(cell) for cell in cells)
+        if len(row) != len(self.headers):
+            raise ValueError(f"{len(row)} cells for {len(self.headers)} columns")
+        self.rows.append(row)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        spans = [self._span(console, options, i) for i in range(len(self.headers))]
+        shown = list(range(len(self.headers)))
+        for i in self.drop:
+            if sum(spans[k][0] for k in shown) <= options.max_width:
+                break
+            shown.remove(i)
+        yield self._table(shown, spans, _fit([spans[i] for i in shown], options.max_width))
+
+    def _span(self, console: Console, options: ConsoleOptions, i: int) -> tuple[int, int]:
+        """The least and the most width of column ``i``, padding included: a whole column's
+        widest line either way, else its longest word and its longest line."""
+        texts = [Text(self.headers[i]), *(row[i] for row in self.rows)]
+        if i in self.whole:
+            widest = max(_widest_line(text) for text in texts) + _PAD
+            return widest, widest
+        measured = [Measurement.get(console, options, text) for text in texts]
+        least = max(m.minimum for m in measured)
+        return least + _PAD, max(m.maximum for m in measured) + _PAD
+
+    def _table(
+        self, shown: list[int], spans: list[tuple[int, int]], widths: list[int] | None
+    ) -> Table:
+        dropped = [self.headers[i] for i in range(len(self.headers)) if i not in shown]
+        table = Table(
+            box=None,
+            padding=_PADDING,
+            pad_edge=False,
+            show_header=self.show_header,
+            title=None if self.title is None else _wrapped(self.title),
+            caption=(
+                _wrapped(f"not shown at this width: {', '.join(dropped)} (--json has them)")
+                if dropped
+                else None
+            ),
+            caption_justify="left",
+        )
+        for k, i in enumerate(shown):
+            width = None if widths is None else widths[k] - _PAD
+            if i in self.whole:  # whole when Rich lays it out too (widths None)
+                least = spans[i][0] - _PAD
+                table.add_column(self.headers[i], no_wrap=True, min_width=least, width=width)
+            else:
+                table.add_column(self.headers[i], overflow="fold", width=width)
+        for row in self.rows:
+            table.add_row(*(row[i] for i in shown))
+        return table
+
+
+def _fit(spans: Sequence[tuple[int, int]], room: int) -> list[int] | None:
+    """Widths in ``room`` for columns of (least, most) widths: each its least, and the spare to
+    the others, those that need the least more first (so a short status is whole and a
+    sentence wraps in what is left). None when they all fit at their most, or not even at
+    their least: then Rich lays the table out."""
+    least = sum(low for low, _ in spans)
+    if least > room or sum(high for _, high in spans) <= room:
+        return None
+    widths = [low for low, _ in spans]
+    spare = room - least
+    wanting = sorted(range(len(spans)), key=lambda k: spans[k][1] - spans[k][0])
+    for n, k in enumerate(wanting):
+        given = min(spans[k][1] - widths[k], spare // (len(wanting) - n))
+        widths[k] += given
+        spare -= given
+    return widths
+
+
+def _wrapped(text: str) -> Text:
+    """``text`` (cleaned) wrapped to the table's width: the client's consoles soft-wrap, so a
+    plain Text over a table would run on as one line for the terminal to break anywhere."""
+    shown = plain(text)
+    shown.no_wrap, shown.overflow = False, "fold"
+    return shown
+
+
+def _cell(value: object) -> Text:
+    if isinstance(value, list | tuple):
+        return Text("\n").join(plain(item) for item in value)
+    return plain(value)
+
+
+def _widest_line(text: Text) -> int:
+    return max(cell_len(line) for line in text.plain.split("\n"))
 
 
 def console(*, stderr: bool = False) -> Console:

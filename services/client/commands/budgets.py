@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from services.client.commands.common import (
     ApiOption,
@@ -19,7 +18,7 @@ from services.client.commands.common import (
     num,
 )
 from services.client.constants import DEFAULT_API
-from services.client.terminal import add_row, plain
+from services.client.terminal import FittedTable, plain
 
 if TYPE_CHECKING:
     from services.api.models import BudgetAnswer, BudgetReport
@@ -49,8 +48,8 @@ def _title(answer: BudgetReport) -> str:
     )
 
 
-def _share_table(answer: BudgetReport) -> Table:
-    table = Table(
+def _share_table(answer: BudgetReport) -> FittedTable:
+    table = FittedTable(
         "BUDGET",
         "POOL",
         "WEIGHT",
@@ -63,14 +62,15 @@ def _share_table(answer: BudgetReport) -> Table:
         "DELIVERED GPU-h",
         "DELIVERED/OWED",
         "DEMAND",
-        title=plain(_title(answer)),
+        whole=("BUDGET", "POOL"),
+        drop=("DELIVERED GPU-h", "OWED GPU-h", "DEMAND", "RATIO", "WEIGHT", "DELIVERED/OWED"),
+        title=_title(answer),
     )
     for budget in answer.budgets:
         name = "  " * budget.depth + budget.budget.rsplit("/", 1)[-1]
         for pool_name, figures in budget.pools.items():
             ratio = figures.delivered_ratio
-            add_row(
-                table,
+            table.add_row(
                 (
                     name + (" (closed)" if budget.closed else ""),
                     pool_name,

@@ -95,7 +95,7 @@ def emit(answer: Answer, as_json: bool, human: Callable[[Console], object]) -> N
     """Print ``answer``: with ``--json`` exactly the JSON the API sent (every key, in order;
     ASCII only, so a control character in a value is an escape, not a byte), else as ``human``
     renders it on a console that reads no markup (``human`` prints through
-    :func:`~services.client.terminal.plain` and :func:`~services.client.terminal.add_row`)."""
+    :func:`~services.client.terminal.plain` and :class:`~services.client.terminal.FittedTable`)."""
     if as_json:
         typer.echo(
             json.dumps(answer.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=True)
@@ -149,6 +149,7 @@ def elapsed(seconds: int | None) -> str:
     return f"{days}-{text}" if days else text
 
 
-def nodelist(parts: list[str]) -> str:
-    """The nodes a workload runs on, comma-separated (``-`` for none)."""
-    return ",".join(parts) or "-"
+def nodelist(parts: list[str]) -> list[str]:
+    """The nodes a workload runs on, one a line of its cell (each name whole, see
+    :class:`~services.client.terminal.FittedTable`); ``-`` for none."""
+    return parts or ["-"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from services.client.commands.common import (
     ApiOption,
@@ -23,7 +22,7 @@ from services.client.commands.common import (
     submitter_filter,
 )
 from services.client.constants import DEFAULT_API
-from services.client.terminal import add_row
+from services.client.terminal import FittedTable
 
 if TYPE_CHECKING:
     from services.api.models import WorkloadList
@@ -61,8 +60,8 @@ def history(
     emit(answer, as_json, lambda o: o.print(_history_table(answer)))
 
 
-def _history_table(answer: WorkloadList) -> Table:
-    table = Table(
+def _history_table(answer: WorkloadList) -> FittedTable:
+    table = FittedTable(
         "WORKLOAD",
         "NAME",
         "BUDGET",
@@ -76,10 +75,11 @@ def _history_table(answer: WorkloadList) -> Table:
         "PREEMPTED",
         "NODELIST",
         "ENDED",
+        whole=("WORKLOAD", "BUDGET", "USER", "NODELIST"),
+        drop=("BURST GPU-h", "PREEMPTED", "NODELIST", "NAME", "GPUS", "ELAPSED", "ENDED"),
     )
     for w in answer.workloads:
-        add_row(
-            table,
+        table.add_row(
             (
                 w.workload_id,
                 w.name or "-",

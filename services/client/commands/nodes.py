@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from services.client.commands.common import (
     ApiOption,
@@ -17,7 +16,7 @@ from services.client.commands.common import (
     emit,
 )
 from services.client.constants import DEFAULT_API
-from services.client.terminal import add_row, plain
+from services.client.terminal import FittedTable, plain
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -50,13 +49,22 @@ def nodes(
     emit(answer, as_json, lambda o: o.print(table(answer)))
 
 
-def _node_table(answer: NodeList) -> Table:
-    table = Table(
-        "NODE", "POOL", "STATE", "GPUS", "USED", "FREE", "HEARTBEAT", "WORKLOADS", "REASON"
+def _node_table(answer: NodeList) -> FittedTable:
+    table = FittedTable(
+        "NODE",
+        "POOL",
+        "STATE",
+        "GPUS",
+        "USED",
+        "FREE",
+        "HEARTBEAT",
+        "WORKLOADS",
+        "REASON",
+        whole=("NODE", "POOL", "WORKLOADS"),
+        drop=("HEARTBEAT", "USED", "GPUS"),
     )
     for n in answer.nodes:
-        add_row(
-            table,
+        table.add_row(
             (
                 n.node,
                 n.pool,
@@ -65,7 +73,7 @@ def _node_table(answer: NodeList) -> Table:
                 n.used_gpus,
                 n.free_gpus,
                 n.last_heartbeat or "-",
-                ",".join(n.workloads),
+                n.workloads or "-",
                 reason(n) or "-",
             ),
         )
@@ -82,12 +90,12 @@ def reason(node: NodeView) -> str:
     return ""
 
 
-def _reason_table(answer: NodeList) -> Table:
-    table = Table("REASON", "USER", "TIMESTAMP", "NODE", "STATE")
+def _reason_table(answer: NodeList) -> FittedTable:
+    table = FittedTable("REASON", "USER", "TIMESTAMP", "NODE", "STATE", whole=("USER", "NODE"))
     for n in answer.nodes:
         since = n.cordoned_at if n.cordoned else n.last_heartbeat
         by = n.cordoned_by if n.cordoned else "-"
-        add_row(table, (reason(n), by or "-", since or "-", n.node, n.state))
+        table.add_row((reason(n), by or "-", since or "-", n.node, n.state))
     return table
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from services.client.commands.common import (
     ApiOption,
@@ -22,7 +21,7 @@ from services.client.commands.common import (
     submitter_filter,
 )
 from services.client.constants import DEFAULT_API
-from services.client.terminal import add_row, plain
+from services.client.terminal import FittedTable, plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,13 +53,19 @@ def queue(
     emit(answer, as_json, lambda o: o.print(_queue_table(answer, long)))
 
 
-def _queue_table(answer: QueueView, long: bool) -> Table:
+def _queue_table(answer: QueueView, long: bool) -> FittedTable:
     columns = ["POOL", "POS", "WORKLOAD", "NAME", "BUDGET", "USER", "GPUS", "CONTRACT", "RANK"]
-    table = Table(*columns, "REASON", *(["WHY"] if long else []))
+    table = FittedTable(
+        *columns,
+        "REASON",
+        *(["WHY"] if long else []),
+        whole=("POOL", "WORKLOAD", "BUDGET", "USER"),
+        # with -l, WHY says in words what REASON says in a code
+        drop=(*(["REASON"] if long else []), "RANK", "CONTRACT", "POS", "NAME", "GPUS"),
+    )
     for entry in answer.pools:
         for item in entry.pending:
-            add_row(
-                table,
+            table.add_row(
                 (
                     entry.pool,
                     item.position,

@@ -8,7 +8,6 @@ import uuid
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from services.client.commands.common import (
     ApiOption,
@@ -26,7 +25,7 @@ from services.client.commands.common import (
     submitter_filter,
 )
 from services.client.constants import DEFAULT_API, WorkloadStatus
-from services.client.terminal import add_row, plain
+from services.client.terminal import FittedTable, plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -201,8 +200,8 @@ def list_workloads(
     emit(answer, as_json, lambda o: o.print(_workload_table(answer)))
 
 
-def _workload_table(answer: WorkloadList) -> Table:
-    table = Table(
+def _workload_table(answer: WorkloadList) -> FittedTable:
+    table = FittedTable(
         "WORKLOAD",
         "NAME",
         "BUDGET",
@@ -214,11 +213,20 @@ def _workload_table(answer: WorkloadList) -> Table:
         "PREEMPTED",
         "NODELIST / POOLS",
         "SUBMITTED",
+        whole=("WORKLOAD", "BUDGET", "USER", "NODELIST / POOLS"),
+        drop=(
+            "SUBMITTED",
+            "PREEMPTED",
+            "CONTRACT LEFT",
+            "ELAPSED",
+            "NAME",
+            "GPUS",
+            "NODELIST / POOLS",
+        ),
     )
     for w in answer.workloads:
         left = "-" if w.contract_left_s is None else elapsed(w.contract_left_s)
-        add_row(
-            table,
+        table.add_row(
             (
                 w.workload_id,
                 w.name or "-",
@@ -229,7 +237,7 @@ def _workload_table(answer: WorkloadList) -> Table:
                 elapsed(w.elapsed_s),
                 left if w.allocated else "burst",
                 w.preemptions,
-                nodelist([p.node for p in w.placement]) if w.placement else ",".join(w.pools),
+                nodelist([p.node for p in w.placement] or w.pools),
                 w.submitted_at or "",
             ),
         )
@@ -248,8 +256,8 @@ def show(
     emit(answer, as_json, lambda o: o.print(_fields_table(answer)))
 
 
-def _fields_table(answer: WorkloadView) -> Table:
-    table = Table("FIELD", "VALUE", show_header=False)
+def _fields_table(answer: WorkloadView) -> FittedTable:
+    table = FittedTable("FIELD", "VALUE", whole=("FIELD",), show_header=False)
     for key, value in answer.model_dump(mode="json").items():
-        add_row(table, (key, value if isinstance(value, str) else json.dumps(value)))
+        table.add_row((key, value if isinstance(value, str) else json.dumps(value)))
     return table
