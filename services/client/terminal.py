@@ -64,8 +64,9 @@ def styled(style: str, label: str, *parts: object) -> Text:
     return Text.assemble((label, style), plain(*parts))
 
 
-#: Cell padding: one space to the right of each column, as squeue separates its columns.
-_PADDING = (0, 1, 0, 0)
+#: Cell padding: one space before each column, as squeue separates its columns (and a line
+#: starts with one, so that `` id `` finds an id in any column).
+_PADDING = (0, 0, 0, 1)
 _PAD = _PADDING[1] + _PADDING[3]
 
 
@@ -137,7 +138,6 @@ class FittedTable:
         table = Table(
             box=None,
             padding=_PADDING,
-            pad_edge=False,
             show_header=self.show_header,
             title=None if self.title is None else _wrapped(self.title),
             caption=(
