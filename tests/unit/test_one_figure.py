@@ -49,8 +49,9 @@ def _log() -> list[Envelope[Any]]:
         (NodeUp(node="n3"), 5.0),
     ]
     extra = [new_event(e, source="tests", time=T0 + timedelta(hours=h)) for e, h in changes]
-    return sorted([*small_lab(), *extra], key=lambda e: e.time) + [
-        new_event(late, source="tests", time=NOW)
+    return [
+        *sorted([*small_lab(), *extra], key=lambda e: e.time),
+        new_event(late, source="tests", time=NOW),
     ]
 
 
@@ -114,9 +115,7 @@ def _from_report(engine: Engine) -> dict[str, tuple[float, float]]:
 
 def _from_timeline(api: TestClient, bin_s: int) -> dict[str, tuple[float, float]]:
     start = int((T0 - timedelta(hours=1)).timestamp())
-    answer = api.get(
-        f"/dashboard/api/timeline?from={start}&bin={bin_s}", headers=ADMIN
-    ).json()
+    answer = api.get(f"/dashboard/api/timeline?from={start}&bin={bin_s}", headers=ADMIN).json()
     covered = answer["covered_s"]
 
     def total(series: list[float | None]) -> float:
@@ -174,7 +173,8 @@ def test_a_down_node_is_out_of_capacity_and_a_weight_change_reprices_from_then_o
     answer = api.get(f"/dashboard/api/timeline?from={start}&bin=900", headers=ADMIN).json()
     capacity = dict(zip(answer["bins"], answer["capacity_gpus"], strict=True))
     at = lambda hours: (T0 + timedelta(hours=hours)).isoformat().replace("+00:00", "Z")  # noqa: E731
-    assert capacity[at(4.5)] == 8 and capacity[at(5)] == 12 and capacity[at(4)] == 12
+    assert capacity[at(4.5)] == 8, "n3 down"
+    assert capacity[at(4)] == capacity[at(5)] == 12
     robotics = next(b for b in answer["budgets"] if b["budget"] == "lab/robotics")
     entitled = dict(zip(answer["bins"], robotics["entitled_gpus"], strict=True))
     # lab has 3/4 of the pool; robotics 1/3 of lab, then 3/5 of it
