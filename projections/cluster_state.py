@@ -16,6 +16,14 @@ one partition, so every reader refuses the same ones. A refused place command al
 deposed leader's matching ``WorkloadPlaced`` (on another topic, read before or after it). Why
 per pool, see :meth:`ClusterState._fence`.
 
+**Facts and indexes.** ``ClusterState`` holds what the events said: the nodes, the workloads,
+the fencing marks. Everything the scheduler looks up by pool, kind or deadline (pending queues,
+free-GPU buckets, active runs, contract ends, held GPUs, change marks) is derived from those
+facts and lives apart, in :class:`ClusterIndexes` (``ClusterState.indexes``): the fold keeps it
+up to date as it goes, because rebuilding it from the facts every pass would cost as much as the
+pass. A fresh fold of the same events builds the same indexes; none is ever replayed. What the
+scheduler remembers between its passes is no part of either (``services/scheduler/core/memos.py``).
+
 Fields are plain slotted dataclasses rather than pydantic models: the simulator folds millions
 of these transitions, and the events at the boundary are already validated.
 """
@@ -104,9 +112,6 @@ class NodeState:
     cordon_reason: str = ""
     cordoned_by: str | None = None
     cordoned_at: float | None = None
-    #: The latest contract end among the started allocated runs assigned GPUs here (-inf when
-    #: none): no run here frees its GPUs by contract before it (see ``ClusterState.by_ready``).
-    contract_bound: float = -math.inf
 
     @property
     def free(self) -> int:
@@ -214,12 +219,21 @@ class PoolIndex:
         return self.by_free.get(free, SortedList())
 
 
-class ClusterState:
-    """Nodes, workloads and per-pool indexes; ``apply`` folds one event in."""
+class ClusterIndexes:
+    """What the fold derives from the facts as it goes, so that a pass finds by pool, kind or
+    deadline what it would otherwise scan every node and workload for.
+
+    Derived data only: each field is a function of the facts (the change marks, of the order
+    the fold saw them in too). Only the fold (``ClusterState``) writes here, as it changes the
+    facts, mostly through the methods below; everyone else reads.
+    """
+
+    #: Changes kept per pool before the list is dropped (a reader then rebuilds).
+    VICTIM_CHANGES_KEPT = 100_000
 
     def __init__(self) -> None:
-        self.nodes: dict[str, NodeState] = {}
-        self.workloads: dict[str, WorkloadState] = {}
+        # -- lookups -----------------------------------------------------------------------
+        #: Schedulable nodes per pool by free GPUs, and the pool's capacity.
         self.pools: dict[str, PoolIndex] = {}
         #: Pending workloads per pool, per budget, per kind (allocated, GPUs, gang shape), in
         #: queue order: the scheduler's candidates. Entries are ``queue_key()`` tuples.
@@ -237,26 +251,147 @@ class ClusterState:
         #: contract ends (victims once that time has passed), and active unallocated work.
         self.contract_ends: dict[str, SortedList[tuple[float, str]]] = {}
         self.unallocated_active: dict[str, set[str]] = {}
+        #: Allocated GPUs each budget holds per pool (placed or running, no preempt command
+        #: out): what fair share compares with entitlements every pass, which counting the
+        #: pool's runs would cost as much as the pass itself.
+        self.held: dict[str, dict[str, int]] = {}
+        #: Per node, the latest contract end among the started allocated runs assigned GPUs
+        #: there (-inf when none): no run there frees its GPUs by contract before it.
+        self.contract_bounds: dict[str, float] = {}
+        #: Per pool, every node by its contract bound: the nodes whose runs' contracts all end
+        #: by a deadline, without looking at the others (holding nodes for a gang).
+        self.by_ready: dict[str, SortedList[tuple[float, str]]] = {}
+        # -- change marks: how a reader that keeps its own derived data knows it is stale ----
         #: Bumped on every change of GPU assignment or node availability in a pool.
         self.layout_version: dict[str, int] = {}
-        #: Allocated GPUs each budget holds per pool (placed or running, no preempt command
-        #: out), kept as the fold goes: what fair share compares with entitlements every pass,
-        #: which counting the pool's runs would cost as much as the pass itself.
-        self.held: dict[str, dict[str, int]] = {}
+        #: Bumped when a node of the pool registers or changes availability.
+        self.node_version: dict[str, int] = {}
         #: Per pool, the workloads whose standing as a possible victim may have changed, in
         #: fold order (placed, started, preempt command, released), and how often the list was
         #: dropped: a victim index catches up from here instead of being rebuilt every pass.
         self.victim_changes: dict[str, list[str]] = {}
         self.victim_changes_dropped: dict[str, int] = {}
-        #: Bumped when a node of the pool registers or changes availability.
-        self.node_version: dict[str, int] = {}
-        #: Per pool, every node by ``contract_bound``: the nodes whose runs' contracts all end
-        #: by a deadline, without looking at the others (holding nodes for a gang).
-        self.by_ready: dict[str, SortedList[tuple[float, str]]] = {}
-        #: Caches the scheduler may keep here, keyed by ``preemption_signature``: derived data,
-        #: safe to drop at any time (never part of what is replayed).
-        self.caches: dict[str, object] = {}
-        self.version = 0
+
+    # -- nodes -----------------------------------------------------------------------------
+    def pool_index(self, pool: str) -> PoolIndex:
+        index = self.pools.get(pool)
+        if index is None:
+            index = self.pools[pool] = PoolIndex()
+        return index
+
+    def layout_changed(self, pool: str) -> None:
+        self.layout_version[pool] = self.layout_version.get(pool, 0) + 1
+
+    def _nodes_changed(self, pool: str) -> None:
+        self.node_version[pool] = self.node_version.get(pool, 0) + 1
+
+    def node_registered(self, node: NodeState) -> None:
+        self._nodes_changed(node.pool)
+        index = self.pool_index(node.pool)
+        index.add(node)
+        index.capacity += node.gpus
+        bound = self.contract_bounds[node.name] = -math.inf
+        self.by_ready.setdefault(node.pool, SortedList()).add((bound, node.name))
+        self.active.setdefault(node.pool, set())
+        self.pending.setdefault(node.pool, {})
+
+    def availability_changing(self, node: NodeState) -> None:
+        """Before ``node`` is cordoned, uncordoned, down or up: out of the pool's index as it
+        stood (:meth:`availability_changed` puts it back as it stands after)."""
+        self.layout_changed(node.pool)
+        self._nodes_changed(node.pool)
+        index = self.pool_index(node.pool)
+        if node.schedulable:
+            index.remove(node, node.free)
+        if not node.down:
+            index.capacity -= node.gpus
+
+    def availability_changed(self, node: NodeState) -> None:
+        for flag, names in ((node.cordoned, self.cordoned_nodes), (node.down, self.down_nodes)):
+            if flag:
+                names.add(node.name)
+            else:
+                names.discard(node.name)
+        index = self.pool_index(node.pool)
+        if node.schedulable:
+            index.add(node)
+        if not node.down:
+            index.capacity += node.gpus
+
+    def rebound(self, node: NodeState, workloads: Mapping[str, WorkloadState]) -> None:
+        """Recompute ``node``'s contract bound from the runs assigned GPUs there."""
+        bound = -math.inf
+        for holder in set(node.assigned.values()):
+            run = workloads.get(holder)
+            if run is not None and run.allocated and run.started_at is not None:
+                bound = max(bound, run.started_at + run.min_runtime_s)
+        was = self.contract_bounds.get(node.name, -math.inf)
+        if bound != was:
+            ready = self.by_ready.setdefault(node.pool, SortedList())
+            ready.discard((was, node.name))
+            self.contract_bounds[node.name] = bound
+            ready.add((bound, node.name))
+
+    # -- workloads -------------------------------------------------------------------------
+    def _queue(self, workload: WorkloadState, pool: str) -> SortedList[QueueKey]:
+        by_budget = self.pending.setdefault(pool, {})
+        by_kind = by_budget.setdefault(workload.budget, {})
+        kind = (workload.allocated, workload.gpus, workload.gang)
+        queue = by_kind.get(kind)
+        if queue is None:
+            queue = by_kind[kind] = SortedList()
+        return queue
+
+    def enqueue(self, workload: WorkloadState) -> None:
+        for pool in workload.pools:
+            self._queue(workload, pool).add(workload.queue_key())
+
+    def dequeue(self, workload: WorkloadState) -> None:
+        for pool in workload.pools:
+            self._queue(workload, pool).discard(workload.queue_key())
+
+    def count_held(self, workload: WorkloadState, sign: int) -> None:
+        if workload.allocated and not workload.preempting:
+            held = self.held.setdefault(workload.pool or "", {})
+            held[workload.budget] = held.get(workload.budget, 0) + sign * workload.gpus
+
+    def victim_changed(self, workload: WorkloadState) -> None:
+        pool = workload.pool or ""
+        changes = self.victim_changes.setdefault(pool, [])
+        if len(changes) >= self.VICTIM_CHANGES_KEPT:
+            changes.clear()
+            self.victim_changes_dropped[pool] = self.victim_changes_dropped.get(pool, 0) + 1
+        changes.append(workload.workload_id)
+
+    def contract_started(self, workload: WorkloadState, now: float) -> None:
+        if workload.allocated and not workload.preempting:
+            self.contract_ends.setdefault(workload.pool or "", SortedList()).add(
+                (now + workload.min_runtime_s, workload.workload_id)
+            )
+
+    def unallocated_placed(self, workload: WorkloadState) -> None:
+        if not workload.allocated:
+            self.unallocated_active.setdefault(workload.pool or "", set()).add(workload.workload_id)
+
+    def forget_victim(self, workload: WorkloadState) -> None:
+        pool = workload.pool or ""
+        if workload.allocated:
+            if workload.started_at is not None and pool in self.contract_ends:
+                self.contract_ends[pool].discard(
+                    (workload.started_at + workload.min_runtime_s, workload.workload_id)
+                )
+        else:
+            self.unallocated_active.get(pool, set()).discard(workload.workload_id)
+
+
+class ClusterState:
+    """Nodes, workloads and the fencing marks; ``apply`` folds one event in, keeping
+    ``indexes`` (derived data) up to date as it goes."""
+
+    def __init__(self) -> None:
+        # -- facts -----------------------------------------------------------------------
+        self.nodes: dict[str, NodeState] = {}
+        self.workloads: dict[str, WorkloadState] = {}
         #: The highest lease epoch seen on a command, per (cluster, pool): the fencing mark.
         self.command_epochs: dict[tuple[str, str], int] = {}
         #: Commands refused as a deposed leader's.
@@ -265,6 +400,28 @@ class ClusterState:
         #: ``WorkloadPlaced`` places nothing (unless a leader's place command with that id is
         #: admitted later, which clears the entry).
         self.fenced_places: dict[str, PlacementSpec] = {}
+        #: Events folded so far: a reader's cheap test that nothing changed.
+        self.version = 0
+        # -- derived -----------------------------------------------------------------------
+        self.indexes = ClusterIndexes()
+
+    # The indexes that readers outside the scheduler (the read models, the API, the
+    # simulator) know by these names: the very objects in ``indexes``, not copies.
+    @property
+    def pools(self) -> dict[str, PoolIndex]:
+        return self.indexes.pools
+
+    @property
+    def pending(self) -> dict[str, dict[str, dict[QueueKind, SortedList[QueueKey]]]]:
+        return self.indexes.pending
+
+    @property
+    def active(self) -> dict[str, set[str]]:
+        return self.indexes.active
+
+    @property
+    def awaiting_requeue(self) -> set[str]:
+        return self.indexes.awaiting_requeue
 
     # -- the fold --------------------------------------------------------------------------
     def apply(self, data: EventData, at: float) -> None:
@@ -275,20 +432,12 @@ class ClusterState:
             handler(self, data, float(at))
 
     # -- nodes -----------------------------------------------------------------------------
-    def _index(self, node: NodeState) -> PoolIndex:
-        index = self.pools.get(node.pool)
-        if index is None:
-            index = self.pools[node.pool] = PoolIndex()
-        return index
-
-    def _bump(self, pool: str) -> None:
-        self.layout_version[pool] = self.layout_version.get(pool, 0) + 1
-
     def _set_assigned(self, node: NodeState, changes: Mapping[int, str | None]) -> None:
-        self._bump(node.pool)
-        indexed = node.schedulable
-        if indexed:
-            self._index(node).remove(node, node.free)
+        indexes = self.indexes
+        indexes.layout_changed(node.pool)
+        listed = node.schedulable
+        if listed:
+            indexes.pool_index(node.pool).remove(node, node.free)
         for gpu, holder in changes.items():
             if holder is None:
                 node.assigned.pop(gpu, None)
@@ -299,40 +448,14 @@ class ClusterState:
                         f"{node.assigned[gpu]}"
                     )
                 node.assigned[gpu] = holder
-        if indexed:
-            self._index(node).add(node)
-        self._bound(node)
-
-    def _bound(self, node: NodeState) -> None:
-        bound = -math.inf
-        for holder in set(node.assigned.values()):
-            run = self.workloads.get(holder)
-            if run is not None and run.allocated and run.started_at is not None:
-                bound = max(bound, run.started_at + run.min_runtime_s)
-        if bound != node.contract_bound:
-            ready = self.by_ready.setdefault(node.pool, SortedList())
-            ready.discard((node.contract_bound, node.name))
-            node.contract_bound = bound
-            ready.add((bound, node.name))
+        if listed:
+            indexes.pool_index(node.pool).add(node)
+        indexes.rebound(node, self.workloads)
 
     def _set_schedulable(self, node: NodeState, cordoned: bool, down: bool) -> None:
-        self._bump(node.pool)
-        self.node_version[node.pool] = self.node_version.get(node.pool, 0) + 1
-        index = self._index(node)
-        if node.schedulable:
-            index.remove(node, node.free)
-        if not node.down:
-            index.capacity -= node.gpus
+        self.indexes.availability_changing(node)
         node.cordoned, node.down = cordoned, down
-        for flag, names in ((cordoned, self.cordoned_nodes), (down, self.down_nodes)):
-            if flag:
-                names.add(node.name)
-            else:
-                names.discard(node.name)
-        if node.schedulable:
-            index.add(node)
-        if not node.down:
-            index.capacity += node.gpus
+        self.indexes.availability_changed(node)
 
     def _on_node_registered(self, e: NodeRegistered, now: float) -> None:
         existing = self.nodes.get(e.node)
@@ -345,13 +468,7 @@ class ClusterState:
             return
         node = NodeState(e.node, e.cluster, e.pool, e.gpus, e.gpu_type, last_heartbeat=now)
         self.nodes[e.node] = node
-        self.node_version[node.pool] = self.node_version.get(node.pool, 0) + 1
-        index = self._index(node)
-        index.add(node)
-        index.capacity += node.gpus
-        self.by_ready.setdefault(node.pool, SortedList()).add((node.contract_bound, node.name))
-        self.active.setdefault(node.pool, set())
-        self.pending.setdefault(node.pool, {})
+        self.indexes.node_registered(node)
 
     def _node(self, name: str) -> NodeState:
         node = self.nodes.get(name)
@@ -395,23 +512,6 @@ class ClusterState:
                     workload.last_heartbeat = now
 
     # -- workloads -------------------------------------------------------------------------
-    def _queue(self, workload: WorkloadState, pool: str) -> SortedList[QueueKey]:
-        by_budget = self.pending.setdefault(pool, {})
-        by_kind = by_budget.setdefault(workload.budget, {})
-        kind = (workload.allocated, workload.gpus, workload.gang)
-        queue = by_kind.get(kind)
-        if queue is None:
-            queue = by_kind[kind] = SortedList()
-        return queue
-
-    def _enqueue(self, workload: WorkloadState) -> None:
-        for pool in workload.pools:
-            self._queue(workload, pool).add(workload.queue_key())
-
-    def _dequeue(self, workload: WorkloadState) -> None:
-        for pool in workload.pools:
-            self._queue(workload, pool).discard(workload.queue_key())
-
     def _on_submitted(self, e: WorkloadSubmitted, now: float) -> None:
         if e.workload_id in self.workloads:
             return  # idempotent submit: the client's id was seen already
@@ -429,7 +529,7 @@ class ClusterState:
             submitted_at=now,
         )
         self.workloads[e.workload_id] = workload
-        self._enqueue(workload)
+        self.indexes.enqueue(workload)
 
     def _workload(self, workload_id: str) -> WorkloadState:
         workload = self.workloads.get(workload_id)
@@ -440,15 +540,15 @@ class ClusterState:
     def _on_cancelled(self, e: WorkloadCancelled, now: float) -> None:
         workload = self._workload(e.workload_id)
         if workload.status == "pending":
-            self._dequeue(workload)
+            self.indexes.dequeue(workload)
             workload.status = "cancelled"
             workload.ended_at = now
         elif workload.status in ACTIVE:
             workload.cancel_requested = True
-            self.cancelling.add(workload.workload_id)
+            self.indexes.cancelling.add(workload.workload_id)
         elif workload.status in ("preempted", "lost"):
             # Stopped and waiting to be requeued: the cancel ends it here.
-            self.awaiting_requeue.discard(workload.workload_id)
+            self.indexes.awaiting_requeue.discard(workload.workload_id)
             workload.status = "cancelled"
 
     def _check_free(self, workload: WorkloadState, placement: PlacementSpec) -> None:
@@ -474,25 +574,9 @@ class ClusterState:
             self._set_assigned(node, dict.fromkeys(gpus, workload.workload_id))
             node.holders[workload.workload_id] = gpus
             node.drained = False
-        self.active.setdefault(workload.pool or "", set()).add(workload.workload_id)
-        self._count_held(workload, +1)
-        self._victim_changed(workload)
-
-    def _count_held(self, workload: WorkloadState, sign: int) -> None:
-        if workload.allocated and not workload.preempting:
-            held = self.held.setdefault(workload.pool or "", {})
-            held[workload.budget] = held.get(workload.budget, 0) + sign * workload.gpus
-
-    #: Changes kept per pool before the list is dropped (a reader then rebuilds).
-    VICTIM_CHANGES_KEPT = 100_000
-
-    def _victim_changed(self, workload: WorkloadState) -> None:
-        pool = workload.pool or ""
-        changes = self.victim_changes.setdefault(pool, [])
-        if len(changes) >= self.VICTIM_CHANGES_KEPT:
-            changes.clear()
-            self.victim_changes_dropped[pool] = self.victim_changes_dropped.get(pool, 0) + 1
-        changes.append(workload.workload_id)
+        self.indexes.active.setdefault(workload.pool or "", set()).add(workload.workload_id)
+        self.indexes.count_held(workload, +1)
+        self.indexes.victim_changed(workload)
 
     def _release_assignment(self, workload: WorkloadState) -> None:
         for node_name, gpus in workload.placement:
@@ -509,11 +593,11 @@ class ClusterState:
             node = self.nodes.get(node_name)
             if node is not None:
                 node.holders.pop(workload.workload_id, None)
-        active = self.active.get(workload.pool or "", set())
+        active = self.indexes.active.get(workload.pool or "", set())
         if workload.workload_id in active:
             active.discard(workload.workload_id)
-            self._count_held(workload, -1)
-            self._victim_changed(workload)
+            self.indexes.count_held(workload, -1)
+            self.indexes.victim_changed(workload)
 
     def _on_placed(self, e: WorkloadPlaced, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -528,15 +612,14 @@ class ClusterState:
                 "applies only if a current leader issues it"
             )
         self._check_free(workload, placement)  # refuse before changing anything
-        self._dequeue(workload)
+        self.indexes.dequeue(workload)
         workload.status = "placed"
         workload.pool = e.pool
         workload.placement = placement
         workload.placed_at = now
         workload.preempting = False
         self._hold(workload, placement)
-        if not workload.allocated:
-            self.unallocated_active.setdefault(e.pool, set()).add(workload.workload_id)
+        self.indexes.unallocated_placed(workload)
 
     def _fence(self, e: PlaceCommand | PreemptCommand) -> None:
         """Raise the (cluster, pool) epoch mark, or refuse (and count) a deposed leader's
@@ -587,14 +670,14 @@ class ClusterState:
             or workload.admitted_place_attempt == attempt
         ):
             return
-        self._forget_victim(workload)
+        self.indexes.forget_victim(workload)
         self._release_physical(workload)
         workload.status = "pending"
         workload.pool = None
         workload.placement = ()
         workload.placed_at = None
         workload.preempting = False
-        self._enqueue(workload)
+        self.indexes.enqueue(workload)
 
     def _on_place_command(self, e: PlaceCommand, now: float) -> None:
         self._fence(e)
@@ -610,11 +693,11 @@ class ClusterState:
         if workload is None or workload.attempt != e.attempt or workload.status not in ACTIVE:
             return
         if not workload.preempting:
-            self._forget_victim(workload)
-            self._count_held(workload, -1)
+            self.indexes.forget_victim(workload)
+            self.indexes.count_held(workload, -1)
             workload.preempting = True
             self._release_assignment(workload)
-            self._victim_changed(workload)
+            self.indexes.victim_changed(workload)
 
     def _on_started(self, e: WorkloadStarted, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -623,39 +706,26 @@ class ClusterState:
         workload.status = "running"
         workload.started_at = now
         workload.last_heartbeat = now
-        if workload.allocated and not workload.preempting:
-            self.contract_ends.setdefault(workload.pool or "", SortedList()).add(
-                (now + workload.min_runtime_s, workload.workload_id)
-            )
+        self.indexes.contract_started(workload, now)
         for node_name, _gpus in workload.placement:
             node = self.nodes.get(node_name)
             if node is not None:
-                self._bound(node)
-        self._victim_changed(workload)
-
-    def _forget_victim(self, workload: WorkloadState) -> None:
-        pool = workload.pool or ""
-        if workload.allocated:
-            if workload.started_at is not None and pool in self.contract_ends:
-                self.contract_ends[pool].discard(
-                    (workload.started_at + workload.min_runtime_s, workload.workload_id)
-                )
-        else:
-            self.unallocated_active.get(pool, set()).discard(workload.workload_id)
+                self.indexes.rebound(node, self.workloads)
+        self.indexes.victim_changed(workload)
 
     def _end(self, workload: WorkloadState, status: Status, at: float) -> None:
         if not workload.preempting:
-            self._forget_victim(workload)
+            self.indexes.forget_victim(workload)
         self._release_physical(workload)
         workload.status = status
         workload.ended_at = at
         workload.preempting = False
-        self.cancelling.discard(workload.workload_id)
+        self.indexes.cancelling.discard(workload.workload_id)
         if status in ("preempted", "lost") and workload.resumable:
             if workload.cancel_requested:
                 workload.status = "cancelled"
             else:
-                self.awaiting_requeue.add(workload.workload_id)
+                self.indexes.awaiting_requeue.add(workload.workload_id)
 
     def _on_finished(self, e: WorkloadFinished, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -677,7 +747,7 @@ class ClusterState:
         workload = self._workload(e.workload_id)
         if workload.attempt != e.attempt or workload.status not in ("preempted", "lost"):
             return
-        self.awaiting_requeue.discard(workload.workload_id)
+        self.indexes.awaiting_requeue.discard(workload.workload_id)
         workload.status = "pending"
         workload.attempt += 1
         workload.pool = None
@@ -685,18 +755,18 @@ class ClusterState:
         workload.placed_at = workload.started_at = workload.ended_at = None
         workload.exit_code, workload.end_message = None, ""
         workload.preempting = False
-        self._enqueue(workload)
+        self.indexes.enqueue(workload)
 
     # -- queries ---------------------------------------------------------------------------
     def active_in(self, pool: str) -> Iterator[WorkloadState]:
-        for workload_id in sorted(self.active.get(pool, ())):
+        for workload_id in sorted(self.indexes.active.get(pool, ())):
             yield self.workloads[workload_id]
 
     def preemptible(self, pool: str, now: float) -> list[str]:
         """Active work of ``pool`` that may be a victim by contract: unallocated work, and
         allocated work whose contract is over (its budget's rank decides the rest)."""
-        found = set(self.unallocated_active.get(pool, ()))
-        ends = self.contract_ends.get(pool)
+        found = set(self.indexes.unallocated_active.get(pool, ()))
+        ends = self.indexes.contract_ends.get(pool)
         if ends:
             found.update(wid for _end, wid in ends.irange(maximum=(now, "\U0010ffff")))
         return sorted(found)
@@ -705,15 +775,15 @@ class ClusterState:
         """Changes whenever the set of possible victims or the free GPUs of ``pool`` may have
         changed: any assignment change, or another contract ending by ``now``."""
         last = None
-        ends = self.contract_ends.get(pool)
+        ends = self.indexes.contract_ends.get(pool)
         if ends:
             position = ends.bisect_right((now, "\U0010ffff"))
             if position:
                 last = ends[position - 1]
-        return (self.layout_version.get(pool, 0), last)
+        return (self.indexes.layout_version.get(pool, 0), last)
 
     def capacity(self, pool: str) -> int:
-        index = self.pools.get(pool)
+        index = self.indexes.pools.get(pool)
         return 0 if index is None else index.capacity
 
 

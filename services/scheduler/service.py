@@ -47,6 +47,7 @@ from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.liveness import liveness_facts
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import (
     PassContext,
     PassResult,
@@ -127,6 +128,9 @@ class SchedulerService:
         self.pace_clock = pace_clock
         self._last_paced = float("-inf")
         self.state = LiveState()
+        #: What passes keep between them; the first pass over a ``state`` rebuilt from the log
+        #: starts them over (``PassMemos.serving``).
+        self.memos = PassMemos()
         self.passes = 0
         self.published = 0
         self._dirty = True
@@ -289,7 +293,9 @@ class SchedulerService:
             pool_epochs=held,
         )
         with gc_paused():
-            result = run_pass(cluster, self.state.tree, self.state.usage_source(now), ctx)
+            result = run_pass(
+                cluster, self.state.tree, self.state.usage_source(now), ctx, self.memos
+            )
         decided = [*liveness, *result.ordered]
         if decided and not self._still_leading(epoch, held):
             self._forget_unpublished_pass()

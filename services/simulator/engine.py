@@ -51,6 +51,7 @@ from projections.usage_window import UsageWindow, bucket_of
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.churn import ChurnControl
 from services.scheduler.core.debug_lane import DebugLanes
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
 from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests
 from services.simulator.preemption_cost import (
@@ -69,7 +70,7 @@ CLUSTER = "sim"
 # (they free GPUs), then repaired nodes, starts, arrivals, repair requests, then timers.
 FINISH, PREEMPT_DONE, REPAIRED, START, ARRIVAL, CORDON, DRAIN_CAP, WAKE, TICK = range(9)
 
-Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext], PassResult]
+Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext, PassMemos], PassResult]
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,8 @@ class Simulation:
         self.cluster = ClusterState()
         self.demand_steps: dict[str, Steps] = {b: Steps() for b in weights}
         self.capacity_steps = Steps()
+        #: What the policy's passes over ``cluster`` keep between them (memos.py).
+        self.memos = PassMemos()
         for i in range(config.gpus // config.gpus_per_node):
             self.apply(
                 NodeRegistered(
@@ -585,7 +588,9 @@ class Simulation:
                     debug_lanes=self.config.debug_lanes,
                 )
                 with gc_paused():
-                    result = self.policy(self.cluster, self.tree, self.usage_source, ctx)
+                    result = self.policy(
+                        self.cluster, self.tree, self.usage_source, ctx, self.memos
+                    )
                 self.act(result)
                 if result.wake_at is not None and result.wake_at > at:
                     self.wake(result.wake_at)

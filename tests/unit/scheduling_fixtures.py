@@ -29,6 +29,7 @@ from events.models import (
 from events.serde import decode_structured, encode_structured
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, PlacementSpec
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 
 #: An hour-aligned instant well after the epoch (2023-11-14 22:00 UTC).
@@ -73,6 +74,8 @@ class Scenario:
         self.pool = pool
         self.usage: dict[str, dict[str, float]] = {}
         self.passes = 0
+        #: Kept across the scenario's passes, as the scheduler service keeps them.
+        self.memos = PassMemos()
         for name, gpus in nodes:
             self.add_node(name, gpus, pool)
 
@@ -188,7 +191,9 @@ class Scenario:
     def run(self, now: float, **ctx: Any) -> PassResult:
         self.passes += 1
         ctx.setdefault("pass_id", self.passes)
-        return run_pass(self.cluster, self.tree, self.usage_source, PassContext(now=now, **ctx))
+        return run_pass(
+            self.cluster, self.tree, self.usage_source, PassContext(now=now, **ctx), self.memos
+        )
 
 
 # -- reading results -----------------------------------------------------------------------------
@@ -237,20 +242,21 @@ def snapshot(cluster: ClusterState) -> dict[str, Any]:
                 budget: {kind: list(queue) for kind, queue in kinds.items() if queue}
                 for budget, kinds in by_budget.items()
             }
-            for pool, by_budget in cluster.pending.items()
+            for pool, by_budget in cluster.indexes.pending.items()
         },
         "index": {
             pool: (
                 index.capacity,
                 {free: list(names) for free, names in index.by_free.items() if names},
             )
-            for pool, index in cluster.pools.items()
+            for pool, index in cluster.indexes.pools.items()
         },
-        "active": {pool: sorted(ids) for pool, ids in cluster.active.items()},
-        "awaiting_requeue": sorted(cluster.awaiting_requeue),
-        "cancelling": sorted(cluster.cancelling),
-        "cordoned": sorted(cluster.cordoned_nodes),
-        "down": sorted(cluster.down_nodes),
+        "active": {pool: sorted(ids) for pool, ids in cluster.indexes.active.items()},
+        "awaiting_requeue": sorted(cluster.indexes.awaiting_requeue),
+        "cancelling": sorted(cluster.indexes.cancelling),
+        "cordoned": sorted(cluster.indexes.cordoned_nodes),
+        "down": sorted(cluster.indexes.down_nodes),
+        "contract_bounds": dict(sorted(cluster.indexes.contract_bounds.items())),
     }
 
 

@@ -15,6 +15,7 @@ from events.models import WorkloadRequeued
 from projections.cluster_state import WorkloadState
 from services.scheduler.core.churn import ChurnControl, room
 from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.work_at_risk import (
     CHECKPOINT_EVERY_KEY,
     RESTART_OVERHEAD_KEY,
@@ -261,14 +262,13 @@ def test_no_preemption_can_be_undone_by_the_same_rules(
 
 
 def _without_caches(world: World) -> list[tuple[float, list[Any], list[Any]]]:
-    """The same world, every derived cache dropped before each pass."""
+    """The same world, every pass starting from fresh memos (nothing kept from the last)."""
     import tests.unit.test_scheduler_properties as props
 
     original = props.run_pass
 
-    def run_pass_cold(cluster: Any, *args: Any) -> Any:
-        cluster.caches.clear()
-        return original(cluster, *args)
+    def run_pass_cold(cluster: Any, tree: Any, usage: Any, ctx: Any, _memos: Any = None) -> Any:
+        return original(cluster, tree, usage, ctx, PassMemos())
 
     props.run_pass = run_pass_cold
     try:

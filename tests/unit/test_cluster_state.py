@@ -89,12 +89,12 @@ def test_re_registering_a_node_is_idempotent_but_not_with_another_shape() -> Non
 def test_cordon_removes_the_node_from_placement_but_not_from_capacity() -> None:
     s = scenario()
     s.apply(NodeCordoned(node="n0", cordoned_by="ops"), T0)
-    assert s.cluster.cordoned_nodes == {"n0"}
+    assert s.cluster.indexes.cordoned_nodes == {"n0"}
     assert s.cluster.capacity("p") == 8
     assert s.cluster.pools["p"].nodes_with_free(4) == ["n1"]
     assert not s.cluster.nodes["n0"].schedulable
     s.apply(NodeUncordoned(node="n0", uncordoned_by="ops"), T0 + 1)
-    assert s.cluster.cordoned_nodes == set()
+    assert s.cluster.indexes.cordoned_nodes == set()
     assert list(s.cluster.pools["p"].nodes_with_free(4)) == ["n0", "n1"]
 
 
@@ -112,14 +112,14 @@ def test_uncordon_reindexes_the_node_with_its_current_free_count() -> None:
 def test_down_node_leaves_capacity_and_placement_until_up() -> None:
     s = scenario()
     s.apply(NodeDown(node="n1", last_heartbeat=utc(T0 - 60)), T0)
-    assert s.cluster.down_nodes == {"n1"}
+    assert s.cluster.indexes.down_nodes == {"n1"}
     assert s.cluster.capacity("p") == 4
     assert s.cluster.pools["p"].best_fit(4) == "n0"
     assert s.cluster.nodes["n1"].last_heartbeat == T0 - 60
     s.apply(NodeDown(node="n1"), T0 + 1)  # a repeated report changes nothing
     assert s.cluster.capacity("p") == 4
     s.apply(NodeUp(node="n1"), T0 + 100)
-    assert s.cluster.down_nodes == set()
+    assert s.cluster.indexes.down_nodes == set()
     assert s.cluster.capacity("p") == 8
     assert s.cluster.nodes["n1"].last_heartbeat == T0 + 100
 
@@ -131,7 +131,7 @@ def test_a_cordoned_node_that_comes_back_up_stays_cordoned() -> None:
     assert s.cluster.capacity("p") == 4
     s.apply(NodeUp(node="n0"), T0 + 2)
     assert s.cluster.capacity("p") == 8
-    assert s.cluster.cordoned_nodes == {"n0"}
+    assert s.cluster.indexes.cordoned_nodes == {"n0"}
     assert list(s.cluster.pools["p"].nodes_with_free(4)) == ["n1"]
 
 
@@ -483,7 +483,7 @@ def test_cancel_of_pending_work_removes_it_from_the_queue() -> None:
     s.apply(WorkloadCancelled(workload_id="w", cancelled_by="tester"), T0 + 1)
     assert s.cluster.workloads["w"].status == "cancelled"
     assert list(s.cluster.pending["p"]["a"][(True, 1, "single-node")]) == []
-    assert s.cluster.cancelling == set()
+    assert s.cluster.indexes.cancelling == set()
 
 
 def test_cancel_of_running_work_waits_for_its_end_and_never_requeues_it() -> None:
@@ -493,11 +493,11 @@ def test_cancel_of_running_work_waits_for_its_end_and_never_requeues_it() -> Non
     workload = s.cluster.workloads["w"]
     assert workload.status == "running"
     assert workload.cancel_requested
-    assert s.cluster.cancelling == {"w"}
+    assert s.cluster.indexes.cancelling == {"w"}
     s.apply(preempt_command("w", reason="cancel"), T0 + 2)
     s.preempted("w", T0 + 30)
     assert workload.status == "cancelled"
-    assert s.cluster.cancelling == set()
+    assert s.cluster.indexes.cancelling == set()
     assert s.cluster.awaiting_requeue == set()
 
 

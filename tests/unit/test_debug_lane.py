@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.models import PreemptCommand
-from services.scheduler.core.debug_lane import DebugLane, DebugLanes, lane_state, poisson_quantile
+from services.scheduler.core.debug_lane import (
+    DebugLane,
+    DebugLanes,
+    LaneIndex,
+    lane_state,
+    poisson_quantile,
+)
 from tests.unit.scheduling_fixtures import (
     T0,
     Scenario,
@@ -58,7 +64,7 @@ def test_other_work_leaves_the_reserve_free_and_lane_work_takes_it() -> None:
     s.finished("a-debugged", T0 - 100)
     for i in range(8):
         s.submit(f"b-train-{i}", "b", min_runtime_s=3600, at=T0 + i)
-    state = lane_state(s.cluster, DebugLanes(), "p", T0 + 10)
+    state = lane_state(s.cluster, DebugLanes(), "p", T0 + 10, LaneIndex())
     assert (state.reserve, state.in_use, state.withheld()) == (1, 0, 1)
     assert len(placed_ids(s.run(T0 + 10))) == 7
     s.submit("a-debug", "a", min_runtime_s=DEBUG, at=T0 + 20)

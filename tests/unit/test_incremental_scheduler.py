@@ -1,9 +1,9 @@
 """The scheduler keeps what a pass needs between passes: the GPUs each budget holds (counted by
-the fold) and each pool's victim index (caught up from the fold's change list and the
-contracts that ended since). Kept and fresh must agree after every pass of random histories,
-and every node's contract bound must be its runs' latest contract end; dropping every cache
-before each pass (the full pass, the reference) must not change a
-decision (``test_churn.test_caches_change_no_decision``)."""
+the fold, in its indexes) and each pool's victim index (in the scheduler's memos, caught up from
+the fold's change list and the contracts that ended since). Kept and fresh must agree after
+every pass of random histories, and every node's contract bound must be its runs' latest
+contract end; starting every pass from fresh memos (the full pass, the reference) must not
+change a decision (``test_churn.test_caches_change_no_decision``)."""
 
 from __future__ import annotations
 
@@ -35,14 +35,15 @@ def _contract_bound(cluster: ClusterState, node: NodeState) -> float:
 
 def kept_equals_fresh(seen: Observed) -> None:
     cluster = seen.cluster
+    bounds = cluster.indexes.contract_bounds
     for node in cluster.nodes.values():
-        assert node.contract_bound == _contract_bound(cluster, node), node.name
-    for pool, by_ready in cluster.by_ready.items():
-        in_pool = {n.name: n for n in cluster.nodes.values() if n.pool == pool}
-        assert list(by_ready) == sorted((n.contract_bound, k) for k, n in in_pool.items())
-    for pool in sorted(cluster.pools):
+        assert bounds[node.name] == _contract_bound(cluster, node), node.name
+    for pool, by_ready in cluster.indexes.by_ready.items():
+        in_pool = [n.name for n in cluster.nodes.values() if n.pool == pool]
+        assert list(by_ready) == sorted((bounds[name], name) for name in in_pool)
+    for pool in sorted(cluster.indexes.pools):
         assert held_by_leaf(cluster, pool) == count_held(cluster, pool), pool
-        kept = victim_index(cluster, pool, seen.now)
+        kept = victim_index(cluster, pool, seen.now, seen.memos.of_pool(pool))
         assert kept.content() == VictimIndex(cluster, pool, seen.now).content(), pool
 
 
@@ -56,15 +57,34 @@ def test_a_pass_after_one_event_catches_the_index_up_instead_of_rebuilding_it() 
     s = Scenario(budgets=(("a", 1.0), ("b", 1.0)), nodes=(("n0", 4), ("n1", 4)))
     for k in range(8):
         s.running(f"a{k}", "a", ((f"n{k // 4}", (k % 4,)),), started_at=T0, min_runtime_s=60)
-    first = victim_index(s.cluster, POOL, T0 + 120)
+    memo = s.memos.serving(s.cluster).of_pool(POOL)
+    first = victim_index(s.cluster, POOL, T0 + 120, memo)
     assert len(first.content()[0]) == 8  # every run is past its contract
     s.finished("a3", T0 + 130)
-    again = victim_index(s.cluster, POOL, T0 + 140)
+    again = victim_index(s.cluster, POOL, T0 + 140, memo)
     assert again is first  # caught up, not rebuilt
     assert "a3" not in again.content()[0]
     assert again.content() == VictimIndex(s.cluster, POOL, T0 + 140).content()
     s.submit("b0", "b", gpus=2, min_runtime_s=60, at=T0 + 145)
     s.run(T0 + 150)
-    assert victim_index(s.cluster, POOL, T0 + 150) is first
+    assert victim_index(s.cluster, POOL, T0 + 150, memo) is first
     assert first.content() == VictimIndex(s.cluster, POOL, T0 + 150).content()
     assert held_by_leaf(s.cluster, POOL) == count_held(s.cluster, POOL)
+
+
+def test_memos_handed_another_state_start_over() -> None:
+    """The service rebuilds its state from the log after a lost lease and keeps its memos: the
+    first pass over the new state must not trust an index built from the old one."""
+    s = Scenario(budgets=(("a", 1.0), ("b", 1.0)), nodes=(("n0", 4),))
+    for k in range(4):
+        s.running(f"a{k}", "a", (("n0", (k,)),), started_at=T0, min_runtime_s=60)
+    s.submit("b0", "b", gpus=2, min_runtime_s=60, at=T0 + 100)
+    s.run(T0 + 120)
+    old = s.memos.of_pool(POOL).victims
+    assert old is not None
+    rebuilt = Scenario(budgets=(("a", 1.0), ("b", 1.0)), nodes=(("n0", 4),))
+    rebuilt.memos = s.memos
+    rebuilt.run(T0 + 130)
+    assert rebuilt.memos.of_pool(POOL).victims is not old
+    fresh = rebuilt.memos.lane
+    assert fresh.seen == len(rebuilt.cluster.workloads) == 0

@@ -31,6 +31,7 @@ from projections.cluster_state import ClusterState
 from projections.usage_window import UsageWindow
 from services.scheduler.core.debug_lane import DebugLane
 from services.scheduler.core.fairshare_order import FairShareOrder
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 from tests.unit.scheduling_fixtures import (
     POOL,
@@ -117,6 +118,8 @@ class Observed:
     cluster: ClusterState
     now: float
     result: PassResult
+    #: What the passes so far kept (as the scheduler keeps them between passes).
+    memos: PassMemos
 
 
 Check = Callable[[Observed], None]
@@ -204,10 +207,10 @@ def simulate(world: World, checks: tuple[Check, ...] = ()) -> Trace:
         posted = len(agent.intervals)
         usage = _usage_source(window, base, agent.open_usage(now), now)
         ctx = PassContext(now=now, pass_id=step + 1, grace_period_s=GRACE)
-        result = run_pass(s.cluster, s.tree, usage, ctx)
+        result = run_pass(s.cluster, s.tree, usage, ctx, s.memos)
         trace.passes.append((now, list(result.events), list(result.commands)))
         for check in checks:
-            check(Observed(s.cluster, now, result))
+            check(Observed(s.cluster, now, result, s.memos))
         agent.act(result, now)
     return trace
 

@@ -19,11 +19,12 @@ from collections.abc import Callable
 
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, QueueKind, WorkloadState
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.placement import find_placement, largest_node
 from services.scheduler.core.scheduling_pass import (
     PassContext,
-    PassRecorder,
     PassResult,
+    SchedulingPass,
     UsageSource,
 )
 
@@ -39,23 +40,23 @@ def _run(
     usage: UsageSource,
     ctx: PassContext,
 ) -> PassResult:
-    recorder = PassRecorder(cluster, tree, usage, ctx)
+    scheduling = SchedulingPass(cluster, tree, usage, ctx)
     # Like Slurm's drain: a cordoned node takes no new work and empties only as jobs end.
-    recorder.maintenance(drain=False)
-    for pool in sorted(cluster.pools):
-        _schedule_pool(name, recorder, pool, usage)
-    return recorder.result
+    scheduling.maintenance(drain=False)
+    for pool in sorted(cluster.indexes.pools):
+        _schedule_pool(name, scheduling, pool, usage)
+    return scheduling.result
 
 
-def _schedule_pool(name: str, recorder: PassRecorder, pool: str, usage: UsageSource) -> None:
-    cluster, ctx = recorder.cluster, recorder.ctx
-    queues = cluster.pending.get(pool, {})
+def _schedule_pool(name: str, scheduling: SchedulingPass, pool: str, usage: UsageSource) -> None:
+    cluster, ctx = scheduling.cluster, scheduling.ctx
+    queues = cluster.indexes.pending.get(pool, {})
     capacity = cluster.capacity(pool)
     if not queues or capacity <= 0:
         return
-    index = cluster.pools[pool]
+    index = cluster.indexes.pools[pool]
     node_size = largest_node(cluster, pool)
-    shares = recorder.tree.shares(pool, ctx.now)
+    shares = scheduling.tree.shares(pool, ctx.now)
     holding: dict[str, int] = {}
     for workload in cluster.active_in(pool):
         if workload.allocated:
@@ -116,25 +117,31 @@ def _schedule_pool(name: str, recorder: PassRecorder, pool: str, usage: UsageSou
         if placement is None:
             live.discard(slot)
             continue
-        decision = recorder.decision(
+        decision = scheduling.decision(
             "fairshare" if workload.allocated else "burst",
             None,
             (),
             detail=f"baseline policy {name}",
         )
-        recorder.place(workload, pool, placement, decision)
+        scheduling.place(workload, pool, placement, decision)
         if workload.allocated:
             holding[workload.budget] = holding.get(workload.budget, 0) + workload.gpus
 
 
 def baseline_policy(
     name: str,
-) -> Callable[[ClusterState, BudgetTree, UsageSource, PassContext], PassResult]:
+) -> Callable[[ClusterState, BudgetTree, UsageSource, PassContext, PassMemos], PassResult]:
+    """The policy ``name``, called as :func:`~.scheduling_pass.run_pass` is; it needs no
+    memos (list scheduling keeps nothing between passes), so it ignores the ones it is given."""
     if name not in BASELINES:
         raise ValueError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
 
     def policy(
-        cluster: ClusterState, tree: BudgetTree, usage: UsageSource, ctx: PassContext
+        cluster: ClusterState,
+        tree: BudgetTree,
+        usage: UsageSource,
+        ctx: PassContext,
+        memos: PassMemos | None = None,
     ) -> PassResult:
         return _run(name, cluster, tree, usage, ctx)
 

@@ -20,9 +20,9 @@ under ``max_lane_fraction`` of its capacity (a bound on what the lane can take f
    never work inside its contract and never other lane work; the victim whose stop wastes
    least.
 
-Everything here is a function of the state and ``now``. The index of lane workloads kept in
-``ClusterState.caches`` is derived data: it is brought up to date from the workloads the state
-holds (which only ever grow) and is exact whatever passes ran before.
+Everything here is a function of the state and ``now``. The :class:`LaneIndex` of lane
+workloads, one of the scheduler's memos (``memos.py``), is brought up to date from the workloads
+the state holds (which only ever grow), so it is exact whatever passes ran before.
 """
 
 from __future__ import annotations
@@ -112,32 +112,33 @@ def poisson_quantile(mean: float, level: float) -> int:
 
 
 @dataclass
-class _Index:
-    lanes: DebugLanes
+class LaneIndex:
+    """Lane workloads of every pool, kept between passes: each pass reads only the workloads
+    submitted since the last (``seen`` of them were read already), not every workload."""
+
+    #: The lanes the index sorted workloads by (another configuration starts it over).
+    lanes: DebugLanes | None = None
     seen: int = 0
     #: Per pool: (submit time, lane GPU-seconds, id) of every lane workload ever submitted.
     submitted: dict[str, SortedList[tuple[float, float, str]]] = field(default_factory=dict)
     #: Per pool: lane workloads that may still run (not ended for good), by id.
     live: dict[str, set[str]] = field(default_factory=dict)
 
-
-def _index(cluster: ClusterState, lanes: DebugLanes) -> _Index:
-    cached = cluster.caches.get("debug-lane")
-    index = cached if isinstance(cached, _Index) and cached.lanes == lanes else _Index(lanes)
-    new = len(cluster.workloads) - index.seen
-    if new > 0:
-        # Workloads are only ever added, in fold order: the newest are the last ``new``.
-        for workload in islice(reversed(cluster.workloads.values()), new):
-            for pool in workload.pools:
-                if lanes.for_pool(pool).admits(workload):
-                    demand = float(workload.gpus * workload.min_runtime_s)
-                    index.submitted.setdefault(pool, SortedList()).add(
-                        (workload.submitted_at, demand, workload.workload_id)
-                    )
-                    index.live.setdefault(pool, set()).add(workload.workload_id)
-        index.seen = len(cluster.workloads)
-    cluster.caches["debug-lane"] = index
-    return index
+    def catch_up(self, cluster: ClusterState, lanes: DebugLanes) -> None:
+        if self.lanes != lanes:
+            self.lanes, self.seen, self.submitted, self.live = lanes, 0, {}, {}
+        new = len(cluster.workloads) - self.seen
+        if new > 0:
+            # Workloads are only ever added, in fold order: the newest are the last ``new``.
+            for workload in islice(reversed(cluster.workloads.values()), new):
+                for pool in workload.pools:
+                    if lanes.for_pool(pool).admits(workload):
+                        demand = float(workload.gpus * workload.min_runtime_s)
+                        self.submitted.setdefault(pool, SortedList()).add(
+                            (workload.submitted_at, demand, workload.workload_id)
+                        )
+                        self.live.setdefault(pool, set()).add(workload.workload_id)
+            self.seen = len(cluster.workloads)
 
 
 def _ended(workload: WorkloadState) -> bool:
@@ -165,12 +166,15 @@ class LaneState:
         return max(0, self.reserve - (self.in_use if in_use is None else in_use))
 
 
-def lane_state(cluster: ClusterState, lanes: DebugLanes, pool: str, now: float) -> LaneState:
+def lane_state(
+    cluster: ClusterState, lanes: DebugLanes, pool: str, now: float, index: LaneIndex
+) -> LaneState:
+    """``index``: the lane workloads the caller's earlier passes over ``cluster`` indexed."""
     lane = lanes.for_pool(pool)
     capacity = cluster.capacity(pool)
     if not lane.enabled:
         return LaneState(lane, (), 0, 0, 0)
-    index = _index(cluster, lanes)
+    index.catch_up(cluster, lanes)
     live = index.live.get(pool, set())
     pending: list[str] = []
     in_use = 0

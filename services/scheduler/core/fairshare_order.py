@@ -210,14 +210,16 @@ class FairShareOrder:
 def held_by_leaf(cluster: ClusterState, pool: str) -> dict[str, float]:
     """Allocated GPUs each leaf budget holds in ``pool`` now (placed or running, not being
     preempted): what :class:`FairShareOrder` compares with entitlements. The fold keeps the
-    count (``ClusterState.held``); :func:`count_held` is the reference it is tested against."""
-    return {budget: float(gpus) for budget, gpus in cluster.held.get(pool, {}).items() if gpus}
+    count (``ClusterIndexes.held``); :func:`count_held` is the reference it is tested against."""
+    return {
+        budget: float(gpus) for budget, gpus in cluster.indexes.held.get(pool, {}).items() if gpus
+    }
 
 
 def count_held(cluster: ClusterState, pool: str) -> dict[str, float]:
     """The same figure counted from the pool's runs (the definition; slow at scale)."""
     held: dict[str, float] = {}
-    for workload_id in cluster.active.get(pool, ()):
+    for workload_id in cluster.indexes.active.get(pool, ()):
         workload = cluster.workloads[workload_id]
         if workload.allocated and not workload.preempting:
             held[workload.budget] = held.get(workload.budget, 0.0) + workload.gpus

@@ -27,7 +27,7 @@ def find_placement(
     exclude: frozenset[str] | set[str] = frozenset(),
 ) -> PlacementSpec | None:
     """``exclude``: nodes held for another workload in this pass (a gang's reservation)."""
-    index = cluster.pools.get(pool)
+    index = cluster.indexes.pools.get(pool)
     if index is None:
         return None
     if not needs_whole_nodes(gpus, gang, node_size):
@@ -51,7 +51,7 @@ def find_placement(
 def _best_fit(
     cluster: ClusterState, pool: str, gpus: int, exclude: frozenset[str] | set[str]
 ) -> str | None:
-    index = cluster.pools[pool]
+    index = cluster.indexes.pools[pool]
     if not exclude:
         return index.best_fit(gpus)
     for free in sorted(index.by_free):

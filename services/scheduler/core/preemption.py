@@ -19,14 +19,17 @@ A :class:`VictimIndex` of the preemptible work is kept per pool while the pool's
 each search visits only nodes that hold preemptible work. A search that failed is remembered
 under the same signature, the same preemptor budget and starvation, the same set of eligible
 victims, the same free GPUs it could use and the same held nodes: an equal or bigger gang
-cannot succeed until one of them changes. Both caches are exact (they only skip work whose
-result is known), so decisions are the same with or without them.
+cannot succeed until one of them changes. Both are exact (they only skip work whose result is
+known), so decisions are the same with or without them. They are kept, with what stopping each
+run would waste, in the pool's :class:`PreemptionMemo`, one of the scheduler's memos
+(``memos.py``), never in the cluster state.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
 from services.scheduler.core.churn import ChurnControl, room
@@ -76,7 +79,7 @@ class VictimIndex:
     """Preemptible work of one pool at one instant, by node and by budget.
 
     Kept between passes and brought up to date from the fold's change list
-    (``ClusterState.victim_changes``) and the contracts that ended since, instead of being
+    (``ClusterIndexes.victim_changes``) and the contracts that ended since, instead of being
     rebuilt from every run of the pool each pass: a pass after one event then costs what
     changed, not the size of the cluster. Its content is a function of the state and ``now``
     only (the sets, not their order, are what the searches read), so a caught-up index and a
@@ -108,7 +111,7 @@ class VictimIndex:
             workload is None
             or workload.pool != self.pool
             or workload.preempting
-            or workload_id not in cluster.active.get(self.pool, ())
+            or workload_id not in cluster.indexes.active.get(self.pool, ())
         ):
             return
         if workload.allocated and not workload.contract_over(now):
@@ -188,7 +191,7 @@ class VictimIndex:
 
 
 @dataclass
-class _KeptIndex:
+class KeptVictimIndex:
     """A pool's victim index between passes, and how far it has followed the state."""
 
     index: VictimIndex
@@ -198,23 +201,62 @@ class _KeptIndex:
     cursor: int
 
 
-def victim_index(cluster: ClusterState, pool: str, now: float) -> VictimIndex:
+#: Changes whenever the possible victims or the free GPUs of a pool may have changed
+#: (``ClusterState.preemption_signature``).
+Signature = tuple[int, tuple[float, str] | None]
+
+#: A failed search: (preemptor budget, whole nodes?, starving?, free GPUs usable, eligible
+#: victims, nodes held for another).
+FailureKey = tuple[str, bool, bool, int, frozenset[str], frozenset[str]]
+
+ValidityT = TypeVar("ValidityT")
+EntryT = TypeVar("EntryT")
+ResultT = TypeVar("ResultT")
+
+
+@dataclass
+class ValidWhile(Generic[ValidityT, EntryT, ResultT]):
+    """Results that hold as long as one key (what they were computed under) stays the same."""
+
+    validity: ValidityT | None = None
+    results: dict[EntryT, ResultT] = field(default_factory=dict)
+
+    def under(self, validity: ValidityT) -> dict[EntryT, ResultT]:
+        """The results computed under ``validity``: none when it is not the one they were."""
+        if self.validity != validity:
+            self.validity, self.results = validity, {}
+        return self.results
+
+
+@dataclass
+class PreemptionMemo:
+    """What the preemption searches of one pool keep from one pass to the next (see
+    ``memos.py`` for who owns it); every entry is checked against the state before use."""
+
+    victims: KeptVictimIndex | None = None
+    #: Smallest failed gang per failure key, under the pool's signature.
+    failed_searches: ValidWhile[Signature, FailureKey, int] = field(default_factory=ValidWhile)
+    #: GPU-seconds each run would waste if stopped, under the signature and instant.
+    wastes: ValidWhile[tuple[Signature, float], str, float] = field(default_factory=ValidWhile)
+
+
+def victim_index(cluster: ClusterState, pool: str, now: float, memo: PreemptionMemo) -> VictimIndex:
     """The pool's victim index at ``now``: the kept one caught up (the runs the fold changed
     since, and the contracts that ended since), or a fresh one when the pool's nodes changed,
     the change list was dropped, or time went back."""
-    kept = cluster.caches.get(f"victims:{pool}")
-    node_version = cluster.node_version.get(pool, 0)
-    dropped = cluster.victim_changes_dropped.get(pool, 0)
-    changes = cluster.victim_changes.get(pool, [])
+    kept = memo.victims
+    node_version = cluster.indexes.node_version.get(pool, 0)
+    dropped = cluster.indexes.victim_changes_dropped.get(pool, 0)
+    changes = cluster.indexes.victim_changes.get(pool, [])
     if (
-        isinstance(kept, _KeptIndex)
+        kept is not None
         and (kept.node_version, kept.dropped) == (node_version, dropped)
         and kept.now <= now
         and kept.cursor <= len(changes)
     ):
         index = kept.index
         refresh = set(changes[kept.cursor :]) | index._deferred
-        ends = cluster.contract_ends.get(pool)
+        ends = cluster.indexes.contract_ends.get(pool)
         if ends and now > kept.now:
             refresh.update(
                 workload_id
@@ -227,40 +269,16 @@ def victim_index(cluster: ClusterState, pool: str, now: float) -> VictimIndex:
         kept.now, kept.cursor = now, len(changes)
         return index
     index = VictimIndex(cluster, pool, now)
-    cluster.caches[f"victims:{pool}"] = _KeptIndex(index, now, node_version, dropped, len(changes))
+    memo.victims = KeptVictimIndex(index, now, node_version, dropped, len(changes))
     return index
 
 
-FailureKey = tuple[str, bool, bool, int, frozenset[str], frozenset[str]]
-
-
-def _failures(cluster: ClusterState, pool: str, now: float) -> dict[FailureKey, int]:
-    """Smallest failed gang per (budget, whole nodes?, starving?, free GPUs usable, eligible
-    victims, nodes held for another), under the current signature of the pool."""
-    signature = cluster.preemption_signature(pool, now)
-    cached = cluster.caches.get(f"failures:{pool}")
-    if isinstance(cached, tuple) and cached[0] == signature:
-        failures: dict[FailureKey, int] = cached[1]
-        return failures
-    failures = {}
-    cluster.caches[f"failures:{pool}"] = (signature, failures)
-    return failures
-
-
-def _wastes(cluster: ClusterState, pool: str, now: float) -> dict[str, float]:
-    """GPU-seconds each run of the pool would waste if stopped at ``now`` (filled lazily)."""
-    key = (cluster.preemption_signature(pool, now), now)
-    cached = cluster.caches.get(f"wastes:{pool}")
-    if isinstance(cached, tuple) and cached[0] == key:
-        wastes: dict[str, float] = cached[1]
-        return wastes
-    wastes = {}
-    cluster.caches[f"wastes:{pool}"] = (key, wastes)
-    return wastes
-
-
-def waste_of(cluster: ClusterState, pool: str, workload_id: str, now: float) -> float:
-    wastes = _wastes(cluster, pool, now)
+def waste_of(
+    cluster: ClusterState, pool: str, workload_id: str, now: float, memo: PreemptionMemo
+) -> float:
+    """GPU-seconds ``workload_id`` would waste if stopped at ``now`` (remembered while the
+    pool's signature and the instant stay the same)."""
+    wastes = memo.wastes.under((cluster.preemption_signature(pool, now), now))
     found = wastes.get(workload_id)
     if found is None:
         found = wastes[workload_id] = wasted_if_stopped(cluster.workloads[workload_id], now)
@@ -275,6 +293,7 @@ def eligible_victims(
     victims: VictimIndex,
     rule: VictimRule,
     now: float,
+    memo: PreemptionMemo,
     need: int = 0,
 ) -> frozenset[str]:
     """The runs of the pool that may be stopped for ``preemptor`` at ``now``; none at all when
@@ -323,7 +342,9 @@ def eligible_victims(
                     eligible.add(workload_id)
             elif workload.gpus <= most_gpus or (
                 workload.gpus <= catch_up
-                and (allowed == math.inf or waste_of(cluster, pool, workload_id, now) < allowed)
+                and (
+                    allowed == math.inf or waste_of(cluster, pool, workload_id, now, memo) < allowed
+                )
             ):
                 eligible.add(workload_id)
     return frozenset(eligible)
@@ -359,6 +380,7 @@ def find_preemption(
     node_size: int,
     now: float,
     rule: VictimRule,
+    memo: PreemptionMemo,
     free_cap: int | None = None,
     exclude: frozenset[str] = frozenset(),
     eligible: frozenset[str] | None = None,
@@ -367,25 +389,25 @@ def find_preemption(
     pool's free GPUs (all when None), make a valid placement for ``preemptor`` on nodes not in
     ``exclude`` (held for another workload). ``eligible``: the victims
     :func:`eligible_victims` gives for it now, when the caller has them already."""
-    index = cluster.pools[pool]
+    index = cluster.indexes.pools[pool]
     usable_free = index.free_total if free_cap is None else min(free_cap, index.free_total)
     if usable_free + victims.tier0_gpus + victims.tier1_gpus < preemptor.gpus:
         return None  # not enough GPUs even if every preemptible run were a victim
     if eligible is None:
         need = preemptor.gpus - usable_free
-        eligible = eligible_victims(cluster, pool, preemptor, order, victims, rule, now, need)
+        eligible = eligible_victims(cluster, pool, preemptor, order, victims, rule, now, memo, need)
     if not eligible:
         return None
     could_free = sum(cluster.workloads[i].gpus for i in eligible)
     if usable_free + could_free < preemptor.gpus:
         return None
     whole = needs_whole_nodes(preemptor.gpus, preemptor.gang, node_size)
-    failures = _failures(cluster, pool, now)
+    failures = memo.failed_searches.under(cluster.preemption_signature(pool, now))
     starving = rule.lane is None and rule.starving(preemptor, now)
     memo_key = (preemptor.budget, whole, starving, usable_free, eligible, exclude)
     if preemptor.gpus >= failures.get(memo_key, preemptor.gpus + 1):
         return None
-    search = _Search(cluster, pool, order, victims, eligible, now, usable_free, exclude)
+    search = _Search(cluster, pool, order, victims, eligible, now, usable_free, exclude, memo)
     plan = search.whole_nodes(preemptor.gpus) if whole else search.one_node(preemptor.gpus)
     if (
         plan is not None
@@ -432,8 +454,10 @@ class _Search:
         now: float,
         usable_free: int,
         exclude: frozenset[str],
+        memo: PreemptionMemo,
     ) -> None:
         self.exclude = exclude
+        self.memo = memo
         self.cluster = cluster
         self.pool = pool
         self.order = order
@@ -448,7 +472,7 @@ class _Search:
         ]
 
     def _item_cost(self, candidate: Candidate) -> tuple[int, float]:
-        waste = waste_of(self.cluster, self.pool, candidate.workload_id, self.now)
+        waste = waste_of(self.cluster, self.pool, candidate.workload_id, self.now, self.memo)
         return candidate.tier, waste
 
     def _node_plan(
@@ -516,7 +540,7 @@ class _Search:
 
     def whole_nodes(self, gpus: int) -> PreemptionPlan | None:
         """Every holder on a chosen node must be an eligible victim; nodes cheapest first."""
-        index = self.cluster.pools[self.pool]
+        index = self.cluster.indexes.pools[self.pool]
         options: list[tuple[Cost, int, NodeState, tuple[str, ...]]] = []
         # A node is an option when it is empty, or when eligible victims run on it (a node
         # with neither frees nothing); the options are sorted by a total order below.

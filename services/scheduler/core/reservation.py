@@ -46,7 +46,7 @@ def nodes_to_hold(
     deadline = now + horizon_s
     # A node whose contract bound is past the deadline holds a run inside its contract until
     # then (no victim): only the others can be ready in time.
-    by_ready = cluster.by_ready.get(pool)
+    by_ready = cluster.indexes.by_ready.get(pool)
     soon = () if by_ready is None else by_ready.irange(maximum=(deadline, "\U0010ffff"))
     for _bound, name in soon:
         node = cluster.nodes[name]

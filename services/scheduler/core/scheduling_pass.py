@@ -24,6 +24,11 @@ Order of work in a pass:
 
 Time alone changes what a pass may do when a contract ends (:func:`next_contract_expiry`), when
 a debug job's patience runs out and when a gang starts to starve (``PassResult.wake_at``).
+
+:class:`SchedulingPass` is what the pass of every policy shares (the state, each decision folded
+in and recorded as it is made, step 1); :class:`FairSharePass` adds step 2. What passes keep
+from one to the next (victim indexes, failed searches, the lane's index) is no part of the
+state: the caller owns it and hands it in (``memos.py``).
 """
 
 from __future__ import annotations
@@ -62,8 +67,11 @@ from projections.cluster_state import (
 from services.scheduler.core.churn import ChurnControl, needs_a_node
 from services.scheduler.core.debug_lane import DebugLanes, LaneState, lane_state
 from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.placement import find_placement, largest_node, needs_whole_nodes
 from services.scheduler.core.preemption import (
+    PreemptionMemo,
+    PreemptionPlan,
     VictimIndex,
     VictimRule,
     eligible_victims,
@@ -144,7 +152,11 @@ def command_id(kind: str, workload: WorkloadState) -> str:
     return f"{kind}:{workload.workload_id}:{workload.attempt}"
 
 
-class PassRecorder:
+class SchedulingPass:
+    """One pass in progress, as every policy runs it (the fair-share pass and the baselines):
+    the state it decides from, each decision folded into that state the moment it is made and
+    kept in ``result`` in decision order, and the maintenance every policy starts with."""
+
     def __init__(
         self, cluster: ClusterState, tree: BudgetTree, usage: UsageSource, ctx: PassContext
     ) -> None:
@@ -263,10 +275,16 @@ class PassRecorder:
     # -- 1. maintenance ----------------------------------------------------------------------
     def maintenance(self, drain: bool = True) -> None:
         """``drain`` False leaves work on cordoned nodes to end by itself (Slurm's drain)."""
-        cluster, now, leads = self.cluster, self.ctx.now, self.ctx.leads
-        for name in sorted(cluster.down_nodes):
+        self._lose_work_on_down_nodes()
+        self._requeue_stopped_work()
+        self._stop_cancelled_work()
+        self._drain_cordoned_nodes(drain)
+
+    def _lose_work_on_down_nodes(self) -> None:
+        cluster, now = self.cluster, self.ctx.now
+        for name in sorted(cluster.indexes.down_nodes):
             node = cluster.nodes[name]
-            if not leads(node.pool):
+            if not self.ctx.leads(node.pool):
                 continue
             for workload_id in sorted(node.holders):
                 workload = cluster.workloads[workload_id]
@@ -283,9 +301,12 @@ class PassRecorder:
                         last_heartbeat=_utc(last),
                     )
                 )
-        for workload_id in sorted(cluster.awaiting_requeue):
+
+    def _requeue_stopped_work(self) -> None:
+        cluster = self.cluster
+        for workload_id in sorted(cluster.indexes.awaiting_requeue):
             workload = cluster.workloads[workload_id]
-            if not leads(workload.pool or workload.pools[0]):
+            if not self.ctx.leads(workload.pool or workload.pools[0]):
                 continue
             self.emit(
                 WorkloadRequeued(
@@ -295,18 +316,24 @@ class PassRecorder:
                     reason="lost" if workload.status == "lost" else "preempted",
                 )
             )
-        for workload_id in sorted(cluster.cancelling):
+
+    def _stop_cancelled_work(self) -> None:
+        cluster = self.cluster
+        for workload_id in sorted(cluster.indexes.cancelling):
             workload = cluster.workloads[workload_id]
-            if not workload.preempting and leads(workload.pool or workload.pools[0]):
+            if not workload.preempting and self.ctx.leads(workload.pool or workload.pools[0]):
                 self.preempt(
                     workload,
                     "cancel",
                     self.decision("cancel", None, (), detail="cancelled by its submitter"),
                     requeue=False,
                 )
-        for name in sorted(cluster.cordoned_nodes):
+
+    def _drain_cordoned_nodes(self, drain: bool) -> None:
+        cluster, now = self.cluster, self.ctx.now
+        for name in sorted(cluster.indexes.cordoned_nodes):
             node = cluster.nodes[name]
-            if node.down or not leads(node.pool):
+            if node.down or not self.ctx.leads(node.pool):
                 continue
             for workload_id in sorted(node.holders) if drain else ():
                 workload = cluster.workloads[workload_id]
@@ -321,45 +348,123 @@ class PassRecorder:
             if not node.holders and not node.drained:
                 self.emit(NodeDrained(node=name))
 
+
+@dataclass
+class _PoolTurn:
+    """One pool's turn in a fair-share pass: what every phase of it shares and spends."""
+
+    pool: str
+    order: FairShareOrder
+    #: GPUs of the pool's largest node.
+    node_size: int
+    #: Preemption searches the pass may still make in the pool (each scans the pool's nodes).
+    searches_left: int
+    memo: PreemptionMemo
+    #: The pool's victim index, from the first time a phase needs it.
+    victims: VictimIndex | None = None
+    #: Nodes held in this pass for a gang that is owed GPUs (reservation.py).
+    held_nodes: frozenset[str] = frozenset()
+
+    def spend_search(self) -> bool:
+        """Whether one more preemption search may run (and count it)."""
+        if self.searches_left <= 0:
+            return False
+        self.searches_left -= 1
+        return True
+
+
+#: Pending work of a pool: per budget, per kind, in queue order (``ClusterIndexes.pending``).
+PoolQueues = Mapping[str, Mapping[QueueKind, SortedList[QueueKey]]]
+
+#: A failed search's class: (leaf, whole nodes?, starving?).
+SearchClass = tuple[str, bool, bool]
+
+
+@dataclass
+class _Phase:
+    """One phase of a pool's turn: allocated or unallocated work, in fair-share order."""
+
+    allocated: bool
+    queues: PoolQueues
+    #: Free GPUs this phase must leave free (the debug lane's reserve).
+    keep: int
+    #: Per leaf, the kinds of work (allocated, GPUs, gang shape) still worth trying.
+    kinds: dict[str, list[QueueKind]]
+    #: Per search class, the smallest gang and request that found no victims in this phase.
+    #: A bigger one cannot do better (churn.py), unless it starves.
+    failed_searches: dict[SearchClass, tuple[int, float]] = field(default_factory=dict)
+
+    def hopeless(self, search: SearchClass, gpus: int, request: float) -> bool:
+        failed = self.failed_searches.get(search)
+        return failed is not None and gpus >= failed[0] and request >= failed[1]
+
+
+@dataclass(frozen=True)
+class _SearchOutcome:
+    """What one preemption search for a workload came to."""
+
+    preempted: bool
+    #: The runs the workload may preempt, when the search looked at them.
+    eligible: frozenset[str] | None
+
+
+class FairSharePass(SchedulingPass):
+    """The fair-share policy's pass: after maintenance, each led pool in turn, the debug lane
+    first, then allocated work, then unallocated work, in fair-share order (module docstring).
+    ``memos``: what the passes before it over the same state kept (``memos.py``)."""
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        tree: BudgetTree,
+        usage: UsageSource,
+        ctx: PassContext,
+        memos: PassMemos,
+    ) -> None:
+        super().__init__(cluster, tree, usage, ctx)
+        self.memos = memos
+
     # -- 2. placement in fair-share order ------------------------------------------------------
     def schedule_pool(self, pool: str) -> None:
-        cluster = self.cluster
-        queues = cluster.pending.get(pool, {})
+        cluster, ctx = self.cluster, self.ctx
+        queues = cluster.indexes.pending.get(pool, {})
         capacity = cluster.capacity(pool)
         if not queues or capacity <= 0:
             return
-        node_size = largest_node(cluster, pool)
-        self.node_size = node_size
         order = FairShareOrder(
             self.tree,
             pool,
-            self.ctx.now,
+            ctx.now,
             self.usage(pool),
             capacity,
-            self.ctx.window_s,
+            ctx.window_s,
             held_by_leaf(cluster, pool),
         )
-        searches = [self.ctx.max_preemption_searches if self.ctx.preemption else 0]
-        self.victims: VictimIndex | None = None
-        #: Nodes held in this pass for a gang that is owed GPUs (reservation.py).
-        self.held_nodes: frozenset[str] = frozenset()
-        lane = lane_state(cluster, self.ctx.debug_lanes, pool, self.ctx.now)
-        in_use = self._lane_phase(pool, order, lane, node_size, searches)
+        turn = _PoolTurn(
+            pool=pool,
+            order=order,
+            node_size=largest_node(cluster, pool),
+            searches_left=ctx.max_preemption_searches if ctx.preemption else 0,
+            memo=self.memos.of_pool(pool),
+        )
+        lane = lane_state(cluster, ctx.debug_lanes, pool, ctx.now, self.memos.lane)
+        in_use = self._lane_phase(turn, lane)
         keep = lane.withheld(in_use)
         for allocated in (True, False):
-            self._phase(pool, order, queues, allocated, node_size, searches, keep)
+            self._phase(turn, queues, allocated, keep)
 
-    def _lane_phase(
-        self,
-        pool: str,
-        order: FairShareOrder,
-        lane: LaneState,
-        node_size: int,
-        searches: list[int],
-    ) -> int:
+    def _victims(self, turn: _PoolTurn) -> VictimIndex:
+        """The pool's victim index, caught up (or built) the first time the turn needs it."""
+        if turn.victims is None:
+            turn.victims = victim_index(self.cluster, turn.pool, self.ctx.now, turn.memo)
+        return turn.victims
+
+    # -- 2a. the debug lane ------------------------------------------------------------------
+    def _lane_phase(self, turn: _PoolTurn, lane: LaneState) -> int:
         """Lane work first, in fair-share order (each pick charged before the next, as in the
         other phases), while the lane holds fewer GPUs than its bound; returns the GPUs lane
         work holds afterwards."""
+        order = turn.order
         in_use = lane.in_use
         by_leaf: dict[str, list[WorkloadState]] = {}
         for workload_id in lane.pending:
@@ -386,7 +491,7 @@ class PassRecorder:
             shape = (workload.budget, workload.gpus, workload.gang)
             if in_use + workload.gpus > lane.max_in_use or shape in failed:
                 continue
-            if self._lane_start(workload, pool, order, lane, node_size, searches):
+            if self._lane_start(turn, workload, lane):
                 order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
                 order.hold(leaf, workload.gpus)
                 in_use += workload.gpus
@@ -396,159 +501,75 @@ class PassRecorder:
             order.deactivate(leaf)
         return in_use
 
-    def _lane_start(
-        self,
-        workload: WorkloadState,
-        pool: str,
-        order: FairShareOrder,
-        lane: LaneState,
-        node_size: int,
-        searches: list[int],
-    ) -> bool:
+    def _lane_start(self, turn: _PoolTurn, workload: WorkloadState, lane: LaneState) -> bool:
         """Place lane work on any free GPU, or once its patience is spent, preempt for it."""
-        cluster, now = self.cluster, self.ctx.now
+        cluster, now, pool = self.cluster, self.ctx.now, turn.pool
         placement = None
-        if workload.gpus <= cluster.pools[pool].max_free() or workload.gang == "whole-nodes":
-            placement = find_placement(cluster, pool, workload.gpus, workload.gang, node_size)
+        if (
+            workload.gpus <= cluster.indexes.pools[pool].max_free()
+            or workload.gang == "whole-nodes"
+        ):
+            placement = find_placement(cluster, pool, workload.gpus, workload.gang, turn.node_size)
         if placement is not None:
             detail = "debug lane: small, short work starts first"
-            decision = self.decision("fairshare", order, (workload.budget,), detail=detail)
+            decision = self.decision("fairshare", turn.order, (workload.budget,), detail=detail)
             self.place(workload, pool, placement, decision)
             return True
         if now - workload.submitted_at < lane.lane.patience_s:
             # GPUs come free often in a busy pool: wait a little before stopping a run.
             self.result.wake(workload.submitted_at + lane.lane.patience_s)
             return False
-        if searches[0] <= 0:
+        if not turn.spend_search():
             return False
-        searches[0] -= 1
-        if self.victims is None:
-            self.victims = victim_index(cluster, pool, now)
-        rule = VictimRule(self.ctx.churn, lane=lane.lane, node_size=node_size)
-        plan = find_preemption(cluster, pool, workload, order, self.victims, node_size, now, rule)
+        victims = self._victims(turn)
+        rule = VictimRule(self.ctx.churn, lane=lane.lane, node_size=turn.node_size)
+        plan = find_preemption(
+            cluster, pool, workload, turn.order, victims, turn.node_size, now, rule, turn.memo
+        )
         if plan is None:
             return False
-        self.victims.remove(cluster, plan.victims)
-        self._preempt_for(workload, pool, plan.placement, plan.victims, order, lane=True)
+        victims.remove(cluster, plan.victims)
+        self._preempt_for(turn, workload, plan, lane=True)
         return True
 
-    def _phase(
-        self,
-        pool: str,
-        order: FairShareOrder,
-        queues: Mapping[str, Mapping[QueueKind, SortedList[QueueKey]]],
-        allocated: bool,
-        node_size: int,
-        searches: list[int],
-        keep: int = 0,
-    ) -> None:
-        """``keep``: free GPUs this phase must leave free (the debug lane's reserve)."""
-        cluster, now = self.cluster, self.ctx.now
-        index = cluster.pools[pool]
-        # Per leaf, the kinds of work (GPUs, gang shape) still worth trying in this phase.
-        sizes: dict[str, list[QueueKind]] = {}
-        for budget, kinds in queues.items():
-            live = sorted(kind for kind, q in kinds.items() if kind[0] == allocated and q)
-            if live and budget in order.shares:
-                sizes[budget] = live
-        order.activate(sizes)
-        # Per (leaf, whole nodes?, starving?): the smallest gang and request that found no
-        # victims in this pass. A bigger one cannot do better (churn.py), unless it starves.
-        failed_searches: dict[tuple[str, bool, bool], tuple[int, float]] = {}
-        while True:
-            if (index.max_free() == 0 or index.free_total <= keep) and (
-                not allocated or searches[0] <= 0
-            ):
-                return  # nothing fits, and nothing more may be preempted in this pass
-            leaf = order.best_leaf()
+    # -- 2b. allocated, then unallocated work --------------------------------------------------
+    def _phase(self, turn: _PoolTurn, queues: PoolQueues, allocated: bool, keep: int) -> None:
+        """Pick the best leaf's next workload until nothing more fits or may be preempted for:
+        place it, or preempt for it, or give up on its kind for this phase."""
+        phase = _Phase(allocated, queues, keep, _kinds_to_try(queues, allocated, turn.order))
+        turn.order.activate(phase.kinds)
+        while not self._phase_exhausted(turn, phase):
+            leaf = turn.order.best_leaf()
             if leaf is None:
                 return
-            candidate: tuple[QueueKey, QueueKind] | None = None
-            for kind in sizes[leaf]:
-                queue = queues[leaf].get(kind)
-                if queue:
-                    head = queue[0] if self.ctx.pools is None else self._first_scheduled(queue)
-                    if head is not None and (candidate is None or head < candidate[0]):
-                        candidate = (head, kind)
+            candidate = self._next_of(phase, leaf)
             if candidate is None:
-                order.deactivate(leaf)
+                turn.order.deactivate(leaf)
                 continue
-            (_prio, _submitted, workload_id), kind = candidate
-            g = kind[1]
-            workload = cluster.workloads[workload_id]
-            placement = None
-            if index.free_total - g >= keep and (
-                g <= index.max_free() or g > node_size or workload.gang == "whole-nodes"
-            ):
-                placement = find_placement(
-                    cluster, pool, g, workload.gang, node_size, self.held_nodes
-                )
-            if placement is not None:
-                reason: ReasonCode = "fairshare" if allocated else "burst"
-                self.place(workload, pool, placement, self.decision(reason, order, (leaf,)))
-                if workload.status == "pending":
-                    raise AssertionError(f"{workload_id} was placed but is still pending")
-                if allocated:
-                    order.charge(leaf, float(g * workload.min_runtime_s))
-                    order.hold(leaf, g)
-                    # More held can make another budget's runs victims: forget failures.
-                    failed_searches.clear()
+            (_priority, _submitted, workload_id), kind = candidate
+            workload = self.cluster.workloads[workload_id]
+            if self._place_in_phase(turn, phase, leaf, workload, kind[1]):
                 continue
-            extra = float(g * workload.min_runtime_s)
-            whole = needs_whole_nodes(g, workload.gang, node_size)
-            big = needs_a_node(workload, node_size)
-            starving = self.ctx.churn.starving(workload, node_size, now)
-            failed = failed_searches.get((leaf, whole, starving))
-            hopeless = failed is not None and g >= failed[0] and extra >= failed[1]
-            owed = allocated and self.ctx.churn.owed(order, leaf)
-            eligible: frozenset[str] | None = None
-            if allocated and searches[0] > 0 and not hopeless:
-                searches[0] -= 1
-                free_cap = max(0, index.free_total - keep) if keep else None
-                usable = index.free_total if free_cap is None else free_cap
-                eligible = self._eligible(workload, pool, order, g - usable)
-                assert self.victims is not None
-                plan = find_preemption(
-                    cluster,
-                    pool,
-                    workload,
-                    order,
-                    self.victims,
-                    node_size,
-                    now,
-                    VictimRule(self.ctx.churn, node_size=self.node_size),
-                    free_cap,
-                    self.held_nodes,
-                    eligible,
-                )
-                if plan is not None:
-                    self.victims.remove(cluster, plan.victims)
-                    self._preempt_for(workload, pool, plan.placement, plan.victims, order)
-                    order.charge(leaf, extra)
-                    order.hold(leaf, g)
-                    failed_searches.clear()  # the pool changed
-                    continue
-                # A bigger gang with a bigger request cannot succeed where this one failed.
-                failed_searches[(leaf, whole, starving)] = (g, extra)
-            if owed and big and not starving and self.ctx.preemption:
-                # It may preempt more once it starves: ask for a pass then.
-                self.result.wake(workload.submitted_at + self.ctx.churn.starving_after_s)
-            if owed and not self.held_nodes and big:
-                if eligible is None or not eligible:
-                    eligible = self._eligible(workload, pool, order)
-                self.held_nodes = nodes_to_hold(
-                    cluster,
-                    pool,
-                    workload,
-                    eligible,
-                    node_size,
-                    self.held_nodes,
-                    now,
-                    self.ctx.churn.hold_horizon_s,
-                    self.victims,
-                )
-            # Nothing of this kind fits or can be freed for this budget in this pass.
-            sizes[leaf].remove(kind)
+            if not self._no_room_for(turn, phase, leaf, workload, kind[1]):
+                # Nothing of this kind fits or can be freed for this budget in this pass.
+                phase.kinds[leaf].remove(kind)
+
+    def _phase_exhausted(self, turn: _PoolTurn, phase: _Phase) -> bool:
+        """Nothing fits any more, and nothing more may be preempted in this pass."""
+        index = self.cluster.indexes.pools[turn.pool]
+        no_room = index.max_free() == 0 or index.free_total <= phase.keep
+        return no_room and (not phase.allocated or turn.searches_left <= 0)
+
+    def _next_of(self, phase: _Phase, leaf: str) -> tuple[QueueKey, QueueKind] | None:
+        """The leaf's next workload in queue order among the kinds still worth trying."""
+        candidate: tuple[QueueKey, QueueKind] | None = None
+        for kind in phase.kinds[leaf]:
+            queue = phase.queues[leaf].get(kind)
+            if queue:
+                head = queue[0] if self.ctx.pools is None else self._first_scheduled(queue)
+                if head is not None and (candidate is None or head < candidate[0]):
+                    candidate = (head, kind)
+        return candidate
 
     def _first_scheduled(self, queue: SortedList[QueueKey]) -> QueueKey | None:
         """The first entry of ``queue`` this pass may place (``PassContext.schedules``)."""
@@ -557,33 +578,142 @@ class PassRecorder:
                 return key
         return None
 
-    def _eligible(
-        self, workload: WorkloadState, pool: str, order: FairShareOrder, need: int = 0
-    ) -> frozenset[str]:
+    def _place_in_phase(
+        self, turn: _PoolTurn, phase: _Phase, leaf: str, workload: WorkloadState, gpus: int
+    ) -> bool:
+        """Place ``workload`` on free GPUs, leaving the lane's reserve free, if it fits."""
+        cluster, pool = self.cluster, turn.pool
+        index = cluster.indexes.pools[pool]
+        placement = None
+        if index.free_total - gpus >= phase.keep and (
+            gpus <= index.max_free() or gpus > turn.node_size or workload.gang == "whole-nodes"
+        ):
+            placement = find_placement(
+                cluster, pool, gpus, workload.gang, turn.node_size, turn.held_nodes
+            )
+        if placement is None:
+            return False
+        reason: ReasonCode = "fairshare" if phase.allocated else "burst"
+        self.place(workload, pool, placement, self.decision(reason, turn.order, (leaf,)))
+        if workload.status == "pending":
+            raise AssertionError(f"{workload.workload_id} was placed but is still pending")
+        if phase.allocated:
+            turn.order.charge(leaf, float(gpus * workload.min_runtime_s))
+            turn.order.hold(leaf, gpus)
+            # More held can make another budget's runs victims: forget failures.
+            phase.failed_searches.clear()
+        return True
+
+    def _no_room_for(
+        self, turn: _PoolTurn, phase: _Phase, leaf: str, workload: WorkloadState, gpus: int
+    ) -> bool:
+        """``workload`` does not fit: preempt for it if it may (True when it did); otherwise
+        ask for a pass when it starts to starve, and hold nodes for it if it is owed them."""
+        churn, node_size = self.ctx.churn, turn.node_size
+        whole = needs_whole_nodes(gpus, workload.gang, node_size)
+        big = needs_a_node(workload, node_size)
+        starving = churn.starving(workload, node_size, self.ctx.now)
+        owed = phase.allocated and churn.owed(turn.order, leaf)
+        eligible: frozenset[str] | None = None
+        if phase.allocated:
+            search = self._search_victims(
+                turn, phase, leaf, workload, gpus, (leaf, whole, starving)
+            )
+            if search.preempted:
+                return True
+            eligible = search.eligible
+        if owed and big and not starving and self.ctx.preemption:
+            # It may preempt more once it starves: ask for a pass then.
+            self.result.wake(workload.submitted_at + churn.starving_after_s)
+        if owed and not turn.held_nodes and big:
+            if eligible is None or not eligible:
+                eligible = self._eligible(turn, workload)
+            turn.held_nodes = nodes_to_hold(
+                self.cluster,
+                turn.pool,
+                workload,
+                eligible,
+                node_size,
+                turn.held_nodes,
+                self.ctx.now,
+                churn.hold_horizon_s,
+                turn.victims,
+            )
+        return False
+
+    def _search_victims(
+        self,
+        turn: _PoolTurn,
+        phase: _Phase,
+        leaf: str,
+        workload: WorkloadState,
+        gpus: int,
+        search: SearchClass,
+    ) -> _SearchOutcome:
+        """Preempt the cheapest victims that make room for ``workload``, unless the search
+        budget is spent or a smaller request of its class already found none."""
+        request = float(gpus * workload.min_runtime_s)
+        if phase.hopeless(search, gpus, request) or not turn.spend_search():
+            return _SearchOutcome(preempted=False, eligible=None)
+        index = self.cluster.indexes.pools[turn.pool]
+        free_cap = max(0, index.free_total - phase.keep) if phase.keep else None
+        usable = index.free_total if free_cap is None else free_cap
+        eligible = self._eligible(turn, workload, gpus - usable)
+        plan = find_preemption(
+            self.cluster,
+            turn.pool,
+            workload,
+            turn.order,
+            self._victims(turn),
+            turn.node_size,
+            self.ctx.now,
+            VictimRule(self.ctx.churn, node_size=turn.node_size),
+            turn.memo,
+            free_cap,
+            turn.held_nodes,
+            eligible,
+        )
+        if plan is None:
+            # A bigger gang with a bigger request cannot succeed where this one failed.
+            phase.failed_searches[search] = (gpus, request)
+            return _SearchOutcome(preempted=False, eligible=eligible)
+        self._victims(turn).remove(self.cluster, plan.victims)
+        self._preempt_for(turn, workload, plan)
+        turn.order.charge(leaf, request)
+        turn.order.hold(leaf, gpus)
+        phase.failed_searches.clear()  # the pool changed
+        return _SearchOutcome(preempted=True, eligible=eligible)
+
+    def _eligible(self, turn: _PoolTurn, workload: WorkloadState, need: int = 0) -> frozenset[str]:
         """The runs ``workload`` may preempt now (preemption.eligible_victims), or none when
         they could not free ``need`` GPUs whichever they were."""
-        cluster, now = self.cluster, self.ctx.now
-        if self.victims is None:
-            self.victims = victim_index(cluster, pool, now)
-        rule = VictimRule(self.ctx.churn, node_size=self.node_size)
-        return eligible_victims(cluster, pool, workload, order, self.victims, rule, now, need)
+        rule = VictimRule(self.ctx.churn, node_size=turn.node_size)
+        return eligible_victims(
+            self.cluster,
+            turn.pool,
+            workload,
+            turn.order,
+            self._victims(turn),
+            rule,
+            self.ctx.now,
+            turn.memo,
+            need,
+        )
 
     def _preempt_for(
         self,
+        turn: _PoolTurn,
         preemptor: WorkloadState,
-        pool: str,
-        placement: PlacementSpec,
-        victims: tuple[str, ...],
-        order: FairShareOrder,
+        plan: PreemptionPlan,
         lane: bool = False,
     ) -> None:
-        cluster = self.cluster
+        cluster, order = self.cluster, turn.order
         why = (
             "debug lane, whatever the ranks"
             if lane
             else "ranks ahead by the churn margin after counting its request"
         )
-        for victim_id in victims:
+        for victim_id in plan.victims:
             victim = cluster.workloads[victim_id]
             tier = "unallocated" if not victim.allocated else "past its contract"
             detail = (
@@ -600,25 +730,44 @@ class PassRecorder:
             self.preempt(victim, "preempt-for", decision, requeue=victim.resumable)
             if victim.allocated:
                 order.hold(victim.budget, -victim.gpus)
-        detail = f"placed on GPUs freed by preempting {', '.join(victims)}"
+        detail = f"placed on GPUs freed by preempting {', '.join(plan.victims)}"
         self.place(
             preemptor,
-            pool,
-            placement,
+            turn.pool,
+            plan.placement,
             self.decision("fairshare", order, (preemptor.budget,), detail=detail),
         )
 
 
+def _kinds_to_try(
+    queues: PoolQueues, allocated: bool, order: FairShareOrder
+) -> dict[str, list[QueueKind]]:
+    """Per leaf with a share, the kinds of the phase's work that have someone waiting."""
+    kinds: dict[str, list[QueueKind]] = {}
+    for budget, by_kind in queues.items():
+        live = sorted(kind for kind, q in by_kind.items() if kind[0] == allocated and q)
+        if live and budget in order.shares:
+            kinds[budget] = live
+    return kinds
+
+
 def run_pass(
-    cluster: ClusterState, tree: BudgetTree, usage: UsageSource, ctx: PassContext
+    cluster: ClusterState,
+    tree: BudgetTree,
+    usage: UsageSource,
+    ctx: PassContext,
+    memos: PassMemos | None = None,
 ) -> PassResult:
-    """Decide everything that can be decided at ``ctx.now``; fold it into ``cluster``."""
-    scheduling = PassRecorder(cluster, tree, usage, ctx)
-    scheduling.maintenance()
-    for pool in sorted(cluster.pools):
+    """Decide everything that can be decided at ``ctx.now``; fold it into ``cluster``.
+    ``memos``: the caller's, kept from its earlier passes over ``cluster`` (none: this pass
+    starts cold, with the same decisions; see ``memos.py``)."""
+    memos = PassMemos() if memos is None else memos
+    fair_share = FairSharePass(cluster, tree, usage, ctx, memos.serving(cluster))
+    fair_share.maintenance()
+    for pool in sorted(cluster.indexes.pools):
         if ctx.leads(pool):
-            scheduling.schedule_pool(pool)
-    return scheduling.result
+            fair_share.schedule_pool(pool)
+    return fair_share.result
 
 
 def next_contract_expiry(cluster: ClusterState, now: float) -> float | None:
@@ -627,7 +776,7 @@ def next_contract_expiry(cluster: ClusterState, now: float) -> float | None:
     state's sorted contract ends (a placed run gets its entry when it starts, a fact that
     triggers a pass anyway)."""
     best: float | None = None
-    for ends in cluster.contract_ends.values():
+    for ends in cluster.indexes.contract_ends.values():
         position = ends.bisect_right((now, "\U0010ffff"))
         if position < len(ends):
             expiry = ends[position][0]

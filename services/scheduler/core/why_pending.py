@@ -264,7 +264,7 @@ def queue_order(
     hierarchical fair-share order (each pick charging its budget ``gpus x min_runtime`` before
     the next, as the pass does for a placement), then unallocated work in the same order.
     Work of budgets without a share (closed, or unknown) comes last."""
-    queues = cluster.pending.get(pool, {})
+    queues = cluster.indexes.pending.get(pool, {})
     order = FairShareOrder(tree, pool, now, usage, cluster.capacity(pool), window_s)
     ordered: list[WorkloadState] = []
     for allocated in (True, False):
