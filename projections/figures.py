@@ -288,14 +288,18 @@ def _integrate_into(series: list[float], steps: Steps, bins: Bins) -> None:
             series[i] += steps.integral(a, b)
 
 
-def _cuts(history: PoolHistory, tree: BudgetTree, bins: Bins) -> list[float]:
-    """Every instant where demand, a share or capacity changes, and every bin bound."""
+def _cuts(
+    history: PoolHistory, tree: BudgetTree, bins: Bins, *, demand: bool = True
+) -> list[float]:
+    """Every bin bound and every instant where a share or capacity changes (the entitlement),
+    and with ``demand`` where demand does (what is owed)."""
     lo, hi = bins.bounds[0], bins.stop
     cuts = {lo, hi, *(b for b in bins.bounds if lo < b < hi)}
     cuts.update(tree.change_times(lo, hi))
     cuts.update(history.capacity.cuts(lo, hi))
-    for steps in history.demand.values():
-        cuts.update(steps.cuts(lo, hi))
+    if demand:
+        for steps in history.demand.values():
+            cuts.update(steps.cuts(lo, hi))
     return sorted(cuts)
 
 
@@ -314,16 +318,10 @@ class _EntitledAt:
 def _entitled_into(
     per_leaf: dict[str, BudgetSeries], history: PoolHistory, tree: BudgetTree, bins: Bins
 ) -> None:
-    lo, hi = bins.bounds[0], bins.stop
-    if hi <= lo:
+    if bins.stop <= bins.bounds[0]:
         return
-    cuts = sorted(
-        {lo, hi, *(b for b in bins.bounds if lo < b < hi)}
-        | set(tree.change_times(lo, hi))
-        | set(history.capacity.cuts(lo, hi))
-    )
     entitled = _EntitledAt(history, tree, tuple(per_leaf))
-    for a, b in pairwise(cuts):
+    for a, b in pairwise(_cuts(history, tree, bins, demand=False)):
         i = bins.index(a)
         for leaf, gpus in entitled(a).items():
             per_leaf[leaf].entitled[i] += gpus * (b - a)

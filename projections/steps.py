@@ -25,9 +25,9 @@ class Steps:
         return cls([(since, level)])
 
     @classmethod
-    def of_changes(cls, changes: Iterable[tuple[float, float]], start: float = 0.0) -> Steps:
-        """From ``(instant, delta)`` changes in any order, starting at level ``start``."""
-        steps = cls([(float("-inf"), start)] if start else [])
+    def of_changes(cls, changes: Iterable[tuple[float, float]]) -> Steps:
+        """From ``(instant, delta)`` changes in any order, from level 0."""
+        steps = cls()
         for at, delta in sorted(changes):
             steps.change(at, delta)
         return steps
@@ -69,6 +69,3 @@ class Steps:
             return 0.0
         cuts = [lo, *self.cuts(lo, hi), hi]
         return sum(self.at(a) * (b - a) for a, b in pairwise(cuts))
-
-    def __bool__(self) -> bool:
-        return any(level for _, level in self.points)

@@ -16,7 +16,7 @@ import math
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from events.times import DEFAULT_WINDOW_S, HOUR
+from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import TERMINAL, ClusterState, NodeState, WorkloadState
 from projections.figures import Bins, BudgetSeries, PoolFigures, wanted
@@ -26,6 +26,7 @@ from services.api import waiting
 from services.api.errors import NotFound
 from services.api.sentences import iso, ratio
 from services.api.waiting import command_records, pending_queue, pool_queue, workload_name
+from services.reports.source import window_start
 from services.reports.window import WindowFigures
 from services.reports.window import window_figures as read_window_figures
 from services.scheduler.core.fairshare_order import FairShareOrder
@@ -363,12 +364,6 @@ def budget_report(
     )
 
 
-def window_start(now: float, window_s: int) -> float:
-    """The first hour of the window of ``window_s`` ending at ``now``: charges are by hour, so
-    a window starts on one."""
-    return float(int(now - window_s) // HOUR * HOUR)
-
-
 def window_figures(
     engine: Engine | None, now: float, window_s: int, pool: str | None = None
 ) -> WindowFigures | None:
@@ -378,7 +373,7 @@ def window_figures(
     if engine is None:
         return None
     try:
-        bins = Bins.one(window_start(now, window_s), now)
+        bins = Bins.one(float(window_start(int(now), window_s)), now)
         return read_window_figures(engine, bins, pools=None if pool is None else [pool])
     except DBAPIError as error:
         log.warning("read models unreadable: no delivered and owed", extra={"error": str(error)})

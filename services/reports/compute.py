@@ -26,6 +26,7 @@ from services.reports.model import Column, Report, Value
 from services.reports.periods import Period
 from services.reports.source import Snapshot
 from services.reports.tree import build_tree as tree_of
+from services.reports.tree import open_during
 
 REPORTS = ("charges", "utilisation", "users")
 
@@ -333,7 +334,7 @@ class _Block:
         subtree."""
         leaves = {b for (a, p, b) in figures if a == start and p == pool}
         for path, node in tree.nodes.items():
-            if path != ROOT and node.is_leaf and _open_during(tree, path, start, end):
+            if path != ROOT and node.is_leaf and open_during(tree, path, start, end):
                 leaves.add(path)
         children: dict[str, set[str]] = defaultdict(set)
         for leaf in leaves:
@@ -441,12 +442,6 @@ class _Block:
                 }
             )
         return rows
-
-
-def _open_during(tree: BudgetTree, path: str, start: int, end: int) -> bool:
-    node = tree.nodes[path]
-    created = node.weights[0][0] if node.weights else float("-inf")
-    return created < end and (node.closed_at is None or node.closed_at > start)
 
 
 # -- utilisation --------------------------------------------------------------------------------

@@ -131,8 +131,6 @@ class Snapshot:
     charged_pools: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     #: Pools each workload was charged in, any attempt.
     workload_pools: dict[str, set[str]] = field(default_factory=dict)
-    #: Where each (workload, attempt)'s charges reach: the end of its latest hour bucket.
-    charged_until: dict[tuple[str, int], int] = field(default_factory=dict)
     #: The first instant the ledger entries were loaded for (None: from the first).
     start: int | None = None
     #: Each pool's history from ``start`` to the horizon (:mod:`projections.figures`).
@@ -193,11 +191,6 @@ class Snapshot:
                     segments.append((a, b, change.gpus, change.state))
         return segments
 
-    def capacity_changes(self, lo: int, hi: int) -> list[int]:
-        """Instants in ``(lo, hi)`` at which a pool's GPUs may change (a node registered,
-        re-registered elsewhere, or changing state)."""
-        return sorted({c.effective_at for c in self.node_history if lo < c.effective_at < hi})
-
     def capacity_at(self, pool: str, at: int) -> int:
         """GPUs of the pool's registered nodes at ``at`` (cordoned and down ones included: they
         are capacity out of service, reported as such)."""
@@ -248,7 +241,7 @@ def _load(
     if start is None and window_s is not None and latest is not None:
         start = window_start(latest, window_s)
     entries = _entries(connection, start, end)
-    charged_pools, workload_pools, charged_until = _charged_pools(connection)
+    charged_pools, workload_pools = _charged_pools(connection)
     return Snapshot(
         positions=where,
         horizon=latest,
@@ -261,7 +254,6 @@ def _load(
         preemptions=_preemptions(connection),
         charged_pools=charged_pools,
         workload_pools=workload_pools,
-        charged_until=charged_until,
         start=start,
         histories={} if latest is None else pool_histories(connection, start or 0, latest),
     )
@@ -335,13 +327,11 @@ def _entries(connection: Connection, start: int | None, end: int | None) -> list
 
 def _charged_pools(
     connection: Connection,
-) -> tuple[dict[tuple[str, int], set[str]], dict[str, set[str]], dict[tuple[str, int], int]]:
-    """Pools charged per (workload, attempt) and per workload, and where each attempt's
-    charges reach, from every ledger entry (not only those of the report's range: a
-    workload's pools do not depend on the range)."""
+) -> tuple[dict[tuple[str, int], set[str]], dict[str, set[str]]]:
+    """Pools charged per (workload, attempt) and per workload, from every ledger entry (not
+    only those of the report's range: a workload's pools do not depend on the range)."""
     charged_pools: dict[tuple[str, int], set[str]] = {}
     workload_pools: dict[str, set[str]] = {}
-    charged_until: dict[tuple[str, int], int] = {}
     for charge, pool in connection.execute(
         select(ledger_entries.c.charge_id, ledger_entries.c.pool)
     ):
@@ -350,8 +340,7 @@ def _charged_pools(
         if parsed is not None:
             attempt = (parsed[0], parsed[1])
             charged_pools.setdefault(attempt, set()).add(pool)
-            charged_until[attempt] = max(charged_until.get(attempt, 0), parsed[2] + HOUR)
-    return charged_pools, workload_pools, charged_until
+    return charged_pools, workload_pools
 
 
 def _workloads(connection: Connection) -> dict[str, Workload]:

@@ -37,3 +37,10 @@ def build_tree(found: Iterable[Budget], weights: Iterable[WeightChange]) -> Budg
             closed = BudgetClosed(budget=budget.budget, closed_by="read-models")
             tree.apply(closed, float(budget.closed_at))
     return tree
+
+
+def open_during(tree: BudgetTree, path: str, start: float, end: float) -> bool:
+    """Whether budget ``path`` was open at some moment of ``[start, end)``."""
+    node = tree.nodes[path]
+    created = node.weights[0][0] if node.weights else float("-inf")
+    return created < end and (node.closed_at is None or node.closed_at > start)

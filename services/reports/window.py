@@ -27,7 +27,7 @@ from services.reports.source import (
     read_budgets,
     read_weights,
 )
-from services.reports.tree import build_tree
+from services.reports.tree import build_tree, open_during
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def figures_in(
     tree = read_tree(connection)
     histories = pool_histories(connection, bins.bounds[0], bins.stop)
     wanted = sorted(histories) if pools is None else sorted(pools)
-    leaves = [leaf for leaf in tree.leaves() if _open_during(tree, leaf, bins)]
+    leaves = [leaf for leaf in tree.leaves() if open_during(tree, leaf, bins.bounds[0], bins.stop)]
     figures = {
         pool: pool_figures(histories.get(pool, PoolHistory(pool)), tree, bins, leaves)
         for pool in wanted
@@ -80,12 +80,6 @@ def figures_in(
         tree,
         figures,
     )
-
-
-def _open_during(tree: BudgetTree, leaf: str, bins: Bins) -> bool:
-    node = tree.nodes[leaf]
-    created = node.weights[0][0] if node.weights else float("-inf")
-    return created < bins.stop and (node.closed_at is None or node.closed_at > bins.bounds[0])
 
 
 def read_tree(connection: Connection) -> BudgetTree:
