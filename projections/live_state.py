@@ -40,12 +40,10 @@ from events.models import (
     PreemptCommand,
     UsageSnapshot,
 )
-from events.times import HOUR
-from events.types import utc_epoch_seconds
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.errors import FoldError, MissingFact
-from projections.figures import OpenRun
+from projections.usage_snapshots import usage_to_rank
 
 log = logging.getLogger(__name__)
 
@@ -218,25 +216,9 @@ class LiveState:
 
     # -- reading ---------------------------------------------------------------------------
     def usage_in_window(self, pool: str, now: float) -> dict[str, float]:
-        """Allocated GPU-seconds per leaf budget in the window at ``now``: the charged usage of
-        the latest snapshot, plus what running allocated work has used since the hour the
-        snapshot reached (charges post per closed hour, so that part is not in it yet)."""
-        usage: dict[str, float] = {}
-        snapshot = self.usage.get(pool)
-        charged_until = 0.0
-        if snapshot is not None:
-            for entry in snapshot.budgets:
-                usage[entry.budget] = float(entry.allocated_gpu_s)
-            charged_until = utc_epoch_seconds(snapshot.window_end) // HOUR * HOUR
-        for workload_id in sorted(self.cluster.active.get(pool, ())):
-            workload = self.cluster.workloads[workload_id]
-            if not workload.allocated or workload.started_at is None:
-                continue
-            run = OpenRun(workload.budget, True, workload.gpus, workload.started_at, charged_until)
-            usage[workload.budget] = usage.get(workload.budget, 0.0) + run.uncharged(
-                workload.started_at, now
-            )
-        return usage
+        """What a pass ranks ``pool``'s budgets on at ``now``
+        (:func:`projections.usage_snapshots.usage_to_rank`)."""
+        return usage_to_rank(self.usage.get(pool), self.cluster, pool, now)
 
     def usage_source(self, now: float) -> _UsageAt:
         return _UsageAt(self, now)

@@ -13,6 +13,9 @@ from datetime import UTC, datetime
 
 from events.models import BudgetUsage, InputPosition, LedgerCharge, UsageSnapshot
 from events.times import HOUR
+from events.types import utc_epoch_seconds
+from projections.cluster_state import ClusterState
+from projections.figures import OpenRun
 from projections.usage_window import UsageWindow, bucket_of
 
 
@@ -49,3 +52,32 @@ def usage_snapshots(
         )
         for pool in usage.pools()
     ]
+
+
+def usage_to_rank(
+    snapshot: UsageSnapshot | None, cluster: ClusterState, pool: str, now: float
+) -> dict[str, float]:
+    """Allocated GPU-seconds per leaf budget in the window at ``now``, as every pass ranks
+    budgets on them: the charged usage of the latest snapshot, plus what running allocated work
+    has used since the hour the snapshot reached (charges post per closed hour, so that part
+    is not in it yet).
+
+    Only facts of the log go in (a snapshot, the runs the cluster fold knows), so the live
+    scheduler, the simulator and the decision audit, handed the same log, rank alike: the
+    simulator once ranked on its own exact usage, which the log does not carry, and an audit
+    of its log could not re-derive the passes where the two orders differed."""
+    usage: dict[str, float] = {}
+    charged_until = 0.0
+    if snapshot is not None:
+        for entry in snapshot.budgets:
+            usage[entry.budget] = float(entry.allocated_gpu_s)
+        charged_until = utc_epoch_seconds(snapshot.window_end) // HOUR * HOUR
+    for workload_id in sorted(cluster.active.get(pool, ())):
+        workload = cluster.workloads[workload_id]
+        if not workload.allocated or workload.started_at is None:
+            continue
+        run = OpenRun(workload.budget, True, workload.gpus, workload.started_at, charged_until)
+        usage[workload.budget] = usage.get(workload.budget, 0.0) + run.uncharged(
+            workload.started_at, now
+        )
+    return usage

@@ -34,6 +34,7 @@ from events.models import (
     PlaceCommand,
     Placement,
     PreemptCommand,
+    UsageSnapshot,
     WorkloadFinished,
     WorkloadLost,
     WorkloadPreempted,
@@ -46,7 +47,7 @@ from projections.cluster_state import ClusterState, WorkloadState
 from projections.figures import wanted
 from projections.ledger import Ledger
 from projections.steps import Steps
-from projections.usage_snapshots import count_charge, usage_snapshots
+from projections.usage_snapshots import count_charge, usage_snapshots, usage_to_rank
 from projections.usage_window import UsageWindow, bucket_of
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.churn import ChurnControl
@@ -191,13 +192,17 @@ class Simulation:
         self.progress = progress
         self.start = jobs[0].arrival
         self.end = jobs[-1].arrival
-        # With a recorder, every fact and decision is written out as the event log of the
-        # run, and the ledger fold posts the charges a live projector would (hourly heartbeats
-        # confirm occupancy), so a simulated run can be audited like a real one.
+        # Every fact and decision is folded as the live system folds it: the ledger posts the
+        # charges a live charging service would (hourly heartbeats confirm occupancy) and
+        # their usage snapshots are what the policy ranks on, exactly as the live scheduler
+        # does. With a recorder they are also written out as the run's event log, so a
+        # simulated run can be audited like a real one: nothing a pass reads is missing.
         self.recorder = recorder
-        self.ledger = Ledger() if recorder is not None else None
+        self.ledger = Ledger()
         #: The charged usage a live charging service would publish snapshots of.
         self.charged = UsageWindow(config.window_s)
+        #: The latest of those snapshots per pool: what every pass ranks on.
+        self.snapshots: dict[str, UsageSnapshot] = {}
         self.now = self.start - 1
         self.tree = BudgetTree()
         for budget in sorted(weights):
@@ -228,9 +233,6 @@ class Simulation:
         self.now = self.start
         self.passes = 0
         self.preempt_commands: dict[str, str] = {}
-        # Open (not yet posted) occupancy per budget: GPUs, and sum of GPUs x last posting.
-        self.open_gpus: dict[str, float] = dict.fromkeys(weights, 0.0)
-        self.open_weighted: dict[str, float] = dict.fromkeys(weights, 0.0)
         self.interruptions: list[Interruption] = []
         #: Nodes out of service for repair (cordoned, then down), and every drain in order.
         self.in_repair: dict[str, Drain] = {}
@@ -262,15 +264,15 @@ class Simulation:
         self.record(data)
 
     def record(self, data: EventData) -> None:
-        if self.recorder is None or self.ledger is None:
-            return
-        self.recorder(data, self.now)
+        if self.recorder is not None:
+            self.recorder(data, self.now)
         for charge in self.ledger.apply(data, self.now):
-            self.recorder(charge, self.now)
+            if self.recorder is not None:
+                self.recorder(charge, self.now)
             count_charge(self.charged, charge)
 
     def heartbeats(self) -> None:
-        """One heartbeat per node naming each GPU's occupant (recorded runs only)."""
+        """One heartbeat per node naming each GPU's occupant."""
         for name in sorted(self.cluster.nodes):
             node = self.cluster.nodes[name]
             occupant: dict[int, tuple[str, int]] = {}
@@ -303,25 +305,15 @@ class Simulation:
             self.usage.add_interval(
                 POOL, workload.budget, workload.gpus, run.last_posted, until, workload.allocated
             )
-        if workload.allocated:
-            self.open_weighted[workload.budget] += workload.gpus * (until - run.last_posted)
         run.last_posted = until
 
     def _close(self, workload: WorkloadState, run: Run) -> None:
         self._post(workload, run, self.now)
-        if workload.allocated:
-            self.open_gpus[workload.budget] -= workload.gpus
-            self.open_weighted[workload.budget] -= workload.gpus * self.now
         run.run_start = None
 
     def usage_source(self, pool: str) -> dict[str, float]:
-        window = self.usage.allocated_by_budget(pool, self.now)
-        return {
-            budget: window.get(budget, 0.0)
-            + self.open_gpus[budget] * self.now
-            - self.open_weighted[budget]
-            for budget in self.open_gpus
-        }
+        """What the live scheduler ranks on, from the same facts (``usage_to_rank``)."""
+        return usage_to_rank(self.snapshots.get(pool), self.cluster, pool, self.now)
 
     # -- event handlers ------------------------------------------------------------------
     def on_arrival(self, job: TraceJob) -> None:
@@ -368,9 +360,6 @@ class Simulation:
             run.first_start = self.now
         run.run_start = run.last_posted = self.now
         run.overhead = self.config.cost.overhead(attempt)
-        if workload.allocated:
-            self.open_gpus[workload.budget] += workload.gpus
-            self.open_weighted[workload.budget] += workload.gpus * self.now
         self.push(self.now + run.overhead + run.remaining, FINISH, workload_id, attempt)
         self.push(self.now + workload.min_runtime_s, WAKE)
 
@@ -473,9 +462,10 @@ class Simulation:
         del self.in_repair[node]
 
     def on_tick(self) -> None:
-        if self.recorder is not None:
-            self.heartbeats()
-            for snapshot in usage_snapshots(self.charged, self.now):
+        self.heartbeats()
+        for snapshot in usage_snapshots(self.charged, self.now):
+            self.snapshots[snapshot.pool] = snapshot
+            if self.recorder is not None:
                 self.recorder(snapshot, self.now)
         for pool in self.cluster.active:
             for workload_id in self.cluster.active[pool]:
