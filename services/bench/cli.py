@@ -1,5 +1,5 @@
-"""``fairshare bench scheduler | audit | pipeline | chaos | latency | idle``: each prints one
-JSON object.
+"""``fairshare bench scheduler | audit | audit-decisions | pipeline | chaos | latency | idle``:
+each prints one JSON object.
 
 Only the standard library and Typer are imported here: assembling ``fairshare``'s command line
 must stay cheap, so every benchmark is imported by its command when it runs."""
@@ -71,6 +71,50 @@ def bench_audit(
     from services.bench.audit import audit_benchmark
 
     typer.echo(orjson.dumps(audit_benchmark(events, log, strict)).decode())
+
+
+@bench_app.command("audit-decisions")
+def bench_audit_decisions(
+    trace: Annotated[
+        Path | None, typer.Option(help="trace to simulate (default: the Philly trace)")
+    ] = None,
+    budgets: Annotated[
+        Path | None, typer.Option(help="budget weights (default: the Philly budgets)")
+    ] = None,
+    jobs: Annotated[
+        int, typer.Option(min=1, help="jobs simulated (the first N after --offset)")
+    ] = 1000,
+    gpus: Annotated[int, typer.Option(help="simulated GPUs")] = 64,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per simulated node")] = 8,
+    offset: Annotated[
+        int, typer.Option(min=0, help="skip the first K jobs of the trace (sorted by arrival)")
+    ] = 0,
+    json_out: JsonOut = None,
+) -> None:
+    """Simulate a slice of a trace, then audit the decision log it wrote, in the same run.
+
+    Prints one JSON object: events, passes, commands, violations, the simulation's and the
+    audit's wall and CPU seconds and their ratio (target: the audit at most 2x the
+    simulation). Exit 1 when the audit found a violation."""
+    from services.bench.audit_decisions import AuditDecisionsConfig, audit_decisions_benchmark
+
+    defaults = AuditDecisionsConfig()
+    config = AuditDecisionsConfig(
+        trace=trace or defaults.trace,
+        budgets=budgets or defaults.budgets,
+        jobs=jobs,
+        offset=offset,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+    )
+    try:
+        result = audit_decisions_benchmark(config)
+    except (ValueError, OSError) as error:
+        typer.echo(f"bench audit-decisions: {error}", err=True)
+        raise typer.Exit(2) from None
+    _emit(result, json_out)
+    if not result["ok"]:
+        raise typer.Exit(1)
 
 
 @bench_app.command("budgets")
