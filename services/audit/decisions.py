@@ -23,13 +23,13 @@ reads the file.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from events.envelope import Envelope
 from events.models import (
+    EventData,
     LedgerCharge,
     NodeDrained,
     PlaceCommand,
@@ -40,12 +40,22 @@ from events.models import (
 )
 from events.ndjson import BadLine
 from projections.live_state import LiveState
+from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, run_pass
 
 Command = PlaceCommand | PreemptCommand
 
 #: What a pass states besides its commands; they belong to the pass, not to its input.
 _PASS_FACTS = (WorkloadRequeued, WorkloadLost, NodeDrained, WorkloadPlaced, LedgerCharge)
+#: What a pass emits (``PassResult.ordered``): folded in place by the re-run pass.
+_OUTPUTS = (
+    PlaceCommand,
+    PreemptCommand,
+    WorkloadRequeued,
+    WorkloadLost,
+    NodeDrained,
+    WorkloadPlaced,
+)
 
 #: The rule a problem breaks, as the CLI names it.
 Rule = Literal["re-derived", "contract", "victim", "command-id"]
@@ -72,7 +82,7 @@ class DecisionAudit:
     problems: list[Problem] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
     #: Commands whose records rank the budgets with other usage than the log's snapshots give
-    #: (not a problem unless the audit compares standings).
+    #: (each also a ``re-derived`` problem: the pass ranks on those snapshots).
     standings_differ: int = 0
 
     @property
@@ -117,21 +127,17 @@ def _passes(log: Sequence[Envelope[Any]]) -> list[_Pass]:
     return passes
 
 
-def _dump(command: Command, standings: bool = True) -> dict[str, Any]:
-    dumped = command.model_dump(mode="json")
-    if not standings:
-        dumped["decision"].pop("budgets", None)
-    return dumped
+def _dump(command: Command) -> dict[str, Any]:
+    return command.model_dump(mode="json")
 
 
 def _compare(
     pass_id: int,
     recorded: Sequence[tuple[int, Command]],
     derived: Sequence[Command],
-    standings: bool,
 ) -> list[Problem]:
-    """Recorded against re-derived commands, by command id, then in order; the budgets'
-    standings in the records only with ``standings``."""
+    """Recorded against re-derived commands, by command id, field by field (the records'
+    budget standings included), then in order."""
     problems: list[Problem] = []
     mine = {c.command_id: c for c in derived}
     theirs = {c.command_id: (line, c) for line, c in recorded}
@@ -147,14 +153,14 @@ def _compare(
                     f"{_describe(command)} is not what the pass decides from the log",
                 )
             )
-        elif _dump(expected, standings) != _dump(command, standings):
+        elif _dump(expected) != _dump(command):
             problems.append(
                 Problem(
                     pass_id,
                     line,
                     "re-derived",
                     f"{_describe(command)} differs from the re-derived {_describe(expected)}"
-                    f" in {', '.join(_differing(expected, command, standings))}",
+                    f" in {', '.join(_differing(expected, command))}",
                 )
             )
     for command in derived:
@@ -174,8 +180,8 @@ def _compare(
     return problems
 
 
-def _differing(expected: Command, recorded: Command, standings: bool) -> list[str]:
-    a, b = _dump(expected, standings), _dump(recorded, standings)
+def _differing(expected: Command, recorded: Command) -> list[str]:
+    a, b = _dump(expected), _dump(recorded)
     keys = sorted(key for key in a.keys() | b.keys() if a.get(key) != b.get(key))
     if "decision" in keys:
         decision_a, decision_b = a["decision"], b["decision"]
@@ -263,16 +269,21 @@ def check_rules(
     return problems
 
 
-def audit_decisions(
-    log: Iterable[Envelope[Any] | BadLine], standings: bool = False
-) -> DecisionAudit:
-    """Fold the log pass by pass; before each pass, run it again and compare.
+def audit_decisions(log: Iterable[Envelope[Any] | BadLine]) -> DecisionAudit:
+    """Fold the log pass by pass; at each pass, run it again and compare.
 
-    ``standings``: also require the budgets' usage and ranks in every record to be those the
-    log's usage snapshots give. Right for the service's logs, whose pass reads exactly those;
-    the simulator's pass reads its own exact usage, which its snapshots only round, so its
-    records' standings differ slightly while every command (ids, victims, placements,
-    reasons, preemptors) is the same.
+    The pass is re-run the way the live scheduler runs it: on the one folded state, in place,
+    with memos kept from pass to pass (``PassMemos``), its decisions folded in as it makes
+    them; the log's copies of those decisions are then only noted as seen
+    (:meth:`LiveState.record_own`), as the live service notes its own when they come back. So
+    an audit costs what the scheduler's passes cost, never a copy of the cluster per pass.
+    Where a pass does not check out, the state it folded in place is not the log's: it is
+    rebuilt from the log up to that pass, and the log's outputs are folded as any reader
+    folds them (rare, and only for a log that breaks a rule).
+
+    Every record's budget standings (usage, ratios, ranks) are compared too: the pass ranks on
+    the log's own usage snapshots (:func:`projections.usage_snapshots.usage_to_rank`), so a
+    record that ranks on other usage was not decided from this log.
     """
     audit = DecisionAudit()
     envelopes: list[Envelope[Any]] = []
@@ -282,26 +293,131 @@ def audit_decisions(
         else:
             envelopes.append(item)
     audit.events = len(envelopes)
-    state = LiveState()
-    folded = 0
+    replay = _Replay(envelopes)
     for decided in _passes(envelopes):
-        audit.problems.extend(_fold(state, envelopes, folded, decided.start))
-        folded = decided.start
+        audit.problems.extend(replay.fold_to(decided.start))
+        audit.problems.extend(replay.check(decided, audit))
+    audit.problems.extend(replay.fold_to(len(envelopes)))
+    return audit
+
+
+class _Replay:
+    """The state the log has folded to, and the memos of the passes run on it."""
+
+    def __init__(self, log: Sequence[Envelope[Any]]) -> None:
+        self.log = log
+        self.state = LiveState()
+        self.memos = PassMemos()
+        self.folded = 0
+
+    def fold_to(self, end: int) -> list[Problem]:
+        problems = _fold(self.state, self.log, self.folded, end)
+        self.folded = max(self.folded, end)
+        return problems
+
+    def check(self, decided: _Pass, audit: DecisionAudit) -> list[Problem]:
+        log, state = self.log, self.state
         recorded: list[tuple[int, Command]] = [
-            (index + 1, envelopes[index].data) for index in decided.lines
+            (index + 1, log[index].data) for index in decided.lines
         ]
         first = recorded[0][1]
-        now = envelopes[decided.lines[0]].time.timestamp()
+        now = log[decided.lines[0]].time.timestamp()
         audit.passes += 1
         audit.commands += len(recorded)
         audit.preemptions += sum(isinstance(c, PreemptCommand) for _, c in recorded)
-        audit.problems.extend(check_rules(state, decided.pass_id, now, recorded))
+        problems = check_rules(state, decided.pass_id, now, recorded)
         grace = next((c.grace_period_s for _, c in recorded if isinstance(c, PreemptCommand)), 30)
-        derived = _rederive(state, now, first, grace)
+        result = run_pass(
+            state.cluster,
+            state.tree,
+            state.usage_source(now),
+            _context(now, first, grace),
+            self.memos,
+        )
+        derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]
         audit.standings_differ += _standings_differ(recorded, derived)
-        audit.problems.extend(_compare(decided.pass_id, recorded, derived, standings))
-    audit.problems.extend(_fold(state, envelopes, folded, len(envelopes)))
-    return audit
+        end = _outputs_end(log, decided)
+        stated: list[EventData] = [
+            log[i].data for i in range(decided.start, end) if _is_output(log[i].data)
+        ]
+        mismatch = _compare(decided.pass_id, recorded, derived) + _compare_facts(
+            decided.pass_id, recorded[0][0], stated, result.events
+        )
+        problems += mismatch
+        if mismatch:
+            problems += self._rebuild(decided.start, end)
+        else:
+            for index in range(decided.start, end):
+                if _is_output(log[index].data):
+                    state.record_own(log[index])
+                else:
+                    state.apply(log[index])
+            self.folded = end
+        return problems
+
+    def _rebuild(self, start: int, end: int) -> list[Problem]:
+        """The pass folded in place what the log does not hold: start again from the log, and
+        fold the pass's outputs as the log states them."""
+        self.state = LiveState()
+        for index in range(start):
+            self.state.apply(self.log[index])
+        self.folded = start
+        return self.fold_to(end)
+
+
+def _is_output(data: object) -> bool:
+    return isinstance(data, _OUTPUTS)
+
+
+def _outputs_end(log: Sequence[Envelope[Any]], decided: _Pass) -> int:
+    """Just past the pass's last output: its last command, and the facts it states right after
+    it at the same instant (a placement's ``WorkloadPlaced`` follows its command)."""
+    end = decided.lines[-1] + 1
+    at = log[decided.lines[-1]].time
+    while end < len(log) and _is_output(log[end].data) and log[end].time == at:
+        if isinstance(log[end].data, PlaceCommand | PreemptCommand):
+            break
+        end += 1
+    return end
+
+
+def _compare_facts(
+    pass_id: int, line: int, stated: Sequence[EventData], derived: Sequence[EventData]
+) -> list[Problem]:
+    """The facts a pass states (requeues, lost work, drained nodes, placements), field by
+    field and in order."""
+    logged = [d for d in stated if not isinstance(d, PlaceCommand | PreemptCommand)]
+    if [_fact(d) for d in logged] == [_fact(d) for d in derived]:
+        return []
+    theirs, mine = {_fact(d) for d in logged}, {_fact(d) for d in derived}
+    parts = [f"the pass states {_name(d)}, which the log lacks" for d in derived]
+    parts = [p for p, d in zip(parts, derived, strict=True) if _fact(d) not in theirs][:3]
+    parts += [
+        f"the log states {_name(d)}, which the pass does not"
+        for d in logged
+        if _fact(d) not in mine
+    ][:3]
+    return [Problem(pass_id, line, "re-derived", "; ".join(parts) or "facts in another order")]
+
+
+def _fact(data: EventData) -> str:
+    return f"{type(data).__name__}{data.model_dump_json()}"
+
+
+def _name(data: EventData) -> str:
+    fields = data.model_dump(mode="json")
+    named = ", ".join(f"{k}={fields[k]}" for k in ("workload_id", "attempt", "node") if k in fields)
+    return f"{type(data).__name__}({named})"
+
+
+def _context(now: float, first: Command, grace: int) -> PassContext:
+    return PassContext(
+        now=now,
+        pass_id=first.decision.pass_id,
+        input_position=first.decision.input_position,
+        grace_period_s=grace,
+        epoch=first.epoch,
+    )
 
 
 def _fold(state: LiveState, log: Sequence[Envelope[Any]], start: int, end: int) -> list[Problem]:
@@ -322,19 +438,3 @@ def _fold(state: LiveState, log: Sequence[Envelope[Any]], start: int, end: int) 
             )
         state.apply(log[index])
     return problems
-
-
-def _rederive(state: LiveState, now: float, first: Command, grace: int) -> list[Command]:
-    """The pass run again on a copy of the folded state, as the service runs it: the usage
-    source reads the cluster the pass is changing (maintenance can end runs before a pool is
-    ordered)."""
-    ctx = PassContext(
-        now=now,
-        pass_id=first.decision.pass_id,
-        input_position=first.decision.input_position,
-        grace_period_s=grace,
-        epoch=first.epoch,
-    )
-    scratch = LiveState(cluster=copy.deepcopy(state.cluster), tree=state.tree, usage=state.usage)
-    result = run_pass(scratch.cluster, scratch.tree, scratch.usage_source(now), ctx)
-    return [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]

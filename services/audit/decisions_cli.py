@@ -15,13 +15,6 @@ def audit_decisions(
     events: Annotated[
         Path, typer.Option("--events", help="an event log written in decision order")
     ],
-    standings: Annotated[
-        bool,
-        typer.Option(
-            "--standings/--no-standings",
-            help="also require each record's budget usage and ranks (service logs)",
-        ),
-    ] = False,
 ) -> None:
     """Re-derive every scheduling pass from the log and check its commands and the
     preemption rules; exit 1 naming the rule broken."""
@@ -31,7 +24,7 @@ def audit_decisions(
     if not events.is_file():
         err_console.print(f"[red]--events:[/] {events} is not a file")
         raise typer.Exit(2)
-    result = audit(log_from_file(events), standings=standings)
+    result = audit(log_from_file(events))
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for problem in result.problems:
@@ -39,13 +32,7 @@ def audit_decisions(
     console.print(
         f"{result.passes} passes re-derived ({result.commands} commands, "
         f"{result.preemptions} preemptions) from {result.events} events: "
-        f"{len(result.problems)} violation(s)"
-        + (
-            f"; {result.standings_differ} record(s) rank budgets on other usage than the "
-            "log's snapshots"
-            if result.standings_differ and not standings
-            else ""
-        ),
+        f"{len(result.problems)} violation(s)",
         highlight=False,
         soft_wrap=True,
     )

@@ -40,7 +40,7 @@ from events import TopicKind, Topics, new_event
 from events.envelope import Envelope, derived_event_id
 from events.models import EventData, GpuHeartbeat, InputPosition, UsageSnapshot
 from events.positions import Delivery
-from events.times import DEFAULT_WINDOW_S
+from events.times import DEFAULT_WINDOW_S, as_logged, fold_instant
 from projections.live_state import LiveState
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
@@ -200,7 +200,7 @@ class SchedulerService:
         self._leading = leading
         if not leading:
             return None
-        now = self.clock()
+        now = as_logged(self.clock())  # the instant its outputs will state (an audit's too)
         if not (self._dirty or now - self._last_pass >= self.config.tick_s or self._expired(now)):
             return None
         paced = self.pace_clock()
@@ -279,7 +279,7 @@ class SchedulerService:
         if held is not None:  # a node's liveness is its pool's leader's to state
             liveness = [fact for fact in liveness if cluster.nodes[fact.node].pool in held]
         for fact in liveness:
-            cluster.apply(fact, now)
+            cluster.apply(fact, fold_instant(now))
         pass_id = max(self._last_pass_id + 1, int(now * 1000))
         epoch = self.lease.epoch if held is None else max(held.values(), default=0)
         ctx = PassContext(

@@ -41,7 +41,7 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
-from events.times import DEFAULT_WINDOW_S, HOUR
+from events.times import DEFAULT_WINDOW_S, HOUR, as_logged, fold_instant
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState, WorkloadState
 from projections.figures import wanted
@@ -243,8 +243,10 @@ class Simulation:
 
     # -- plumbing ------------------------------------------------------------------------
     def push(self, at: float, kind: int, workload_id: str = "", attempt: int = 0) -> None:
+        # Every instant is one the log can state: the audit re-runs a pass at its commands'
+        # logged time, so the simulator's passes run at exactly that time too.
         self.seq += 1
-        heapq.heappush(self.heap, (at, kind, self.seq, workload_id, attempt))
+        heapq.heappush(self.heap, (as_logged(at), kind, self.seq, workload_id, attempt))
 
     def apply(self, data: EventData) -> None:
         """Fold a fact in, and follow what it changes of demand (the one rule,
@@ -253,7 +255,7 @@ class Simulation:
         workload = self.cluster.workloads.get(workload_id) if isinstance(workload_id, str) else None
         before = wanted(self.cluster, workload).get(POOL, 0)
         capacity = self.cluster.capacity(POOL)
-        self.cluster.apply(data, self.now)
+        self.cluster.apply(data, fold_instant(self.now))  # as a reader of the log folds it
         if isinstance(workload_id, str):
             workload = self.cluster.workloads.get(workload_id)
             after = wanted(self.cluster, workload).get(POOL, 0)

@@ -53,7 +53,7 @@ from events.models import (
     WorkloadRequeued,
 )
 from events.models.commands import ReasonCode
-from events.times import DEFAULT_WINDOW_S
+from events.times import DEFAULT_WINDOW_S, fold_instant
 from events.times import utc_from_epoch as _utc
 from events.trusted import trusted
 from projections.budget_tree import BudgetTree
@@ -168,7 +168,10 @@ class SchedulingPass:
 
     # -- emitting ----------------------------------------------------------------------------
     def emit(self, data: EventData, command: bool = False) -> None:
-        self.cluster.apply(data, self.ctx.now)
+        # Folded at the time any reader of the log folds it (a whole second), so the state the
+        # pass leaves is the log's fold of what it decided: a standby taking over, or an
+        # audit, rebuilds the very state the leader went on from.
+        self.cluster.apply(data, fold_instant(self.ctx.now))
         (self.result.commands if command else self.result.events).append(data)
         self.result.ordered.append(data)
 
