@@ -48,7 +48,7 @@ Command = PlaceCommand | PreemptCommand
 #: What a pass states besides its commands; they belong to the pass, not to its input.
 _PASS_FACTS = (WorkloadRequeued, WorkloadLost, NodeDrained, WorkloadPlaced, LedgerCharge)
 #: What a pass emits (``PassResult.ordered``): folded in place by the re-run pass.
-_OUTPUTS = (
+PASS_OUTPUTS = (
     PlaceCommand,
     PreemptCommand,
     WorkloadRequeued,
@@ -97,7 +97,7 @@ class _Pass:
     pass_id: int
 
 
-def _passes(log: Sequence[Envelope[Any]]) -> list[_Pass]:
+def passes_in(log: Sequence[Envelope[Any]]) -> list[_Pass]:
     """Commands grouped by the pass that decided them: consecutive commands (other events may
     lie between) with the same pass id."""
     groups: list[list[int]] = []
@@ -131,13 +131,15 @@ def _dump(command: Command) -> dict[str, Any]:
     return command.model_dump(mode="json")
 
 
-def _compare(
+def compare_commands(
     pass_id: int,
     recorded: Sequence[tuple[int, Command]],
     derived: Sequence[Command],
+    check_order: bool = True,
 ) -> list[Problem]:
     """Recorded against re-derived commands, by command id, field by field (the records'
-    budget standings included), then in order."""
+    budget standings included), then in order (``check_order``: the recorded ones are in the
+    order they were decided)."""
     problems: list[Problem] = []
     mine = {c.command_id: c for c in derived}
     theirs = {c.command_id: (line, c) for line, c in recorded}
@@ -173,7 +175,8 @@ def _compare(
                     f"the pass decides {_describe(command)}, which the log lacks",
                 )
             )
-    if not problems and [c.command_id for _, c in recorded] != [c.command_id for c in derived]:
+    in_order = [c.command_id for _, c in recorded] == [c.command_id for c in derived]
+    if check_order and not problems and not in_order:
         problems.append(
             Problem(pass_id, first_line, "re-derived", "the commands are in another order")
         )
@@ -194,7 +197,7 @@ def _differing(expected: Command, recorded: Command) -> list[str]:
     return keys
 
 
-def _standings_differ(recorded: Sequence[tuple[int, Command]], derived: Sequence[Command]) -> int:
+def standings_differ(recorded: Sequence[tuple[int, Command]], derived: Sequence[Command]) -> int:
     mine = {c.command_id: c for c in derived}
     return sum(
         1
@@ -294,7 +297,7 @@ def audit_decisions(log: Iterable[Envelope[Any] | BadLine]) -> DecisionAudit:
             envelopes.append(item)
     audit.events = len(envelopes)
     replay = _Replay(envelopes)
-    for decided in _passes(envelopes):
+    for decided in passes_in(envelopes):
         audit.problems.extend(replay.fold_to(decided.start))
         audit.problems.extend(replay.check(decided, audit))
     audit.problems.extend(replay.fold_to(len(envelopes)))
@@ -331,16 +334,16 @@ class _Replay:
             state.cluster,
             state.tree,
             state.usage_source(now),
-            _context(now, first, grace),
+            pass_context(now, first, grace),
             self.memos,
         )
         derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]
-        audit.standings_differ += _standings_differ(recorded, derived)
-        end = _outputs_end(log, decided)
+        audit.standings_differ += standings_differ(recorded, derived)
+        end = outputs_end(log, decided)
         stated: list[EventData] = [
             log[i].data for i in range(decided.start, end) if _is_output(log[i].data)
         ]
-        mismatch = _compare(decided.pass_id, recorded, derived) + _compare_facts(
+        mismatch = compare_commands(decided.pass_id, recorded, derived) + compare_facts(
             decided.pass_id, recorded[0][0], stated, result.events
         )
         problems += mismatch
@@ -366,10 +369,10 @@ class _Replay:
 
 
 def _is_output(data: object) -> bool:
-    return isinstance(data, _OUTPUTS)
+    return isinstance(data, PASS_OUTPUTS)
 
 
-def _outputs_end(log: Sequence[Envelope[Any]], decided: _Pass) -> int:
+def outputs_end(log: Sequence[Envelope[Any]], decided: _Pass) -> int:
     """Just past the pass's last output: its last command, and the facts it states right after
     it at the same instant (a placement's ``WorkloadPlaced`` follows its command)."""
     end = decided.lines[-1] + 1
@@ -381,13 +384,21 @@ def _outputs_end(log: Sequence[Envelope[Any]], decided: _Pass) -> int:
     return end
 
 
-def _compare_facts(
-    pass_id: int, line: int, stated: Sequence[EventData], derived: Sequence[EventData]
+def compare_facts(
+    pass_id: int,
+    line: int,
+    stated: Sequence[EventData],
+    derived: Sequence[EventData],
+    in_order: bool = True,
 ) -> list[Problem]:
     """The facts a pass states (requeues, lost work, drained nodes, placements), field by
-    field and in order."""
+    field, and in order where ``stated`` is in the order they were stated (one file; a live
+    pass spreads them over several topics, whose relative order no reader sees)."""
     logged = [d for d in stated if not isinstance(d, PlaceCommand | PreemptCommand)]
-    if [_fact(d) for d in logged] == [_fact(d) for d in derived]:
+    theirs_listed, mine_listed = [_fact(d) for d in logged], [_fact(d) for d in derived]
+    if in_order and theirs_listed == mine_listed:
+        return []
+    if not in_order and sorted(theirs_listed) == sorted(mine_listed):
         return []
     theirs, mine = {_fact(d) for d in logged}, {_fact(d) for d in derived}
     parts = [f"the pass states {_name(d)}, which the log lacks" for d in derived]
@@ -410,7 +421,7 @@ def _name(data: EventData) -> str:
     return f"{type(data).__name__}({named})"
 
 
-def _context(now: float, first: Command, grace: int) -> PassContext:
+def pass_context(now: float, first: Command, grace: int) -> PassContext:
     return PassContext(
         now=now,
         pass_id=first.decision.pass_id,
@@ -421,20 +432,26 @@ def _context(now: float, first: Command, grace: int) -> PassContext:
 
 
 def _fold(state: LiveState, log: Sequence[Envelope[Any]], start: int, end: int) -> list[Problem]:
-    """Fold ``log[start:end]``; a placement stated without its command means a command was
-    taken out of the log (with the whole pass, when it was the pass's only one)."""
+    """Fold ``log[start:end]``, with what :func:`misplaced` finds on the way."""
     problems = []
     for index in range(start, end):
-        data = log[index].data
-        if isinstance(data, WorkloadPlaced) and data.command_id not in state.command_ids:
-            problems.append(
-                Problem(
-                    None,
-                    index + 1,
-                    "re-derived",
-                    f"{data.workload_id} (attempt {data.attempt}) placed by {data.command_id}, "
-                    "which the log lacks",
-                )
-            )
+        problem = misplaced(state, log[index], index + 1)
+        if problem is not None:
+            problems.append(problem)
         state.apply(log[index])
     return problems
+
+
+def misplaced(state: LiveState, envelope: Envelope[Any], line: int) -> Problem | None:
+    """A placement stated without its command: a command was taken out of the log (with the
+    whole pass, when it was the pass's only one)."""
+    data = envelope.data
+    if not isinstance(data, WorkloadPlaced) or data.command_id in state.command_ids:
+        return None
+    return Problem(
+        None,
+        line,
+        "re-derived",
+        f"{data.workload_id} (attempt {data.attempt}) placed by {data.command_id}, "
+        "which the log lacks",
+    )

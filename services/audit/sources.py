@@ -15,6 +15,7 @@ from events.envelope import Envelope
 from events.lean import binary_decoder
 from events.models import LedgerCharge
 from events.ndjson import BadLine, read_events
+from events.positions import Delivery
 from services.audit.replay import ReplayResult
 from services.bus.records import RawRecord, Rejected, check, source_position
 from services.read_models.tables import ledger_entries
@@ -37,6 +38,23 @@ def log_from_kafka(
 
     topics = topics or Topics()
     return log_from_records(read_to_end(bootstrap, topics.all_names()), topics)
+
+
+def deliveries_from_kafka(bootstrap: str, topics: Topics) -> tuple[list[Delivery], int]:
+    """Every record of every event topic up to the end offsets seen now, with its position
+    (what a live decision audit cuts passes by), and how many records are no valid event there
+    (their consumers dead-letter them; they are no facts)."""
+    from services.bus.export import read_to_end
+
+    deliveries: list[Delivery] = []
+    invalid = 0
+    for record in read_to_end(bootstrap, topics.all_names(), timeout_s=30):
+        checked = check(record, topics)
+        if isinstance(checked, Rejected):
+            invalid += 1
+        else:
+            deliveries.append(checked)
+    return deliveries, invalid
 
 
 def log_from_records(

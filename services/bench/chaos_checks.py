@@ -21,9 +21,8 @@ from events import TopicKind, Topics
 from events.models import WorkloadSubmitted
 from events.positions import Delivery
 from projections.live_state import LiveState
-from services.bus.export import read_to_end
+from services.audit.sources import deliveries_from_kafka
 from services.bus.follower import in_time_order
-from services.bus.records import Rejected, check
 
 #: A workload as every view must show it: status, attempt, pool (None while unplaced).
 Shown = tuple[str, int, str | None]
@@ -38,16 +37,10 @@ class LogRead:
 
 def read_log(bootstrap: str, topics: Topics) -> LogRead:
     """Every record of every event topic, up to the end offsets seen now, with positions."""
-    read = LogRead()
-    for record in read_to_end(bootstrap, topics.all_names(), timeout_s=30):
-        # the one record check every reader makes: a record its consumers dead-letter
-        # (undecodable, on another type's topic, keyed by another subject) is not the log's
-        checked = check(record, topics)
-        if isinstance(checked, Rejected):
-            read.invalid += 1
-        else:
-            read.deliveries.append(checked)
-    return read
+    # the one record check every reader makes: a record its consumers dead-letter
+    # (undecodable, on another type's topic, keyed by another subject) is not the log's
+    deliveries, invalid = deliveries_from_kafka(bootstrap, topics)
+    return LogRead(deliveries, invalid)
 
 
 def submitted_ids(read: LogRead) -> set[str]:

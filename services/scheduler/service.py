@@ -49,6 +49,7 @@ from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.liveness import liveness_facts
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import (
+    SOURCE,
     PassContext,
     PassResult,
     next_contract_expiry,
@@ -71,7 +72,6 @@ class Follower(Protocol):
     def close(self) -> None: ...
 
 
-SOURCE = "fairshare/scheduler"
 INPUTS = (
     TopicKind.BUDGETS,
     TopicKind.CLUSTER,

@@ -147,6 +147,11 @@ class PassResult:
         return list(self.ordered)
 
 
+#: The source every scheduler's outputs carry (its envelopes'), whichever instance leads: how
+#: a reader of the log tells a pass's decisions from the facts it decided on.
+SOURCE = "fairshare/scheduler"
+
+
 def command_id(kind: str, workload: WorkloadState) -> str:
     """Deterministic and readable: one place and at most one preempt per workload attempt."""
     return f"{kind}:{workload.workload_id}:{workload.attempt}"
