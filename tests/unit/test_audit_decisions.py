@@ -187,6 +187,24 @@ def test_a_moved_placement_fails(log: Log) -> None:
         assert "re-derived" in _rules(_with(log, index, forged))
 
 
+def test_reordered_commands_of_a_pass_fail(log: Log) -> None:
+    """Two commands of one pass swapped (each still what the pass decides): the order the
+    pass decided them in is part of the decision (a preemption before the placement it frees
+    room for)."""
+    pairs = [
+        (i, j)
+        for i, j in zip(range(len(log)), range(1, len(log)), strict=False)
+        if isinstance(log[i].data, PlaceCommand | PreemptCommand)
+        and isinstance(log[j].data, PlaceCommand | PreemptCommand)
+        and log[i].data.decision.pass_id == log[j].data.decision.pass_id
+    ]
+    assert pairs
+    i, j = pairs[0]
+    swapped = [*log[:i], log[j], log[i], *log[j + 1 :]]
+    problems = audit_decisions(swapped).problems
+    assert any("another order" in p.message for p in problems), problems
+
+
 def _cli(path: Path) -> tuple[int, str]:
     app = typer.Typer()
     app.command("decisions")(audit_command)
