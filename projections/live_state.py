@@ -38,12 +38,13 @@ from events.models import (
     MembershipRevoked,
     PlaceCommand,
     PreemptCommand,
+    SchedulerSettings,
     UsageSnapshot,
 )
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.errors import FoldError, MissingFact
-from projections.usage_snapshots import usage_to_rank
+from projections.usage_snapshots import RankedUsage, usage_to_rank
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ class LiveState:
     tree: BudgetTree = field(default_factory=BudgetTree)
     #: The latest usage snapshot per pool (by window end).
     usage: dict[str, UsageSnapshot] = field(default_factory=dict)
+    #: The settings the latest leader stated it decides with (None: none stated yet).
+    settings: SchedulerSettings | None = None
     #: Commands per workload, in log order.
     commands: dict[str, list[CommandRecord]] = field(default_factory=dict)
     #: Ids of every command seen (a scheduler that reads its own commands back issues none
@@ -168,6 +171,8 @@ class LiveState:
             elif isinstance(data, LedgerCharge):
                 totals = self.charged_gpu_s if data.kind == "allocated" else self.free_gpu_s
                 totals[data.workload_id] = totals.get(data.workload_id, 0) + data.signed_gpu_seconds
+            elif isinstance(data, SchedulerSettings):
+                self.settings = data
             elif isinstance(data, UsageSnapshot):
                 current = self.usage.get(data.pool)
                 if current is None or data.window_end >= current.window_end:
@@ -215,7 +220,7 @@ class LiveState:
             )
 
     # -- reading ---------------------------------------------------------------------------
-    def usage_in_window(self, pool: str, now: float) -> dict[str, float]:
+    def usage_in_window(self, pool: str, now: float) -> RankedUsage:
         """What a pass ranks ``pool``'s budgets on at ``now``
         (:func:`projections.usage_snapshots.usage_to_rank`)."""
         return usage_to_rank(self.usage.get(pool), self.cluster, pool, now)

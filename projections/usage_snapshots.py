@@ -54,9 +54,16 @@ def usage_snapshots(
     ]
 
 
+class RankedUsage(dict[str, float]):
+    """GPU-seconds per leaf budget, as a pass ranks on them, and the end of the usage
+    snapshot they start from (None: no snapshot yet), which decision records name."""
+
+    as_of: datetime | None = None
+
+
 def usage_to_rank(
     snapshot: UsageSnapshot | None, cluster: ClusterState, pool: str, now: float
-) -> dict[str, float]:
+) -> RankedUsage:
     """Allocated GPU-seconds per leaf budget in the window at ``now``, as every pass ranks
     budgets on them: the charged usage of the latest snapshot, plus what running allocated work
     has used since the hour the snapshot reached (charges post per closed hour, so that part
@@ -66,9 +73,10 @@ def usage_to_rank(
     scheduler, the simulator and the decision audit, handed the same log, rank alike: the
     simulator once ranked on its own exact usage, which the log does not carry, and an audit
     of its log could not re-derive the passes where the two orders differed."""
-    usage: dict[str, float] = {}
+    usage = RankedUsage()
     charged_until = 0.0
     if snapshot is not None:
+        usage.as_of = snapshot.window_end
         for entry in snapshot.budgets:
             usage[entry.budget] = float(entry.allocated_gpu_s)
         charged_until = utc_epoch_seconds(snapshot.window_end) // HOUR * HOUR

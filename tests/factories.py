@@ -43,6 +43,9 @@ from events.models import (
     WorkloadSubmitted,
     charge_id,
 )
+from services.scheduler.core.debug_lane import DebugLane, DebugLanes
+from services.scheduler.core.scheduling_pass import PassContext
+from services.scheduler.core.settings import settings_of
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 PLACEMENT = Placement(nodes=(NodeGpus(node="node-01", gpus=(0, 1)),))
@@ -126,6 +129,9 @@ def sample_payloads() -> list[EventData]:
                 preemptor="wl-9",
                 detail="lab/robotics ranks ahead after counting wl-9",
             ),
+        ),
+        settings_of(
+            PassContext(now=0.0, debug_lanes=DebugLanes(pools=(("a100", DebugLane(max_gpus=2)),)))
         ),
         NodeRegistered(node="node-01", cluster="cluster-a", pool="a100", gpus=8, gpu_type="A100"),
         NodeCordoned(node="node-01", cordoned_by="ops", reason="firmware"),

@@ -19,10 +19,13 @@ from events.models.cluster import (
 from events.models.commands import (
     COMMAND_UPCASTERS,
     BudgetStanding,
+    ChurnSettings,
+    DebugLaneSettings,
     DecisionRecord,
     InputPosition,
     PlaceCommand,
     PreemptCommand,
+    SchedulerSettings,
 )
 from events.models.deadletter import DeadLetter
 from events.models.heartbeats import GpuHeartbeat, GpuReading
@@ -57,6 +60,7 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     WorkloadLost,
     PlaceCommand,
     PreemptCommand,
+    SchedulerSettings,
     NodeRegistered,
     NodeCordoned,
     NodeUncordoned,
@@ -77,7 +81,9 @@ __all__ = [
     "BudgetStanding",
     "BudgetUsage",
     "BudgetWeightChanged",
+    "ChurnSettings",
     "DeadLetter",
+    "DebugLaneSettings",
     "DecisionRecord",
     "EventData",
     "GpuHeartbeat",
@@ -96,6 +102,7 @@ __all__ = [
     "PlaceCommand",
     "Placement",
     "PreemptCommand",
+    "SchedulerSettings",
     "UsageSnapshot",
     "WorkloadCancelled",
     "WorkloadFinished",

@@ -14,7 +14,7 @@ below), which is also the epoch of a scheduler that runs alone without a lease.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +31,7 @@ from events.types import (
     Seconds,
     ShortText,
     Spec,
+    UtcDateTime,
 )
 
 ReasonCode = Literal[
@@ -74,6 +75,11 @@ class DecisionRecord(_Record):
     #: For preemptions made to fit another workload: that workload.
     preemptor: Identifier | None = None
     detail: ShortText = ""
+    #: The end of the usage snapshot the ``budgets``' usage starts from (the rest is running
+    #: work since the hour it reached): which fact of the log the ranks were computed on, so an
+    #: auditor can check them against it. None: no snapshot yet, or a decision that ranks
+    #: nothing (a cancel, a drain).
+    usage_as_of: UtcDateTime | None = None
 
     @model_validator(mode="after")
     def _preemptor_iff_preempt_for(self) -> DecisionRecord:
@@ -132,6 +138,62 @@ class PreemptCommand(EventData):
             raise ValueError(
                 f"decision.reason: {self.decision.reason!r} is a placement reason, not a preemption"
             )
+        return self
+
+
+_Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+_NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ChurnSettings(_Record):
+    """When a run past its contract is worth stopping (``services/scheduler/core/churn.py``)."""
+
+    #: Base relative margin of the catch-up rule; None: catch-up is off.
+    margin: _NonNegative | None
+    margin_per_wasted_gpu_hour: _NonNegative
+    owed_tolerance: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+    hold_horizon_s: _NonNegative
+    starving_after_s: _NonNegative
+
+
+class DebugLaneSettings(_Record):
+    """One pool's debug lane (``services/scheduler/core/debug_lane.py``); ``pool`` None: the
+    lane of every pool not named."""
+
+    pool: PoolName | None = None
+    enabled: bool
+    max_gpus: int = Field(ge=1)
+    max_min_runtime_s: int = Field(ge=1)
+    lookback_s: int = Field(ge=1)
+    service_level: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+    max_reserve_fraction: _Fraction
+    max_lane_fraction: _Fraction
+    patience_s: _NonNegative
+
+
+class SchedulerSettings(EventData):
+    """The policy's settings a leader decides with, stated before its first pass of an epoch
+    (the simulator's before its first): what a pass depends on besides the facts, so an audit
+    re-runs each pass with the settings it ran with rather than assuming the defaults."""
+
+    event_type: ClassVar[str] = "fairshare.scheduler.settings.v1"
+    topic: ClassVar[TopicKind] = TopicKind.COMMANDS
+    subject_field: ClassVar[str] = "scheduler"
+
+    scheduler: Identifier = "scheduler"
+    window_s: int = Field(ge=1)
+    grace_period_s: Seconds = Field(le=3600)
+    max_preemption_searches: int = Field(ge=0)
+    preemption: bool
+    churn: ChurnSettings
+    #: The default lane first (``pool`` None), then one per pool that has its own.
+    debug_lanes: tuple[DebugLaneSettings, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_default_lane_first(self) -> SchedulerSettings:
+        pools = [lane.pool for lane in self.debug_lanes]
+        if pools[0] is not None or None in pools[1:] or len(set(pools)) != len(pools):
+            raise ValueError("debug_lanes: the default lane (no pool) first, then one per pool")
         return self
 
 

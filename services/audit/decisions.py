@@ -42,6 +42,7 @@ from events.ndjson import BadLine
 from projections.live_state import LiveState
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, run_pass
+from services.scheduler.core.settings import with_settings
 
 Command = PlaceCommand | PreemptCommand
 
@@ -58,7 +59,7 @@ PASS_OUTPUTS = (
 )
 
 #: The rule a problem breaks, as the CLI names it.
-Rule = Literal["re-derived", "contract", "victim", "command-id"]
+Rule = Literal["re-derived", "contract", "victim", "command-id", "usage"]
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,7 @@ def check_rules(
                     f"{_describe(command)}",
                 )
             )
+        problems += _usage_named(state, pass_id, line, command)
         if not isinstance(command, PreemptCommand):
             continue
         workload = state.cluster.workloads.get(command.workload_id)
@@ -270,6 +272,27 @@ def check_rules(
                 )
             )
     return problems
+
+
+def _usage_named(state: LiveState, pass_id: int, line: int, command: Command) -> list[Problem]:
+    """A record that names the usage snapshot it ranked on must name the log's latest one for
+    its pool before the pass."""
+    named = command.decision.usage_as_of
+    if named is None:
+        return []
+    latest = state.usage.get(command.pool)
+    if latest is not None and latest.window_end == named:
+        return []
+    has = "none" if latest is None else f"the one of {latest.window_end.isoformat()}"
+    return [
+        Problem(
+            pass_id,
+            line,
+            "usage",
+            f"{_describe(command)} ranks on the usage snapshot of {named.isoformat()}; the "
+            f"latest the log holds for pool {command.pool} before the pass is {has}",
+        )
+    ]
 
 
 def audit_decisions(log: Iterable[Envelope[Any] | BadLine]) -> DecisionAudit:
@@ -329,12 +352,11 @@ class _Replay:
         audit.commands += len(recorded)
         audit.preemptions += sum(isinstance(c, PreemptCommand) for _, c in recorded)
         problems = check_rules(state, decided.pass_id, now, recorded)
-        grace = next((c.grace_period_s for _, c in recorded if isinstance(c, PreemptCommand)), 30)
         result = run_pass(
             state.cluster,
             state.tree,
             state.usage_source(now),
-            pass_context(now, first, grace),
+            pass_context(state, now, first),
             self.memos,
         )
         derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]
@@ -421,14 +443,16 @@ def _name(data: EventData) -> str:
     return f"{type(data).__name__}({named})"
 
 
-def pass_context(now: float, first: Command, grace: int) -> PassContext:
-    return PassContext(
+def pass_context(state: LiveState, now: float, first: Command) -> PassContext:
+    """The pass's context as its first command and the settings its leader stated give it
+    (the defaults where none was stated: a log from before settings were facts)."""
+    ctx = PassContext(
         now=now,
         pass_id=first.decision.pass_id,
         input_position=first.decision.input_position,
-        grace_period_s=grace,
         epoch=first.epoch,
     )
+    return ctx if state.settings is None else with_settings(ctx, state.settings)
 
 
 def _fold(state: LiveState, log: Sequence[Envelope[Any]], start: int, end: int) -> list[Problem]:

@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from events.envelope import Envelope
-from events.models import EventData, NodeDown, NodeUp, PlaceCommand, PreemptCommand
+from events.models import (
+    EventData,
+    NodeDown,
+    NodeUp,
+    PlaceCommand,
+    PreemptCommand,
+    SchedulerSettings,
+)
 from events.positions import Delivery
 from projections.live_state import LiveState
 from services.audit.decisions import (
@@ -49,6 +56,9 @@ from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import SOURCE, run_pass
 
 Key = tuple[str, int]
+#: What a leader states at a pass's instant before running it: the liveness of nodes, and its
+#: settings (before its first pass of an epoch). Inputs of the pass, not its outputs.
+_BEFORE = (NodeDown, NodeUp, SchedulerSettings)
 
 
 @dataclass
@@ -125,9 +135,7 @@ class _MergedLog:
             commands = tuple(i for i in group if _is_command(self.envelope(i).data))
             if not commands:
                 continue  # a pass that stated facts only: folded as an input of the next
-            liveness = tuple(
-                i for i in group if isinstance(self.envelope(i).data, NodeDown | NodeUp)
-            )
+            liveness = tuple(i for i in group if isinstance(self.envelope(i).data, _BEFORE))
             outputs = tuple(i for i in group if i not in commands and i not in liveness)
             epoch = self.command(commands[0]).epoch
             found.append(_LivePass(at, commands, outputs, liveness, epoch))
@@ -193,12 +201,11 @@ def _check(log: _MergedLog, decided: _LivePass, last: bool, audit: LiveDecisionA
     audit.commands += len(recorded)
     audit.preemptions += sum(isinstance(c, PreemptCommand) for _, c in recorded)
     audit.problems += check_rules(state, first.decision.pass_id, now, recorded)
-    grace = next((c.grace_period_s for _, c in recorded if isinstance(c, PreemptCommand)), 30)
     result = run_pass(
         state.cluster,
         state.tree,
         state.usage_source(now),
-        pass_context(now, first, grace),
+        pass_context(state, now, first),
         log.memos,
     )
     derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]

@@ -55,6 +55,7 @@ from services.scheduler.core.scheduling_pass import (
     next_contract_expiry,
     run_pass,
 )
+from services.scheduler.core.settings import settings_of
 from services.scheduler.lease import Lease, PoolLeases, SoleInstance
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ class SchedulerService:
         #: pass, since only new facts, which trigger a pass anyway, can move it.
         self._next_expiry: float | None = None
         self._last_pass_id = 0
+        #: The lease (epoch, pools led) whose settings were stated last.
+        self._settings_stated: tuple[int, tuple[tuple[str, int], ...] | None] | None = None
         #: Passes whose decisions were dropped because the lease ran out before publishing.
         self.lease_lost_passes = 0
 
@@ -296,7 +299,11 @@ class SchedulerService:
             result = run_pass(
                 cluster, self.state.tree, self.state.usage_source(now), ctx, self.memos
             )
-        decided = [*liveness, *result.ordered]
+        # The settings it decides with, once per lease it holds (a new epoch, other pools):
+        # stated before its passes, so an audit re-runs them with these settings.
+        leading = (epoch, None if held is None else tuple(sorted(held.items())))
+        stated = [settings_of(ctx)] if leading != self._settings_stated else []
+        decided = [*stated, *liveness, *result.ordered]
         if decided and not self._still_leading(epoch, held):
             self._forget_unpublished_pass()
             return PassResult()
@@ -309,6 +316,7 @@ class SchedulerService:
             self.publisher.flush()
         for envelope in envelopes:
             self.state.record_own(envelope)
+        self._settings_stated = leading
         self.passes += 1
         self.published += len(envelopes)
         self._dirty = False

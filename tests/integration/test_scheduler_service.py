@@ -20,6 +20,8 @@ from events.models import (
     NodeDown,
     NodeRegistered,
     PlaceCommand,
+    PreemptCommand,
+    SchedulerSettings,
     WorkloadLost,
     WorkloadRequeued,
     WorkloadStarted,
@@ -64,6 +66,15 @@ def _lab(nodes: int = 2) -> list[tuple[EventData, float]]:
     return facts
 
 
+def _commands(bus: KafkaBus) -> list[PlaceCommand | PreemptCommand]:
+    """The commands on the commands topic (it also holds the settings each leader states)."""
+    return [
+        e.data
+        for e in _log(bus, TopicKind.COMMANDS)
+        if isinstance(e.data, PlaceCommand | PreemptCommand)
+    ]
+
+
 def _log(bus: KafkaBus, kind: TopicKind) -> list[Envelope[Any]]:
     from events import decode_binary
 
@@ -98,8 +109,9 @@ def test_places_from_the_log_and_a_restart_issues_nothing_twice(bus: KafkaBus) -
     )
     clock = Clock(T0 + 5)
     first = _service(bus, clock)
-    _until(first, lambda: first.published >= 4)  # two place commands and two placed facts
-    commands = [e.data for e in _log(bus, TopicKind.COMMANDS)]
+    # its settings, two place commands and two placed facts
+    _until(first, lambda: first.published >= 5)
+    commands = _commands(bus)
     assert sorted(c.workload_id for c in commands) == ["w1", "w2"]
     place = next(c for c in commands if c.workload_id == "w1")
     assert isinstance(place, PlaceCommand)
@@ -116,8 +128,10 @@ def test_places_from_the_log_and_a_restart_issues_nothing_twice(bus: KafkaBus) -
     for _ in range(5):
         second.step()
     assert second.passes >= 1
-    assert second.published == 0, "nothing decided twice"
-    assert len(_log(bus, TopicKind.COMMANDS)) == 2
+    assert len(_commands(bus)) == 2, "nothing decided twice"
+    stated = [e for e in _log(bus, TopicKind.COMMANDS) if isinstance(e.data, SchedulerSettings)]
+    assert len(stated) == 2, "each leader states its settings before its passes"
+    assert second.published == 1
     second.close()
 
 
@@ -132,7 +146,7 @@ def test_a_silent_node_is_declared_down_and_its_work_lost_and_requeued(bus: Kafk
     clock = Clock(T0 + 5)
     service = _service(bus, clock)
     _until(service, lambda: service.published >= 2)
-    place = next(e.data for e in _log(bus, TopicKind.COMMANDS))
+    place = next(c for c in _commands(bus) if isinstance(c, PlaceCommand))
     beat = GpuHeartbeat(
         node="n0",
         cluster="c",
@@ -226,7 +240,7 @@ def test_a_standby_takes_over_when_the_leader_is_killed_and_the_old_one_is_fence
     assert not leader.lease.held()
     assert leader.published == published_before
 
-    commands = [e.data for e in _log(bus, TopicKind.COMMANDS)]
+    commands = _commands(bus)
     assert sorted(c.workload_id for c in commands) == ["w1", "w2"], "no command issued twice"
     assert {c.workload_id: c.epoch for c in commands} == {"w1": 1, "w2": 2}
     by_id: dict[str, set[bytes]] = {}

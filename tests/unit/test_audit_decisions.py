@@ -3,7 +3,7 @@ the rule it breaks."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,27 @@ def test_reordered_commands_of_a_pass_fail(log: Log) -> None:
     swapped = [*log[:i], log[j], log[i], *log[j + 1 :]]
     problems = audit_decisions(swapped).problems
     assert any("another order" in p.message for p in problems), problems
+
+
+def test_records_name_the_usage_they_ranked_on_and_another_fails(log: Log) -> None:
+    named = [
+        e.data
+        for e in log
+        if isinstance(e.data, PlaceCommand) and e.data.decision.usage_as_of is not None
+    ]
+    assert len(named) > len(_preempts(log))  # ranked placements name their snapshot
+    index = next(
+        i
+        for i, e in enumerate(log)
+        if isinstance(e.data, PlaceCommand) and e.data.decision.usage_as_of is not None
+    )
+    command = log[index].data
+    earlier = command.decision.usage_as_of - timedelta(hours=1)
+    decision = command.decision.model_copy(update={"usage_as_of": earlier})
+    forged = command.model_copy(update={"decision": decision})
+    problems = audit_decisions(_with(log, index, forged)).problems
+    assert any(p.rule == "usage" and command.workload_id in p.message for p in problems)
+    assert "re-derived" in {p.rule for p in problems}
 
 
 def _cli(path: Path) -> tuple[int, str]:

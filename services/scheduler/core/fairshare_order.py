@@ -31,6 +31,7 @@ class FairShareOrder:
         window_s: int,
         leaf_held: Mapping[str, float] | None = None,
     ) -> None:
+        self.pool = pool
         self.shares = tree.shares(pool, at)
         self.children: dict[str, list[str]] = {}
         for path in self.shares:

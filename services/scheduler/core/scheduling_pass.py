@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sortedcontainers import SortedList
 
@@ -64,6 +65,7 @@ from projections.cluster_state import (
     QueueKind,
     WorkloadState,
 )
+from projections.usage_snapshots import RankedUsage
 from services.scheduler.core.churn import ChurnControl, needs_a_node
 from services.scheduler.core.debug_lane import DebugLanes, LaneState, lane_state
 from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
@@ -157,6 +159,23 @@ def command_id(kind: str, workload: WorkloadState) -> str:
     return f"{kind}:{workload.workload_id}:{workload.attempt}"
 
 
+class _ReadOncePerPass:
+    """A pool's usage as the pass first read it: the pass ranks on one figure per pool
+    whoever asks and whenever, as the live scheduler's source gives it (``LiveState``'s is
+    read once per pass), so a source that would recompute it from a state the pass is
+    changing (the simulator's) ranks alike."""
+
+    def __init__(self, source: UsageSource) -> None:
+        self._source = source
+        self._read: dict[str, Mapping[str, float]] = {}
+
+    def __call__(self, pool: str) -> Mapping[str, float]:
+        read = self._read.get(pool)
+        if read is None:
+            read = self._read[pool] = self._source(pool)
+        return read
+
+
 class SchedulingPass:
     """One pass in progress, as every policy runs it (the fair-share pass and the baselines):
     the state it decides from, each decision folded into that state the moment it is made and
@@ -167,7 +186,7 @@ class SchedulingPass:
     ) -> None:
         self.cluster = cluster
         self.tree = tree
-        self.usage = usage
+        self.usage: UsageSource = _ReadOncePerPass(usage)
         self.ctx = ctx
         self.result = PassResult()
 
@@ -211,7 +230,14 @@ class SchedulingPass:
             budgets=tuple(standings),
             preemptor=preemptor,
             detail=detail,
+            usage_as_of=None if order is None else self.usage_as_of(order.pool),
         )
+
+    def usage_as_of(self, pool: str) -> datetime | None:
+        """The end of the usage snapshot ``pool``'s ranks start from, where the usage source
+        says (``RankedUsage``; a bare mapping, as tests and baselines may give: None)."""
+        ranked = self.usage(pool)
+        return ranked.as_of if isinstance(ranked, RankedUsage) else None
 
     def preempt(
         self,

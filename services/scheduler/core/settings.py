@@ -1,0 +1,90 @@
+"""The policy's settings as a fact of the log, and back.
+
+A pass depends on the facts and on how the policy is tuned (``PassContext``: the window, the
+grace period, the preemption bound, churn control, the debug lanes). Whoever decides states its
+tuning (``SchedulerSettings``) before it decides, so a reader of the log re-runs each pass with
+the settings it ran with: the two functions here are that statement and its reading, each the
+inverse of the other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from events.models import ChurnSettings, DebugLaneSettings, SchedulerSettings
+from services.scheduler.core.churn import ChurnControl
+from services.scheduler.core.debug_lane import DebugLane, DebugLanes
+from services.scheduler.core.scheduling_pass import PassContext
+
+
+def settings_of(ctx: PassContext) -> SchedulerSettings:
+    """The settings ``ctx`` decides with, as the fact a leader states."""
+    churn = ctx.churn
+    lanes = [_lane_settings(None, ctx.debug_lanes.default)]
+    lanes += [_lane_settings(pool, lane) for pool, lane in ctx.debug_lanes.pools]
+    return SchedulerSettings(
+        window_s=ctx.window_s,
+        grace_period_s=ctx.grace_period_s,
+        max_preemption_searches=ctx.max_preemption_searches,
+        preemption=ctx.preemption,
+        churn=ChurnSettings(
+            margin=None if math.isinf(churn.margin) else churn.margin,
+            margin_per_wasted_gpu_hour=churn.margin_per_wasted_gpu_hour,
+            owed_tolerance=churn.owed_tolerance,
+            hold_horizon_s=churn.hold_horizon_s,
+            starving_after_s=churn.starving_after_s,
+        ),
+        debug_lanes=tuple(lanes),
+    )
+
+
+def with_settings(ctx: PassContext, settings: SchedulerSettings) -> PassContext:
+    """``ctx`` deciding with ``settings`` (what :func:`settings_of` stated)."""
+    churn = settings.churn
+    default, *pools = settings.debug_lanes
+    return replace(
+        ctx,
+        window_s=settings.window_s,
+        grace_period_s=settings.grace_period_s,
+        max_preemption_searches=settings.max_preemption_searches,
+        preemption=settings.preemption,
+        churn=ChurnControl(
+            margin=math.inf if churn.margin is None else churn.margin,
+            margin_per_wasted_gpu_hour=churn.margin_per_wasted_gpu_hour,
+            owed_tolerance=churn.owed_tolerance,
+            hold_horizon_s=churn.hold_horizon_s,
+            starving_after_s=churn.starving_after_s,
+        ),
+        debug_lanes=DebugLanes(
+            default=_lane(default),
+            pools=tuple((str(lane.pool), _lane(lane)) for lane in pools),
+        ),
+    )
+
+
+def _lane_settings(pool: str | None, lane: DebugLane) -> DebugLaneSettings:
+    return DebugLaneSettings(
+        pool=pool,
+        enabled=lane.enabled,
+        max_gpus=lane.max_gpus,
+        max_min_runtime_s=lane.max_min_runtime_s,
+        lookback_s=lane.lookback_s,
+        service_level=lane.service_level,
+        max_reserve_fraction=lane.max_reserve_fraction,
+        max_lane_fraction=lane.max_lane_fraction,
+        patience_s=float(lane.patience_s),
+    )
+
+
+def _lane(settings: DebugLaneSettings) -> DebugLane:
+    return DebugLane(
+        enabled=settings.enabled,
+        max_gpus=settings.max_gpus,
+        max_min_runtime_s=settings.max_min_runtime_s,
+        lookback_s=settings.lookback_s,
+        service_level=settings.service_level,
+        max_reserve_fraction=settings.max_reserve_fraction,
+        max_lane_fraction=settings.max_lane_fraction,
+        patience_s=settings.patience_s,
+    )
