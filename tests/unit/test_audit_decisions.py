@@ -226,12 +226,19 @@ def test_records_name_the_usage_they_ranked_on_and_another_fails(log: Log) -> No
     assert "re-derived" in {p.rule for p in problems}
 
 
-def _cli(path: Path) -> tuple[int, str]:
+def _cli(path: Path | None, *args: str) -> tuple[int, str]:
     app = typer.Typer()
     app.command("decisions")(audit_command)
     app.command("other")(lambda: None)  # a group, as under ``fairshare audit``
-    result = CliRunner().invoke(app, ["decisions", "--events", str(path)])
+    given = [] if path is None else ["--events", str(path)]
+    result = CliRunner().invoke(app, ["decisions", *given, *args])
     return result.exit_code, result.output
+
+
+def test_the_cli_takes_a_file_or_the_live_topics_not_both_nor_neither(tmp_path: Path) -> None:
+    assert _cli(None)[0] == 2
+    assert _cli(tmp_path / "log.ndjson", "--kafka", "127.0.0.1:1")[0] == 2
+    assert _cli(tmp_path / "missing.ndjson")[0] == 2
 
 
 def test_the_cli_passes_a_clean_log_and_names_the_rule_a_tampered_one_breaks(
