@@ -57,7 +57,8 @@ def run_on_kafka(
     """Catch ``agent`` up with the log, then run its loop until ``should_stop()``."""
     follower = LogFollower(bootstrap, CATCH_UP_TOPICS, topics, eager=True)
     try:
-        history = [delivery.envelope for delivery in follower.catch_up()]
+        # folded as it is read (never the whole log in memory at once)
+        history = (d.envelope for batch in follower.catch_up_in_batches() for d in batch)
         agent.run(follower, should_stop, poll_s=poll_s, history=history)
     finally:
         follower.close()

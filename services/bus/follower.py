@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
@@ -252,16 +252,30 @@ class Follower:
     def caught_up_with(self, ends: dict[Key, int]) -> bool:
         return all(self.positions.get(key, 0) >= end for key, end in ends.items())
 
-    def catch_up(self, timeout_s: float = 60.0) -> list[Delivery]:
-        """Everything up to the end of the log as it is now, merged."""
+    def catch_up_in_batches(self, stall_timeout_s: float = 60.0) -> Iterator[list[Delivery]]:
+        """Everything up to the end of the log as it is now, merged, a batch at a time: the
+        reader folds each as it comes, so memory never holds the whole log (a fleet's history
+        is millions of records). It gives up only when nothing has been fetched for
+        ``stall_timeout_s`` (a broker that stopped answering), never because the log is long:
+        a fixed deadline made every restart past an hour of a fleet's history fail for ever."""
         ends = self.end_offsets()
-        deliveries: list[Delivery] = []
-        deadline = time.monotonic() + timeout_s
+        progress_at, fetched = time.monotonic(), -1
         while not self.caught_up_with(ends):
-            if time.monotonic() > deadline:
-                raise TimeoutError("could not read up to the end of the log in time")
-            deliveries += self.poll(timeout_s=0.05, max_records=5000)
-        return deliveries
+            batch = self.poll(timeout_s=0.05, max_records=5000)
+            now_fetched = sum(self.merge.fetched.values())
+            if batch or now_fetched != fetched:
+                progress_at, fetched = time.monotonic(), now_fetched
+            elif time.monotonic() - progress_at > stall_timeout_s:
+                raise TimeoutError(
+                    f"nothing came from the log for {stall_timeout_s:g} s while catching up"
+                )
+            if batch:
+                yield batch
+
+    def catch_up(self, stall_timeout_s: float = 60.0) -> list[Delivery]:
+        """Everything up to the end of the log as it is now, merged, in one list (for small
+        logs and tests; services fold :meth:`catch_up_in_batches` as it comes)."""
+        return [d for batch in self.catch_up_in_batches(stall_timeout_s) for d in batch]
 
     @property
     def buffered(self) -> int:

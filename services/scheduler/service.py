@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -68,7 +68,7 @@ class Follower(Protocol):
 
     def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]: ...
 
-    def catch_up(self, timeout_s: float = 60.0) -> list[Delivery]: ...
+    def catch_up_in_batches(self, stall_timeout_s: float = 60.0) -> Iterator[list[Delivery]]: ...
 
     def close(self) -> None: ...
 
@@ -185,7 +185,8 @@ class SchedulerService:
         """Fold the whole log as it is now; then a fact held since before it still cannot
         apply never will (the one ordering rule every reader follows: see LiveState)."""
         mark = self.state.hold_mark()
-        self.fold(self.follower.catch_up())
+        for batch in self.follower.catch_up_in_batches():
+            self.fold(batch)
         self.state.reject_held_before(mark)
 
     def step(self) -> PassResult | None:

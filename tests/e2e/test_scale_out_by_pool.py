@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from events import TopicKind, decode_binary, new_event
-from events.models import BudgetCreated, PlaceCommand, WorkloadStarted
+from events.models import BudgetCreated, PlaceCommand, PreemptCommand, WorkloadStarted
 from services.brokers import BrokerHandle
 from services.bus.export import read_to_end
 from services.scheduler.lease import LeaseRecord
@@ -247,6 +247,8 @@ def test_two_schedulers_share_four_pools_and_a_killed_ones_pools_move(
         mark: dict[tuple[str, str], int] = {}
         below = []
         for command in _log(bus, TopicKind.COMMANDS):  # one cluster: one partition, in order
+            if not isinstance(command, PlaceCommand | PreemptCommand):
+                continue  # the settings each leader states
             key = (command.cluster, command.pool)
             if command.epoch < mark.get(key, 0):
                 below.append(command)  # the fold and the agent would refuse it

@@ -5,6 +5,7 @@ after a quiet spell is decided at once."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,8 +55,8 @@ class ScriptedFollower:
             self.positions[(topic, 0)] = self.offset
         return deliveries
 
-    def catch_up(self, timeout_s: float = 60.0) -> list[Delivery]:
-        return []
+    def catch_up_in_batches(self, stall_timeout_s: float = 60.0) -> Iterator[list[Delivery]]:
+        return iter(())
 
     def close(self) -> None:
         pass

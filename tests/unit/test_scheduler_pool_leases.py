@@ -4,7 +4,7 @@ before acting on a pool it gains, and publishes nothing of a pass that outlived 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -16,6 +16,7 @@ from events.models import (
     NodeRegistered,
     PlaceCommand,
 )
+from events.positions import Delivery
 from services.scheduler.service import SchedulerConfig, SchedulerService
 from tests.factories import submitted
 from tests.unit.test_pass_pacing import Clock, Published, ScriptedFollower
@@ -52,9 +53,9 @@ class CountingFollower(ScriptedFollower):
         super().__init__(clock)
         self.catch_ups = 0
 
-    def catch_up(self, timeout_s: float = 60.0) -> list:  # type: ignore[type-arg]
+    def catch_up_in_batches(self, stall_timeout_s: float = 60.0) -> Iterator[list[Delivery]]:
         self.catch_ups += 1
-        return []
+        return iter(())
 
 
 LAB = (

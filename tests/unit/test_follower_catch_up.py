@@ -1,0 +1,77 @@
+"""Catching up with a long log: a batch at a time, with no deadline but a stall (issue 23).
+
+A fixed 60 s deadline made a scheduler restart fail for ever once the log held more than about
+an hour of a fleet's history on a small machine, and collecting the whole log in one list
+before folding took gigabytes. ``Follower.catch_up_in_batches`` hands out the log as it is
+merged and gives up only when nothing has been fetched for its stall timeout."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from events import TopicKind, Topics
+from events.envelope import new_event
+from events.models import NodeUp
+from events.positions import Delivery, Position
+from services.bus.follower import Follower
+
+TOPICS = Topics(prefix="t.")
+TOPIC = TOPICS.name(TopicKind.CLUSTER)
+T0 = datetime(2026, 11, 2, tzinfo=UTC)
+
+
+class SlowSource:
+    """One partition of ``records`` records, ``per_fetch`` per fetch, each fetch taking
+    ``fetch_s``; after ``stall_after`` records it never delivers again."""
+
+    def __init__(
+        self, records: int, per_fetch: int, fetch_s: float, stall_after: int | None = None
+    ) -> None:
+        self.records, self.per_fetch, self.fetch_s = records, per_fetch, fetch_s
+        self.stall_after = records if stall_after is None else stall_after
+        self.offset = 0
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return [(TOPIC, 0)]
+
+    def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
+        time.sleep(self.fetch_s)
+        end = min(self.offset + min(self.per_fetch, max_records), self.stall_after)
+        out: list[Delivery | Position] = []
+        for offset in range(self.offset, end):
+            envelope = new_event(NodeUp(node=f"n{offset}"), source="tests", time=T0)
+            out.append(Delivery(envelope, Position(TOPIC, 0, offset)))
+        self.offset = end
+        return out
+
+    def end_offsets(self, cached: bool = False) -> dict[tuple[str, int], int]:
+        return {(TOPIC, 0): self.records}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_log_longer_than_the_stall_timeout_is_read_to_its_end_a_batch_at_a_time() -> None:
+    source = SlowSource(records=600, per_fetch=20, fetch_s=0.005)
+    follower = Follower(source, TOPICS)
+    started = time.monotonic()
+    batches = list(follower.catch_up_in_batches(stall_timeout_s=0.05))
+    assert time.monotonic() - started > 0.05  # longer than the stall timeout, all the same
+    assert sum(len(b) for b in batches) == 600
+    assert len(batches) > 1  # handed out as merged, never all at once
+    offsets = [d.position.offset for d in itertools.chain.from_iterable(batches)]
+    assert offsets == list(range(600))
+    assert follower.positions[(TOPIC, 0)] == 600
+
+
+def test_a_log_that_stops_coming_gives_up_after_the_stall_timeout() -> None:
+    follower = Follower(SlowSource(records=100, per_fetch=10, fetch_s=0.001, stall_after=30))
+    batches = follower.catch_up_in_batches(stall_timeout_s=0.2)
+    read = sum(len(next(batches)) for _ in range(3))
+    assert read == 30
+    with pytest.raises(TimeoutError, match="nothing came from the log"):
+        next(batches)
