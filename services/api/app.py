@@ -89,7 +89,8 @@ def create_app(
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(FatalBusError, fatal_bus_error)
     app.add_exception_handler(RequestValidationError, request_validation_error)
-    app.middleware("http")(log_crashes)
+    app.middleware("http")(while_reading_the_log)
+    app.middleware("http")(log_crashes)  # outside it: its errors are logged too
     app.add_middleware(BodyLimit)  # nothing reads a body over the cap
     install_security_headers(app)  # last added = outermost: every answer, 413s too, has them
     for router in ROUTERS:
@@ -117,6 +118,27 @@ async def domain_error(request: Request, error: Exception) -> JSONResponse:
     )
     log.info("request refused", extra={"status": code, "reason": error.message, "user": error.user})
     return JSONResponse({"detail": error.message}, code)
+
+
+#: What answers while the view is still reading the log's history: liveness (with how far it
+#: has read) and the API's description. Everything else would answer from a partial state.
+_ANSWERS_WHILE_READING = ("/health", "/docs", "/openapi.json")
+
+
+async def while_reading_the_log(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Until the view has read the log's history once, a 503 with Retry-After for every
+    request but ``/health``: the API listens at once (a long history no longer leaves
+    ``/health`` unreachable while it folds), and no read answers from half the log."""
+    if request.url.path.startswith(_ANSWERS_WHILE_READING):
+        return await call_next(request)
+    application: Application = request.app.state.application
+    try:
+        application.ready()
+    except Unavailable as error:
+        return await domain_error(request, error)
+    return await call_next(request)
 
 
 async def log_crashes(

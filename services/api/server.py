@@ -55,7 +55,8 @@ def serve(
     database_url: str | None = None,
 ) -> None:
     """Serve the API until interrupted: ensure the topics exist, start the view's consumer
-    (reading the whole log), wait for it to catch up, then answer requests. ``database_url``
+    (reading the whole log) and listen at once; until the view has read the history, every
+    request but ``/health`` answers 503 with Retry-After. ``database_url``
     names the read models the reports and the dashboard's usage series read. Raises
     DemoTokensError or TokenFileError before touching Kafka (see :func:`tokens_for`)."""
     import uvicorn
@@ -71,10 +72,8 @@ def serve(
     ensure_topics(bootstrap, topics)
     view = LiveView.from_kafka(bootstrap, topics)
     publisher = KafkaEventPublisher(bootstrap, topics, client_id="fairshare-api")
-    view.start()
+    view.start()  # reads the history meanwhile: requests answer 503 until it has
     try:
-        if not view.wait_caught_up(60.0):
-            log.warning("view still catching up; writes answer 503 until it has")
         log.info(
             "api serving",
             extra={"host": host, "port": port, "bootstrap": bootstrap, "prefix": topic_prefix},

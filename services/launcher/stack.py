@@ -126,9 +126,10 @@ class Stack:
         report: Report | None = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> bool:
-        """Until the API answers (True) or ``should_stop`` (False: a Ctrl-C while starting is
-        not held up). Without ``report`` a service that dies meanwhile is an error; with it,
-        the services are supervised (restarted) while waiting."""
+        """Until the API answers, its view caught up with the log (True), or ``should_stop``
+        (False: a Ctrl-C while starting is not held up). Without ``report`` a service that
+        dies meanwhile is an error; with it, the services are supervised (restarted) while
+        waiting."""
         import httpx
 
         deadline = time.monotonic() + timeout_s
@@ -140,7 +141,8 @@ class Stack:
             elif dead := self.dead():
                 raise RuntimeError("a service stopped while starting: " + ", ".join(dead))
             try:
-                if httpx.get(f"{self.config.api_url}/health", timeout=2).status_code == 200:
+                health = httpx.get(f"{self.config.api_url}/health", timeout=2)
+                if health.status_code == 200 and health.json().get("caught_up"):
                     return True
             except httpx.HTTPError:
                 pass

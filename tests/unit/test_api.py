@@ -303,6 +303,24 @@ def test_publish_failure_is_503_and_the_same_id_can_be_retried(world: World) -> 
     assert len(world.records()) == 1
 
 
+def test_while_the_view_reads_the_history_only_health_answers(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API listens at once; until its view has read the log's history every request but
+    /health is a 503 to retry (no read answers from half the log), and /health says so."""
+    monkeypatch.setattr(type(world.view), "caught_up", property(lambda _self: False))
+    health = world.client.get("/health")
+    assert health.status_code == 200
+    assert health.json()["caught_up"] is False
+    for method, path in (("GET", "/queue"), ("GET", "/budgets"), ("POST", "/workloads")):
+        refused = world.client.request(method, path, json=body(), headers=ANA)
+        assert refused.status_code == 503, (path, refused.text)
+        assert refused.headers["Retry-After"] == "2"
+        assert "still reading the event log" in refused.json()["detail"]
+    assert world.client.get("/openapi.json").status_code == 200
+    assert world.records() == []  # nothing was written
+
+
 class FlushFails(InMemoryPublisher):
     def flush(self, timeout_s: float = 30.0) -> None:
         raise PublishError("1 event(s) not acknowledged within 10s")
