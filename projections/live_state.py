@@ -41,6 +41,7 @@ from events.models import (
     SchedulerSettings,
     UsageSnapshot,
 )
+from events.serde import decode_structured, encode_structured
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.errors import FoldError, MissingFact
@@ -116,6 +117,17 @@ class LiveState:
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
     events: int = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For a checkpoint (``projections.checkpoint``): held facts are envelopes of a generic
+        model, which pickle cannot name, so they travel as the log states them."""
+        state = self.__dict__.copy()
+        state["waiting"] = [encode_structured(envelope) for envelope in self.waiting]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["waiting"] = [decode_structured(line) for line in state["waiting"]]
+        self.__dict__.update(state)
 
     def apply(self, envelope: Envelope[Any]) -> bool:
         """Fold one event in; False if it was a duplicate, was rejected or has to wait."""

@@ -53,11 +53,14 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     database_url: str | None = None,
+    checkpoint_every_s: float | None = 300.0,
 ) -> None:
     """Serve the API until interrupted: ensure the topics exist, start the view's consumer
     (reading the whole log) and listen at once; until the view has read the history, every
     request but ``/health`` answers 503 with Retry-After. ``database_url``
-    names the read models the reports and the dashboard's usage series read. Raises
+    names the read models the reports and the dashboard's usage series read;
+    ``checkpoint_every_s``: how often the view checkpoints its fold (it starts from the latest
+    one and reads only the log's tail; None: from the log's first offset, never saved). Raises
     DemoTokensError or TokenFileError before touching Kafka (see :func:`tokens_for`)."""
     import uvicorn
 
@@ -70,7 +73,7 @@ def serve(
         log.warning("serving with the demo tokens (%s) on %s", ", ".join(DEMO_TOKENS), host)
     redact_access_log()
     ensure_topics(bootstrap, topics)
-    view = LiveView.from_kafka(bootstrap, topics)
+    view = LiveView.from_kafka(bootstrap, topics, checkpoint_every_s=checkpoint_every_s)
     publisher = KafkaEventPublisher(bootstrap, topics, client_id="fairshare-api")
     view.start()  # reads the history meanwhile: requests answer 503 until it has
     try:

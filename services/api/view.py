@@ -40,6 +40,7 @@ from events.envelope import Envelope
 from events.topics import TopicKind, Topics
 from projections.live_state import LiveState
 from services.bus.follower import Follower, Key, PartitionSource
+from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.service import EXIT_CRASH, run_service
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,9 @@ class LiveView:
         #: Where the log ended when the view started: the history, read once before writes.
         self._history = dict(self._follower.merge.ends) if self._follower else {}
         #: Next offset not yet folded, per partition (updated under the lock with the state).
-        self._folded: dict[Key, int] = {}
+        self._folded: dict[Key, int] = dict(self._follower.positions) if self._follower else {}
+        #: Checkpoints of the fold, saved now and then by the consumer thread (None: never).
+        self.checkpoints: FoldCheckpoints | None = None
         self._caught_up = self._follower is None
         #: A pending check for held facts: (hold mark, end offsets captured after it).
         self._settling: tuple[int, dict[Key, int]] | None = None
@@ -89,12 +92,28 @@ class LiveView:
         topics: Topics | None = None,
         *,
         kinds: Iterable[TopicKind] = VIEW_KINDS,
+        checkpoint_every_s: float | None = None,
     ) -> LiveView:
-        """A view over a Kafka cluster, reading every topic from its first offset."""
+        """A view over a Kafka cluster, reading every topic from its first offset, or, with
+        ``checkpoint_every_s``, from the latest checkpoint of the view's fold (then only the
+        log's tail), saving one that often."""
+        from services.bus.checkpoints import KafkaCheckpoints
         from services.bus.follower import LogFollower
 
         topics = topics or Topics()
-        return cls(LogFollower(bootstrap, tuple(kinds), topics), topics=topics)
+        if checkpoint_every_s is None:
+            return cls(LogFollower(bootstrap, tuple(kinds), topics), topics=topics)
+        store = KafkaCheckpoints(bootstrap, topics, "api-view")
+        checkpoints = FoldCheckpoints(store, checkpoint_every_s, name="api-view")
+        restored = checkpoints.restore()
+        start = restored.positions if restored is not None else None
+        view = cls(
+            LogFollower(bootstrap, tuple(kinds), topics, start=start),
+            topics=topics,
+            state=restored.state if restored is not None else None,
+        )
+        view.checkpoints = checkpoints
+        return view
 
     # -- folding ------------------------------------------------------------------------------
     def feed(self, *envelopes: Envelope[Any]) -> int:
@@ -183,6 +202,9 @@ class LiveView:
 
     def _follow(self) -> None:
         while not self._stopping.is_set():
+            if self.checkpoints is not None and self.checkpoints.due():
+                # a consistent cut: the state and what it has folded, read under the lock
+                self.checkpoints.save(self.state, self._folded, lock=self._changed)
             try:
                 self.poll_once()
             except Exception:

@@ -8,6 +8,7 @@ brokers before it is acknowledged and the loss of any one broker loses nothing.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 
@@ -16,6 +17,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from events.topics import TopicKind, Topics
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PARTITIONS = 3
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
@@ -109,3 +112,27 @@ def ensure_topics(
         )
         raise TopicSetupError(f"existing topics differ: {details}")
     return actual
+
+
+def ensure_compacted_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
+    """One partition, compacted by key, replicated like every other topic (the lease, the
+    checkpoints); a broker that refuses the configuration gets a plain topic."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cluster = admin.list_topics(timeout=timeout_s)
+    if topic in cluster.topics:
+        return
+    # Replicated like every other topic: losing one broker of three must not take the lease.
+    replication, durability = replication_for_cluster(len(cluster.brokers))
+    compacted = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
+    for config in ({**compacted, **durability}, durability):
+        new = NewTopic(topic, num_partitions=1, replication_factor=replication, config=config)
+        try:
+            admin.create_topics([new])[topic].result(timeout=timeout_s)
+            return
+        except KafkaException as error:
+            code = error.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            if config == durability:
+                raise
+            log.warning("topic not created compacted", extra={"reason": str(error)})

@@ -195,8 +195,15 @@ class Follower:
     """A reader of whole partitions in event-time order (see the module docstring)."""
 
     def __init__(
-        self, source: PartitionSource, topics: Topics | None = None, *, stall_s: float = 5.0
+        self,
+        source: PartitionSource,
+        topics: Topics | None = None,
+        *,
+        stall_s: float = 5.0,
+        start: Mapping[Key, int] | None = None,
     ) -> None:
+        """``start``: the first offset to hand out per partition (a checkpoint's positions; the
+        source must read from there too); others from their first."""
         self.source = source
         self.topics = topics or Topics()
         self.stall_s = stall_s
@@ -206,8 +213,9 @@ class Follower:
         #: Records read that are not valid events there (never handed out).
         self.skipped = 0
         for key in source.partitions():
-            self.merge.track(key)
-            self.positions[key] = 0
+            first = (start or {}).get(key, 0)
+            self.merge.track(key, first)
+            self.positions[key] = first
         self.merge.note_ends(source.end_offsets())
         self._progress_at = time.monotonic()
 
@@ -308,8 +316,10 @@ class KafkaPartitions:
         registry: EventRegistry | None = None,
         eager: bool = False,
         config: Mapping[str, Any] | None = None,
+        start: Mapping[Key, int] | None = None,
     ) -> None:
-        """``config``: more settings for both clients (tests quiet their logs)."""
+        """``config``: more settings for both clients (tests quiet their logs); ``start``: the
+        offset to read each partition from (the others from their first)."""
         self.timeout_s = timeout_s
         self.topics = topics or Topics()
         self.registry = registry
@@ -347,7 +357,8 @@ class KafkaPartitions:
             if name not in metadata:
                 raise RuntimeError(f"topic {name} does not exist (run the topic setup first)")
             for partition in sorted(metadata[name].partitions):
-                self._partitions.append(TopicPartition(name, partition, OFFSET_BEGINNING))
+                first = (start or {}).get((name, partition), OFFSET_BEGINNING)
+                self._partitions.append(TopicPartition(name, partition, first))
         self._consumer.assign(self._partitions)
 
     def partitions(self) -> list[Key]:
@@ -411,10 +422,13 @@ class LogFollower(Follower):
         timeout_s: float = 10.0,
         stall_s: float = 5.0,
         eager: bool = False,
+        start: Mapping[Key, int] | None = None,
     ) -> None:
         """``eager``: hand out a record as soon as it arrives (see :meth:`KafkaPartitions.fetch`);
         the API's view batches instead, since each fold wakes every waiting request."""
         topics = topics or Topics()
         names = [topics.name(k) for k in kinds]
-        self.kafka = KafkaPartitions(bootstrap, names, timeout_s, topics=topics, eager=eager)
-        super().__init__(self.kafka, topics, stall_s=stall_s)
+        self.kafka = KafkaPartitions(
+            bootstrap, names, timeout_s, topics=topics, eager=eager, start=start
+        )
+        super().__init__(self.kafka, topics, stall_s=stall_s, start=start)

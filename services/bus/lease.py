@@ -29,11 +29,9 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from events import Topics
-from services.bus.admin import replication_for_cluster
+from services.bus.admin import ensure_compacted_topic
 from services.bus.export import watermarks
 from services.bus.fatal import FatalLatch, is_fatal
 
@@ -151,22 +149,4 @@ class KafkaLeaseLog:
 def ensure_lease_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
     """One partition, compacted by epoch (a broker that refuses the configuration gets a plain
     topic: it only grows by a small record per renewal)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    cluster = admin.list_topics(timeout=timeout_s)
-    if topic in cluster.topics:
-        return
-    # Replicated like every other topic: losing one broker of three must not take the lease.
-    replication, durability = replication_for_cluster(len(cluster.brokers))
-    compacted = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
-    for config in ({**compacted, **durability}, durability):
-        new = NewTopic(topic, num_partitions=1, replication_factor=replication, config=config)
-        try:
-            admin.create_topics([new])[topic].result(timeout=timeout_s)
-            return
-        except KafkaException as error:
-            code = error.args[0].code()
-            if code == KafkaError.TOPIC_ALREADY_EXISTS:
-                return
-            if config == durability:
-                raise
-            log.warning("lease topic not created compacted", extra={"reason": str(error)})
+    ensure_compacted_topic(bootstrap, topic, timeout_s)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -45,6 +45,7 @@ from projections.live_state import LiveState
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
+from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.liveness import liveness_facts
 from services.scheduler.core.memos import PassMemos
@@ -110,14 +111,20 @@ class SchedulerService:
         config: SchedulerConfig | None = None,
         clock: Callable[[], float] = time.time,
         pace_clock: Callable[[], float] = time.monotonic,
+        checkpoints: FoldCheckpoints | None = None,
+        resume: Callable[[Mapping[tuple[str, int], int]], Follower] | None = None,
     ) -> None:
         """``clock`` is the passes' ``now``; ``pace_clock`` paces them (real seconds, whatever
         time the domain clock says it is: tests freeze the one, never the other). ``lease``
-        (one for every pool) or ``pool_leases`` (one per pool), not both."""
+        (one for every pool) or ``pool_leases`` (one per pool), not both. ``checkpoints``
+        and ``resume`` (a follower from given positions): start from the latest checkpoint
+        of the fold and read only the log's tail, and save one now and then."""
         if lease is not None and pool_leases is not None:
             raise ValueError("lease, pool_leases: one or the other")
         self.follow = follow
         self.follower = follow()
+        self.checkpoints = checkpoints if resume is not None else None
+        self.resume = resume
         self.publisher = publisher
         self.lease = lease or SoleInstance()
         #: A lease per pool (None: ``lease`` covers every pool).
@@ -156,8 +163,17 @@ class SchedulerService:
         pool_leases: PoolLeases | None = None,
         config: SchedulerConfig | None = None,
         clock: Callable[[], float] = time.time,
+        checkpoint_every_s: float | None = 300.0,
     ) -> SchedulerService:
+        """``checkpoint_every_s``: how often to checkpoint the fold (None: never, and start
+        from the log's first offset)."""
+        from services.bus.checkpoints import KafkaCheckpoints
+
         topics = topics or Topics()
+        checkpoints = None
+        if checkpoint_every_s is not None:
+            store = KafkaCheckpoints(bootstrap, topics, "scheduler")
+            checkpoints = FoldCheckpoints(store, checkpoint_every_s, name="scheduler")
         return cls(
             lambda: LogFollower(bootstrap, INPUTS, topics, eager=True),
             KafkaEventPublisher(bootstrap, topics, client_id="scheduler"),
@@ -165,6 +181,8 @@ class SchedulerService:
             pool_leases=pool_leases,
             config=config,
             clock=clock,
+            checkpoints=checkpoints,
+            resume=lambda start: LogFollower(bootstrap, INPUTS, topics, eager=True, start=start),
         )
 
     # -- the loop ------------------------------------------------------------------------
@@ -256,6 +274,7 @@ class SchedulerService:
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         try:
+            self._restore()
             self._catch_up()
             while not should_stop():
                 try:
@@ -263,12 +282,32 @@ class SchedulerService:
                 except PublishError as error:
                     # The pass folded decisions the log did not take: start again from the log.
                     log.error("publishing a pass failed; rebuilding from the log: %s", error)
-                    self.state = LiveState()
-                    self.follower.close()
-                    self.follower = self.follow()
-                    self._catch_up()
+                    self._rebuild()
+                    continue
+                if self.checkpoints is not None and self.checkpoints.due():
+                    self.checkpoints.save(self.state, self.follower.positions)
         finally:
             self.close()
+
+    def _restore(self) -> None:
+        """The latest checkpoint of the fold, if one can be restored: its state, and a follower
+        from the positions it covers (only the tail is read)."""
+        if self.checkpoints is None or self.resume is None:
+            return
+        checkpoint = self.checkpoints.restore()
+        if checkpoint is None:
+            return
+        self.follower.close()
+        self.follower = self.resume(checkpoint.positions)
+        self.state = checkpoint.state
+
+    def _rebuild(self) -> None:
+        """Start again from the log (from its latest checkpoint where there is one)."""
+        self.state = LiveState()
+        self.follower.close()
+        self.follower = self.follow()
+        self._restore()
+        self._catch_up()
 
     def close(self) -> None:
         self.follower.close()
@@ -368,10 +407,7 @@ class SchedulerService:
         self._leading = False
         self.held = {}
         log.warning("lease lost during a pass; nothing published, rebuilding from the log")
-        self.state = LiveState()
-        self.follower.close()
-        self.follower = self.follow()
-        self._catch_up()
+        self._rebuild()
 
     def _input_position(self) -> tuple[InputPosition, ...]:
         return tuple(
