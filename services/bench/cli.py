@@ -1,5 +1,5 @@
-"""``fairshare bench scheduler | audit | audit-decisions | pipeline | chaos | latency | idle``:
-each prints one JSON object.
+"""``fairshare bench scheduler | audit | audit-decisions | pipeline | chaos | latency | idle |
+history``: each prints one JSON object (history: one per history length, then a summary).
 
 Only the standard library and Typer are imported here: assembling ``fairshare``'s command line
 must stay cheap, so every benchmark is imported by its command when it runs."""
@@ -235,3 +235,66 @@ def bench_idle(
         config, data_dir, report=lambda line: err_console.print(line, markup=False)
     )
     _emit(result, json_out)
+
+
+@bench_app.command("history")
+def bench_history(
+    nodes: Annotated[int, typer.Option(min=1, help="nodes of 8 GPUs in the synthetic fleet")] = 24,
+    lengths: Annotated[
+        str, typer.Option(help="history lengths, comma-separated (m, h, d, w: 1h,6h,1d,1w,4w)")
+    ] = "1d,1w,4w",
+    keep_dir: Annotated[
+        Path | None,
+        typer.Option(help="keep the run here (brokers, read models, logs) instead of a tmp dir"),
+    ] = None,
+    service_timeout: Annotated[
+        float, typer.Option(min=1.0, help="seconds a service may take to catch up")
+    ] = 3600.0,
+    json_out: JsonOut = None,
+) -> None:
+    """Restarts, memory and reads against histories of a fleet at the agents' real cadence.
+
+    For each length: a synthetic history of NODES nodes (heartbeats every 10 s with all 8
+    readings, workloads placed, started and finished, their charges and usage snapshots)
+    written to an Apache Kafka broker of its own; then every service started as `fairshare up`
+    starts it, first on the history and again after it checkpointed: time to caught up and
+    peak memory of each, `GET /budgets` p50/p99, a month's charges report and bytes on the
+    broker per fleet-day. Prints one JSON object per history, then the summary: each figure
+    per history, the ratio longest/shortest and the targets of issue 23."""
+    from services.bench.history import HistoryBenchConfig, history_benchmark
+    from services.bench.history_gen import parse_length
+    from services.bench.workdir import bench_dir
+    from services.runtime.cli_options import err_console
+
+    chosen = tuple(part.strip() for part in lengths.split(",") if part.strip())
+    try:
+        for length in chosen:
+            parse_length(length)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--lengths") from None
+    if not chosen:
+        raise typer.BadParameter("at least one length", param_hint="--lengths")
+    config = HistoryBenchConfig(nodes=nodes, lengths=chosen, service_timeout_s=service_timeout)
+    histories: list[dict[str, object]] = []
+
+    def on_history(result: dict[str, object]) -> None:
+        histories.append(result)
+        _emit(result, None)
+
+    with bench_dir(keep_dir, "history") as directory:
+        summary = history_benchmark(
+            config,
+            directory,
+            report=lambda line: err_console.print(line, markup=False),
+            on_history=on_history,
+        )
+    _emit(summary, None)
+    if json_out is not None:
+        _emit_file({"histories": histories, "summary": summary}, json_out)
+
+
+def _emit_file(result: dict[str, object], path: Path) -> None:
+    import orjson
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")

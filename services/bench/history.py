@@ -1,0 +1,384 @@
+"""``fairshare bench history``: restarts, memory and reads against a fleet's history (issue 23).
+
+For each history length (``1d,1w,4w`` by default; ``1h,6h`` for a quick run) the bench starts
+its own Apache Kafka broker, writes a synthetic history of ``nodes`` nodes of 8 GPUs at the
+agents' real cadence ending now (``services.bench.history_gen``: facts, charges and usage
+snapshots, through ``KafkaEventPublisher`` like every service), and then starts each service
+the way ``fairshare up`` does, one at a time so that each has the machine's cores to itself:
+
+1. the projector on empty read models (``projector_cold``: how long a first projection takes),
+   then again on what it wrote (``projector``: the restart); it stays up to serve the reads;
+2. charging, which rebuilds its fold from the first offset on every start;
+3. the scheduler (one instance, on a lease topic of its own);
+4. the API, then 50 ``GET /budgets``; then a month's charges report on the read models.
+
+While the services restart, the fleet stays alive: the bench goes on sending every node's
+heartbeat every 10 s (``HistoryGenerator.keep_alive``), or the scheduler would declare every
+node down and change the history it is measured on.
+
+Each history prints one JSON object; the summary puts the figures side by side, the ratio of
+the longest history's figure to the shortest's, and each against the issue's targets. How each
+service is known to have caught up: ``services.bench.history_measure``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from events import TopicKind, Topics
+from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
+from services.bench.history_measure import (
+    ChargingProof,
+    ProjectorReady,
+    SchedulerLeads,
+    Watch,
+    api_ready,
+    broker_bytes,
+    budgets_latency,
+    charges_report,
+    log_since,
+    memory_mb,
+    wait_ready,
+)
+from services.bench.history_summary import extrapolate, summarize
+
+Report = Callable[[str], None]
+PREFIX = "history."
+
+
+@dataclass(frozen=True)
+class HistoryBenchConfig:
+    nodes: int = 24
+    lengths: tuple[str, ...] = ("1d", "1w", "4w")
+    gpus_per_node: int = 8
+    #: How long any one service may take to catch up before it counts as failed.
+    service_timeout_s: float = 3600.0
+    budgets_requests: int = 50
+
+
+def history_benchmark(
+    config: HistoryBenchConfig,
+    data_dir: Path,
+    report: Report = lambda _line: None,
+    on_history: Callable[[dict[str, Any]], None] = lambda _result: None,
+) -> dict[str, Any]:
+    """Every history in ``data_dir/<length>``, shortest first; the summary (with each
+    history's object under ``histories``)."""
+    lengths = sorted(config.lengths, key=parse_length)
+    report(f"bench history: {config.nodes} nodes x {config.gpus_per_node} GPUs, {lengths}")
+    histories = []
+    for length in lengths:
+        result = run_history(config, length, data_dir / length, report)
+        on_history(result)
+        histories.append(result)
+    return summarize(histories, config.nodes)
+
+
+def run_history(
+    config: HistoryBenchConfig, length: str, directory: Path, report: Report
+) -> dict[str, Any]:
+    from services.brokers import start_embedded_broker
+    from services.bus.admin import ensure_topics
+    from services.bus.kafka import KafkaEventPublisher
+
+    began, load = time.monotonic(), os.getloadavg()
+    directory.mkdir(parents=True, exist_ok=True)
+    report(f"{length}: starting Apache Kafka in {directory / 'broker'}")
+    broker, _ = start_embedded_broker(directory / "broker", "apache-kafka")
+    topics = Topics(prefix=PREFIX)
+    publisher = KafkaEventPublisher(broker.bootstrap, topics, client_id="bench-history")
+    keeper: _Keeper | None = None
+    try:
+        partitions = ensure_topics(broker.bootstrap, topics)
+        generator, written = write_history(config, length, topics, partitions, publisher, report)
+        on_disk = broker_bytes(directory / "broker", topics)
+        keeper = _Keeper(generator, publisher)
+        keeper.start()
+        result: dict[str, Any] = {
+            "history": length,
+            "length_s": parse_length(length),
+            "nodes": config.nodes,
+            "gpus": config.nodes * config.gpus_per_node,
+            "generated": written,
+            "broker": extrapolate(on_disk, parse_length(length), config.nodes),
+        }
+        result.update(measure_services(config, broker.bootstrap, topics, directory, report))
+        result["records_added_meanwhile"] = _log_records(broker.bootstrap, topics) - (
+            generator.records
+        )
+        result["keep_alive_heartbeats"] = keeper.sent
+    finally:
+        if keeper is not None:
+            keeper.stop()
+        publisher.close()
+        broker.stop()
+    result["load_avg_1m"] = {"start": round(load[0], 2), "end": round(os.getloadavg()[0], 2)}
+    result["wall_s"] = round(time.monotonic() - began, 1)
+    return result
+
+
+def write_history(
+    config: HistoryBenchConfig,
+    length: str,
+    topics: Topics,
+    partitions: dict[str, int],
+    publisher: Any,
+    report: Report,
+) -> tuple[HistoryGenerator, dict[str, Any]]:
+    """The history, ending a few seconds ago (generation takes a while: it is extended to
+    the present until within one heartbeat of it)."""
+    length_s = parse_length(length)
+    history = HistoryConfig(
+        nodes=config.nodes,
+        length_s=length_s,
+        end=time.time() - 5,
+        gpus_per_node=config.gpus_per_node,
+        partitions=partitions,
+    )
+    generator = HistoryGenerator(history, topics, publisher.publish)
+    began = time.monotonic()
+    last_line = [began]
+
+    def progress(t: float) -> None:
+        now = time.monotonic()
+        if now - last_line[0] >= 10:
+            last_line[0] = now
+            done = (t - history.start) / length_s
+            rate = generator.records / (now - began)
+            report(f"{length}: {done:.0%} written, {generator.records:,} records, {rate:,.0f}/s")
+
+    generator.generate(history.end, progress)
+    while time.time() - 5 - generator.now > history.heartbeat_s:
+        generator.generate(time.time() - 5, progress)
+    generator.finish(generator.now)
+    publisher.flush(timeout_s=300)
+    wall = time.monotonic() - began
+    counts = generator.counts
+    written = {
+        "records": generator.records,
+        "heartbeats": generator.heartbeats(),
+        "workloads": generator.workloads,
+        "charges": counts["fairshare.ledger.charge.v1"],
+        "usage_snapshots": counts["fairshare.usage.snapshot.v1"],
+        "by_topic": generator.by_topic(),
+        "from": _iso(history.start),
+        "to": _iso(generator.now),
+        "wall_s": round(wall, 1),
+        "records_per_s": round(generator.records / wall) if wall else None,
+    }
+    report(f"{length}: {generator.records:,} records written in {wall:.0f} s")
+    return generator, written
+
+
+def measure_services(
+    config: HistoryBenchConfig, bootstrap: str, topics: Topics, directory: Path, report: Report
+) -> dict[str, Any]:
+    """Every service's first start and restart, then the reads (see the module docstring)."""
+    from services.brokers import free_port
+    from services.launcher import UpConfig
+
+    up = UpConfig(
+        bootstrap=bootstrap,
+        topics=topics,
+        data_dir=directory,
+        database_url=f"sqlite:///{directory.resolve()}/fairshare.db",
+        api_port=free_port(),
+        cluster=HistoryConfig.cluster,
+        nodes=config.nodes,
+        gpus_per_node=config.gpus_per_node,
+        schedulers=1,
+    )
+    services = _Services(config, up, report)
+    try:
+        services.projector()
+        services.first_starts()
+        services.charging()
+        services.restarts()
+        reads = services.reads()
+    finally:
+        services.stop_all()
+    return {
+        "services": services.figures,
+        **reads,
+        "closed_period_audit": "not built",
+        "rejected_facts": services.rejected(),
+    }
+
+
+class _Services:
+    """The services of one history, started as ``fairshare up`` starts them and measured until
+    each has caught up. The scheduler and the API checkpoint their folds every 5 minutes: each
+    is started on the history (from zero: ``first_start``), left running until it has saved a
+    checkpoint, and then restarted (``restart``, from that checkpoint and the log's tail).
+    Charging has no checkpoint: each of its starts is a rebuild from the first offset. The
+    projector resumes from the positions stored with its rows: first on empty read models
+    (``projector_cold``), then on those it wrote."""
+
+    def __init__(self, config: HistoryBenchConfig, up: Any, report: Report) -> None:
+        from services.launcher.children import service_commands
+
+        self.config, self.up, self.report = config, up, report
+        self.logs = up.data_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.commands = service_commands(up, self.logs)
+        self.figures: dict[str, Any] = {}
+        self.running: dict[str, Watch] = {}
+        self.health: dict[str, Any] = {}
+
+    # -- starting and stopping ------------------------------------------------------------------
+    def start(self, name: str) -> tuple[Watch, int]:
+        """The service's process, and where its log stood before it started."""
+        from services.launcher.children import child_for, spawn_child
+
+        child = child_for(name, self.commands[name], self.logs)
+        offset = child.log_path.stat().st_size if child.log_path.exists() else 0
+        spawn_child(child, self.up.stop_timeout_s)
+        watch = Watch(child)
+        self.running[name] = watch
+        return watch, offset
+
+    def stop(self, name: str) -> None:
+        from services.launcher.children import stop_child
+
+        watch = self.running.pop(name, None)
+        if watch is not None:
+            stop_child(watch.child, self.up.stop_timeout_s)
+
+    def stop_all(self) -> None:
+        for name in list(self.running):
+            self.stop(name)
+
+    def measure(self, figure: str, watch: Watch, ready: Callable[[], float | None]) -> None:
+        result = wait_ready(watch, ready, self.config.service_timeout_s, self.report)
+        assert watch.child.process is not None
+        result.update(memory_mb(watch.child.process.pid))
+        self.figures[figure] = result
+        failed = f" ({result['failed']})" if "failed" in result else ""
+        self.report(
+            f"  {figure}: caught up in {result['caught_up_s']} s, "
+            f"peak {result['peak_rss_mb']} MiB{failed}"
+        )
+
+    def ends(self, kinds: tuple[TopicKind, ...]) -> dict[tuple[str, int], int]:
+        return _ends(self.up.bootstrap, [self.up.topics.name(kind) for kind in kinds])
+
+    # -- the services ---------------------------------------------------------------------------
+    def projector(self) -> None:
+        from services.projector.host import PROJECTED
+
+        for figure in ("projector_cold", "projector"):
+            ends = self.ends(PROJECTED)
+            ready = ProjectorReady(self.up.bootstrap, self.up.database_url, ends)
+            watch, _ = self.start("projector")
+            self.measure(figure, watch, ready)
+            if figure == "projector_cold":
+                self.stop("projector")
+
+    def first_starts(self) -> None:
+        """The scheduler and the API folding the history from its first offset; they stay up
+        until each has saved a checkpoint."""
+        watch, offset = self.start("scheduler")
+        leads = SchedulerLeads(watch, offset, restart=False)
+        self.measure("scheduler_first_start", watch, leads)
+        self.figures["scheduler_first_start"]["leading_s"] = leads.leading_s()
+        watch, _ = self.start("api")
+        self.measure("api_first_start", watch, api_ready(self.up.api_url, {}))
+
+    def charging(self) -> None:
+        ends = self.ends((TopicKind.WORKLOADS, TopicKind.HEARTBEATS))
+        watch, _ = self.start("charging")
+        proof = ChargingProof(self.up.bootstrap, self.up.topics, ends, watch)
+        self.measure("charging", watch, proof)
+        self.figures["charging"]["snapshot_proof_s"] = proof.proof_s()
+        self.stop("charging")
+
+    def restarts(self) -> None:
+        """Once each has saved a checkpoint: the scheduler, then the API, stopped and started
+        again (the API is left up for the reads)."""
+        for name in ("scheduler", "api"):
+            self._wait_for_checkpoint(name)
+            self.stop(name)
+            watch, offset = self.start(name)
+            if name == "scheduler":
+                leads = SchedulerLeads(watch, offset, restart=True)
+                self.measure(name, watch, leads)
+                self.figures[name]["leading_s"] = leads.leading_s()
+                self.stop(name)
+            else:
+                self.measure(name, watch, api_ready(self.up.api_url, self.health))
+            text = log_since(watch.child.log_path, offset)
+            self.figures[name]["from_checkpoint"] = "restored from a checkpoint" in text
+
+    def _wait_for_checkpoint(self, name: str, timeout_s: float = 900.0) -> None:
+        watch = self.running[name]
+        deadline = time.monotonic() + timeout_s
+        while "checkpoint saved" not in log_since(watch.child.log_path, 0):
+            if time.monotonic() > deadline or watch.dead():
+                self.report(f"  {name}: no checkpoint saved ({watch.dead() or 'timeout'})")
+                return
+            time.sleep(1.0)
+        self.figures[f"{name}_first_start"]["checkpoint_after_s"] = round(
+            time.monotonic() - watch.started, 1
+        )
+
+    def reads(self) -> dict[str, Any]:
+        """``GET /budgets`` on the restarted API, then a month's charges report."""
+        watch = self.running["api"]
+        budgets = budgets_latency(self.up.api_url, self.config.budgets_requests)
+        assert watch.child.process is not None
+        self.figures["api"].update(memory_mb(watch.child.process.pid))
+        self.report(f"  GET /budgets p50 {budgets['p50']} ms, p99 {budgets['p99']} ms")
+        charges = charges_report(self.up.database_url, time.time())
+        self.report(f"  a month's charges report: {charges['s']} s, {charges['rows']} rows")
+        return {"budgets_ms": budgets, "charges_report": charges}
+
+    def rejected(self) -> dict[str, Any]:
+        """Facts a fold rejected or still holds, records dead-lettered: all should be 0."""
+        dead = self.ends((TopicKind.DEADLETTER,))
+        return {
+            "api_rejected": self.health.get("rejected"),
+            "api_waiting": self.health.get("waiting"),
+            "api_skipped": self.health.get("skipped"),
+            "scheduler_rejected": log_since(self.logs / "scheduler.log", 0).count("fact rejected"),
+            "dead_letters": sum(dead.values()),
+        }
+
+
+class _Keeper(threading.Thread):
+    """The fleet's heartbeats while the services restart (every node every 10 s)."""
+
+    def __init__(self, generator: HistoryGenerator, publisher: Any) -> None:
+        super().__init__(name="bench-history-heartbeats", daemon=True)
+        self.generator, self.publisher = generator, publisher
+        self.halt = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        while not self.halt.wait(1.0):
+            self.sent += self.generator.keep_alive(time.time())
+            self.publisher.flush(timeout_s=30)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=30)
+
+
+def _ends(bootstrap: str, names: list[str]) -> dict[tuple[str, int], int]:
+    from services.bus.export import end_offsets
+
+    return end_offsets(bootstrap, names)
+
+
+def _log_records(bootstrap: str, topics: Topics) -> int:
+    return sum(_ends(bootstrap, topics.all_names()).values())
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")

@@ -1,0 +1,350 @@
+"""What ``fairshare bench history`` measures of one service process, and how it tells that the
+process has caught up with the log (for ``services.bench.history``).
+
+Each service runs as ``fairshare up`` starts it (``services.launcher.children``: the same
+command line, its own session, its log in ``logs/<name>.log``). Caught up means:
+
+* **projector**: the positions it stored in the read models (``projector_positions``, written
+  in the same transaction as the rows) reach the ends its topics had when it was started;
+* **scheduler**: its log says ``scheduler leading``, which it says once it has read the log to
+  its end and then taken the lease (the bench's lease topic is fresh, so the lease is free at
+  once: no TTL is waited out);
+* **charging**: it says nothing when it has caught up, and keeps no position anywhere, so two
+  things are read together: the usage snapshots it publishes (every 30 s; each names the input
+  positions it covers) prove that it has read to the ends its inputs had at its start, and the
+  last moment before that proof at which the process was busy (its CPU time, from
+  ``/proc/<pid>/stat``, sampled every 0.25 s: a catch-up keeps a core busy, a caught-up host
+  idles) is when it got there;
+* **API**: ``GET /health`` answers ``caught_up: true``.
+
+Peak memory is the process's ``VmHWM`` (peak resident set) from ``/proc/<pid>/status``, read
+just before it is stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from events import TopicKind, Topics
+from services.launcher.children import Child, last_log_line
+
+Report = Callable[[str], None]
+Key = tuple[str, int]
+_TICK = os.sysconf("SC_CLK_TCK")
+#: A sample interval in which the process used more than this share of a core is busy.
+BUSY_CORE_SHARE = 0.3
+
+
+def cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """Peak (VmHWM) and current (VmRSS) resident memory, MiB."""
+    found: dict[str, float] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmHWM", "VmRSS"):
+                found[name] = round(int(value.split()[0]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"peak_rss_mb": found.get("VmHWM", 0.0), "rss_mb": found.get("VmRSS", 0.0)}
+
+
+@dataclass
+class Watch:
+    """One service process from its start: CPU samples until a readiness check passes."""
+
+    child: Child
+    started: float = field(default_factory=time.monotonic)
+    samples: list[tuple[float, float]] = field(default_factory=list)
+
+    def sample(self) -> None:
+        assert self.child.process is not None
+        cpu = cpu_seconds(self.child.process.pid)
+        if cpu is not None:
+            self.samples.append((time.monotonic(), cpu))
+
+    def caught_up_before(self, proof: float, idle_s: float = 2.0) -> float:
+        """When it caught up, given that it had by ``proof`` (a line of its log, a snapshot):
+        the start of the idle spell that ends at the proof (a caught-up service idles until it
+        says so: the scheduler waits for the lease, charging for its next snapshot), or the
+        proof itself where it was busy up to it (less than ``idle_s`` of idling before)."""
+        # the last second before the proof is left out: the work it does on saying so
+        intervals = [
+            (t0, (c1 - c0) / (t1 - t0) > BUSY_CORE_SHARE)
+            for (t0, c0), (t1, c1) in itertools.pairwise(self.samples)
+            if t0 < t1 <= proof - 1.0
+        ]
+        idle_from = None
+        for t0, busy in reversed(intervals):
+            if busy:
+                break
+            idle_from = t0
+        if idle_from is None or proof - idle_from < idle_s:
+            return proof
+        return idle_from
+
+    def cpu_until(self, t: float) -> float:
+        used = [c for s, c in self.samples if s <= t]
+        return round(used[-1], 1) if used else 0.0
+
+    def dead(self) -> str | None:
+        process = self.child.process
+        if process is None or process.poll() is None:
+            return None
+        return f"exited {process.returncode}: {last_log_line(self.child.log_path)}"
+
+
+def wait_ready(
+    watch: Watch, ready: Callable[[], float | None], timeout_s: float, report: Report
+) -> dict[str, Any]:
+    """Sample until ``ready`` gives the monotonic time the service got there (or the timeout,
+    or the process dies); the figures of the start."""
+    deadline = watch.started + timeout_s
+    next_line = watch.started + 30
+    reached: float | None = None
+    problem: str | None = None
+    while reached is None:
+        watch.sample()
+        reached = ready()
+        if reached is not None:
+            break
+        problem = watch.dead()
+        now = time.monotonic()
+        if problem is None and now > deadline:
+            problem = f"not caught up within {timeout_s:.0f} s"
+        if problem is not None:
+            break
+        if now >= next_line:
+            report(f"  {watch.child.name}: {now - watch.started:.0f} s, not caught up yet")
+            next_line += 30
+        time.sleep(0.25)
+    result: dict[str, Any] = {
+        "caught_up_s": None if reached is None else round(reached - watch.started, 2),
+        "cpu_s": watch.cpu_until(reached if reached is not None else time.monotonic()),
+    }
+    if problem is not None:
+        result["failed"] = problem
+    return result
+
+
+# -- readiness of each service --------------------------------------------------------------
+def group_members(admin: Any, group: str) -> set[str] | None:
+    """The member ids of a consumer group that is stable (None: not stable, or unknown);
+    ``admin``: a confluent-kafka ``AdminClient``."""
+    from confluent_kafka import ConsumerGroupState
+
+    try:
+        description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    except Exception:
+        return None
+    if description.state != ConsumerGroupState.STABLE:
+        return None
+    return {member.member_id for member in description.members if member.assignment}
+
+
+class ProjectorReady:
+    """Its stored positions reach ``ends`` (its topics' ends at its start), and it has joined
+    its group anew (a member id not there before it started): it is reading again from those
+    positions. Positions alone would say a restarted projector is caught up before it has
+    even started, since the ones it stored before its stop are still there."""
+
+    def __init__(self, bootstrap: str, database_url: str, ends: dict[Key, int]) -> None:
+        from confluent_kafka.admin import AdminClient
+        from sqlalchemy import create_engine
+
+        from services.projector.sql_projector import PROJECTOR_NAME
+
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.group = PROJECTOR_NAME
+        self.engine = create_engine(database_url)
+        self.wanted = {key: end for key, end in ends.items() if end}
+        self.before = group_members(self.admin, self.group) or set()
+        self._positions_at: float | None = None
+
+    def __call__(self) -> float | None:
+        from sqlalchemy.exc import OperationalError
+
+        from services.projector.sql_projector import SqlProjector
+
+        if self._positions_at is None:
+            try:
+                stored = SqlProjector(self.engine).positions()
+            except OperationalError:  # no tables yet
+                return None
+            if any(stored.get(key, 0) < end for key, end in self.wanted.items()):
+                return None
+            self._positions_at = time.monotonic()
+        members = group_members(self.admin, self.group)
+        if not members or members <= self.before:
+            return None
+        self.engine.dispose()
+        return time.monotonic()
+
+
+def log_since(path: Path, offset: int) -> str:
+    """What a service's log says past ``offset``."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class SchedulerLeads:
+    """Its log, past ``offset``, says it leads: it has read the log to its end, then taken the
+    lease. On a fresh lease topic (its first start) the lease is free and taken at once. On a
+    restart it is taken only once the previous holder's has run out, ``ttl_s`` after the new
+    instance first reads the lease topic, which it does once caught up: it idles meanwhile,
+    and the start of that idle spell (at least half the TTL long) is when it had caught up."""
+
+    def __init__(self, watch: Watch, offset: int, restart: bool, ttl_s: float = 10.0) -> None:
+        self.watch, self.offset = watch, offset
+        self.idle_s = ttl_s / 2 if restart else float("inf")
+        self.leading_at: float | None = None
+
+    def __call__(self) -> float | None:
+        if "scheduler leading" not in log_since(self.watch.child.log_path, self.offset):
+            return None
+        self.leading_at = time.monotonic()
+        return self.watch.caught_up_before(self.leading_at, self.idle_s)
+
+    def leading_s(self) -> float | None:
+        at = self.leading_at
+        return None if at is None else round(at - self.watch.started, 2)
+
+
+def api_ready(url: str, seen: dict[str, Any]) -> Callable[[], float | None]:
+    """``/health`` says caught up; its answer is kept in ``seen`` (rejected, waiting, ...)."""
+    import httpx
+
+    def ready() -> float | None:
+        try:
+            answer = httpx.get(f"{url}/health", timeout=5)
+        except httpx.HTTPError:
+            return None
+        if answer.status_code != 200:
+            return None
+        seen.update(answer.json())
+        return time.monotonic() if seen.get("caught_up") else None
+
+    return ready
+
+
+class ChargingProof:
+    """The first usage snapshot published after the start whose positions reach the ends the
+    charging host's inputs had then. It caught up at the start of the idle spell that ended
+    with it (it idles until its next snapshot is due, every 30 s), but not before its first
+    snapshot, which it publishes after its first batch (the idle spell may reach back to its
+    joining its group, before that)."""
+
+    def __init__(self, bootstrap: str, topics: Topics, ends: dict[Key, int], watch: Watch) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        from services.bus.export import end_offsets
+
+        self.topics, self.watch = topics, watch
+        self.ends = {key: end for key, end in ends.items() if end}
+        usage = topics.name(TopicKind.USAGE)
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"bench-history-{time.time_ns()}"}
+        )
+        self.consumer.assign(
+            [TopicPartition(t, p, o) for (t, p), o in end_offsets(bootstrap, [usage]).items()]
+        )
+        self.first_at: float | None = None
+        self.proved_at: float | None = None
+
+    def __call__(self) -> float | None:
+        from events.models import UsageSnapshot
+        from services.bus.records import check, raw_record
+
+        if self.proved_at is None:
+            for message in self.consumer.consume(500, 0.05):
+                if message.error() is not None:
+                    continue
+                checked = check(raw_record(message), self.topics)
+                envelope = getattr(checked, "envelope", None)
+                snapshot = None if envelope is None else envelope.data
+                if not isinstance(snapshot, UsageSnapshot):
+                    continue
+                self.first_at = self.first_at or time.monotonic()
+                if self._covers(snapshot):
+                    self.proved_at = time.monotonic()
+                    self.consumer.close()
+                    break
+        if self.proved_at is None or self.first_at is None:
+            return None
+        idle_from = self.watch.caught_up_before(self.proved_at)
+        return min(self.proved_at, max(self.first_at, idle_from))
+
+    def _covers(self, snapshot: Any) -> bool:
+        seen = {(p.topic, p.partition): p.offset for p in snapshot.as_of}
+        return all(seen.get(key, 0) >= end for key, end in self.ends.items())
+
+    def proof_s(self) -> float | None:
+        at = self.proved_at
+        return None if at is None else round(at - self.watch.started, 2)
+
+
+# -- the other figures ------------------------------------------------------------------------
+def broker_bytes(broker_dir: Path, topics: Topics) -> dict[str, int]:
+    """Bytes of the log segments (``*.log``) of each topic kind on the broker's disk."""
+    sizes = dict.fromkeys((kind.value for kind in TopicKind), 0)
+    for segment in broker_dir.rglob("*.log"):
+        partition_dir = segment.parent.name
+        if not partition_dir.startswith(topics.prefix):
+            continue
+        kind = topics.kind_of(partition_dir.rsplit("-", 1)[0])
+        if kind is not None:
+            sizes[kind.value] += segment.stat().st_size
+    return sizes
+
+
+def budgets_latency(url: str, requests: int = 50) -> dict[str, Any]:
+    """``GET /budgets`` ``requests`` times in a row with the demo admin token (ms)."""
+    import httpx
+
+    from services.bench.latency import percentiles
+
+    samples, errors = [], 0
+    with httpx.Client(timeout=120, headers={"Authorization": "Bearer admin-token"}) as client:
+        for _ in range(requests):
+            begun = time.perf_counter()
+            answer = client.get(f"{url}/budgets")
+            if answer.status_code == 200:
+                samples.append(time.perf_counter() - begun)
+            else:
+                errors += 1
+    return {**percentiles(samples), "errors": errors}
+
+
+def charges_report(database_url: str, end: float, days: int = 30) -> dict[str, Any]:
+    """``fairshare report charges --period day`` over the ``days`` before ``end``, timed (its
+    function, as the command runs it, on the read models the projector wrote)."""
+    from services.reports import report_bytes
+    from services.reports.cli import open_read_models
+
+    hi = int(end) // 86_400 * 86_400 + 86_400
+    lo = hi - days * 86_400
+    engine = open_read_models(database_url)
+    try:
+        begun = time.perf_counter()
+        content = report_bytes(engine, "charges", "day", "csv", lo, hi)
+        took = time.perf_counter() - begun
+    finally:
+        engine.dispose()
+    return {"s": round(took, 3), "rows": max(0, content.count(b"\n") - 1), "bytes": len(content)}

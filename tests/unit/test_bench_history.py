@@ -1,0 +1,204 @@
+"""``fairshare bench history``'s generator alone: a tiny history (2 nodes, 1 hour) is a log the
+services fold as they would a real one, with the charges the ledger re-derives, and
+heartbeats at the agents' cadence; and the parts of the bench that judge its figures."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from events import Topics
+from events.envelope import Envelope
+from events.models import (
+    GpuHeartbeat,
+    LedgerCharge,
+    PlaceCommand,
+    UsageSnapshot,
+    WorkloadFinished,
+    WorkloadStarted,
+)
+from events.serde import decode_binary, encode_binary
+from projections.live_state import LiveState
+from services.audit.replay import replay
+from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
+from services.bench.history_measure import Watch
+from services.bench.history_summary import extrapolate, summarize
+
+END = 1_796_000_000.0  # 2026-11-29, a few days before these tests were written
+TOPICS = Topics(prefix="history.")
+
+
+def _history(nodes: int = 2, length_s: int = 3600) -> tuple[HistoryGenerator, list[Envelope[Any]]]:
+    written: list[Envelope[Any]] = []
+    config = HistoryConfig(nodes=nodes, length_s=length_s, end=END)
+    generator = HistoryGenerator(config, TOPICS, written.append)
+    generator.finish(END)
+    # through the bytes, as every consumer reads them: the strict decode checks every model,
+    # the heartbeats built without validation included
+    decoded = [decode_binary(r.value, r.headers) for r in map(encode_binary, written)]
+    return generator, decoded
+
+
+@pytest.fixture(scope="module")
+def history() -> tuple[HistoryGenerator, list[Envelope[Any]]]:
+    return _history()
+
+
+def test_the_history_folds_into_live_state_with_nothing_rejected(
+    history: tuple[HistoryGenerator, list[Envelope[Any]]],
+) -> None:
+    _generator, log = history
+    times = [e.time for e in log]
+    assert times == sorted(times), "written in event-time order"
+    assert times[-1].timestamp() <= END + 3, "nothing after the end (but the last starts)"
+    state = LiveState()
+    for envelope in log:
+        state.apply(envelope)
+    assert state.rejected == []
+    assert state.waiting == []
+    assert len(state.cluster.nodes) == 2
+    statuses = {w.status for w in state.cluster.workloads.values()}
+    assert "pending" not in statuses, "every submission is placed: nothing left to schedule"
+    assert "running" in statuses
+    assert statuses & {"succeeded", "failed"}
+    assert state.settings is not None
+    assert state.tree.nodes.keys() >= {"lab", "lab/vision", "lab/robotics", "lab/nlp"}
+
+
+def test_the_ledger_recomputed_by_the_audit_matches_the_charges_in_the_log(
+    history: tuple[HistoryGenerator, list[Envelope[Any]]],
+) -> None:
+    _generator, log = history
+    result = replay(log)
+    assert result.identical, result.differences[:5]
+    charges = [e for e in log if isinstance(e.data, LedgerCharge)]
+    assert result.recorded_count == len(charges) > 0
+    assert all(e.source == "fairshare/charging" and e.causationid for e in charges)
+
+
+def test_heartbeats_every_10_s_per_node_with_every_gpu_and_its_occupant(
+    history: tuple[HistoryGenerator, list[Envelope[Any]]],
+) -> None:
+    _generator, log = history
+    beats: dict[str, list[float]] = defaultdict(list)
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    for envelope in log:
+        data, at = envelope.data, envelope.time.timestamp()
+        if isinstance(data, WorkloadStarted):
+            started[data.workload_id] = at
+        elif isinstance(data, WorkloadFinished):
+            finished[data.workload_id] = at
+        elif isinstance(data, GpuHeartbeat):
+            beats[data.node].append(at)
+            assert [g.index for g in data.gpus] == list(range(8))
+            for gpu in data.gpus:
+                if gpu.occupant is not None:
+                    assert gpu.attempt == 1
+                    assert started[gpu.occupant] <= at < finished.get(gpu.occupant, 1e12)
+    assert len(beats) == 2
+    for times in beats.values():
+        assert {b - a for a, b in itertools.pairwise(times)} == {10.0}
+        assert len(times) in (360, 361)  # [start, end] an hour apart
+
+
+def test_decisions_and_snapshots_name_positions_of_the_log(
+    history: tuple[HistoryGenerator, list[Envelope[Any]]],
+) -> None:
+    generator, log = history
+    commands = [e.data for e in log if isinstance(e.data, PlaceCommand)]
+    snapshots = [e.data for e in log if isinstance(e.data, UsageSnapshot)]
+    assert commands
+    assert len(snapshots) >= 100  # every 30 s
+    assert len(commands[0].decision.input_position) == 6 * 3  # every partition of 6 topics
+    last = snapshots[-1].as_of
+    assert {p.topic for p in last} == {"history.workloads", "history.heartbeats"}
+    assert sum(p.offset for p in last) <= generator.records
+    assert generator.by_topic()["heartbeats"] == generator.heartbeats() == 721
+
+
+def test_keep_alive_sends_one_heartbeat_per_node_naming_the_runs_of_the_end() -> None:
+    written: list[Envelope[Any]] = []
+    generator = HistoryGenerator(
+        HistoryConfig(nodes=3, length_s=3600, end=END), TOPICS, written.append
+    )
+    generator.finish(END)
+    running = {
+        g.occupant for e in written[-30:] if isinstance(e.data, GpuHeartbeat) for g in e.data.gpus
+    }
+    before = len(written)
+    assert generator.keep_alive(END + 60) == 3
+    assert generator.keep_alive(END + 61) == 0  # not due again for 10 s
+    assert generator.keep_alive(END + 500) == 3  # a late call does not burst
+    fresh = written[before:]
+    assert all(isinstance(e.data, GpuHeartbeat) for e in fresh)
+    assert {g.occupant for e in fresh for g in e.data.gpus} == running
+    assert not any(isinstance(e.data, LedgerCharge) for e in fresh)
+
+
+def test_lengths() -> None:
+    assert [parse_length(t) for t in ("30m", "1h", "6h", "1d", "1w", "4w")] == [
+        1800,
+        3600,
+        21_600,
+        86_400,
+        604_800,
+        2_419_200,
+    ]
+    for bad in ("", "h", "1y", "0d", "-1h", "1.5h"):
+        with pytest.raises(ValueError, match="history length"):
+            parse_length(bad)
+
+
+def test_a_service_caught_up_when_it_began_idling_before_its_proof() -> None:
+    watch = Watch.__new__(Watch)
+    watch.started = 0.0
+    # busy (a core) until 5 s, idle until 15 s, then a blip as it says it leads
+    watch.samples = [(t / 4, min(t / 4, 5.0) + (0.2 if t >= 60 else 0.0)) for t in range(62)]
+    assert watch.caught_up_before(15.25, idle_s=5) == pytest.approx(5.0)
+    assert watch.caught_up_before(15.25, idle_s=20) == 15.25  # no idle spell that long
+    assert watch.caught_up_before(4.0, idle_s=1) == 4.0  # busy up to the proof
+
+
+def _fake(length: str, restart: float, rss: float, p99: float, disk: int) -> dict[str, Any]:
+    service = {"caught_up_s": restart, "peak_rss_mb": rss}
+    services = {name: dict(service) for name in ("projector", "charging", "scheduler", "api")}
+    services |= {
+        "projector_cold": service,
+        "scheduler_first_start": service,
+        "api_first_start": service,
+    }
+    return {
+        "history": length,
+        "gpus": 16,
+        "generated": {"records": 1},
+        "services": services,
+        "budgets_ms": {"p50": p99 / 2, "p99": p99},
+        "charges_report": {"s": 0.1},
+        "broker": extrapolate({"heartbeats": disk, "usage": 1000}, parse_length(length), 2),
+        "rejected_facts": {"api_rejected": 0},
+    }
+
+
+def test_the_summary_puts_each_figure_against_its_target() -> None:
+    summary = summarize([_fake("1h", 2.0, 100, 40, 10_000), _fake("1d", 40.0, 120, 90, 240_000)], 2)
+    figures = summary["figures"]
+    charging = figures["restart_s.charging"]
+    assert charging["by_history"] == {"1h": 2.0, "1d": 40.0}
+    assert charging["ratio_longest_to_shortest"] == 20.0
+    assert (charging["met"], charging["ratio_met"], charging["worst_over_target"]) == (
+        False,
+        False,
+        1.33,
+    )
+    rss = figures["peak_rss_mb.api"]
+    assert (rss["ratio_longest_to_shortest"], rss["ratio_met"]) == (1.2, True)
+    assert figures["budgets_p99_ms"]["met"] is True
+    # 240 kB a day of heartbeats for 2 nodes: 120 MB for 1,000 (usage as it is)
+    assert figures["gb_per_day_1000_nodes"]["by_history"]["1d"] == 0.12
+    assert "restart_s.charging" in summary["missed"]
+    assert "closed_period_audit" in summary["missed"]
+    assert "budgets_p99_ms" not in summary["missed"]
