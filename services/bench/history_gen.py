@@ -124,6 +124,8 @@ class HistoryGenerator:
         self.now = float(config.start)
         self._queue: list[tuple[float, int, int, Any]] = []
         self._seq = 0
+        #: Workloads submitted and not placed yet, placed and not started yet.
+        self._waiting: dict[int, set[str]] = {_PLACE: set(), _START: set()}
         self.nodes = [_Node(f"{config.cluster}-n{i:04d}") for i in range(config.nodes)]
         self._prologue()
 
@@ -149,12 +151,14 @@ class HistoryGenerator:
         of workloads already submitted (due within seconds: the scheduler and the agent act
         at once), so that no workload is left pending for the services to act on."""
         self.generate(until)
-        due = [e for e in self._queue if e[0] <= until + 3 and e[1] in (_PLACE, _START)]
-        taken = {e[2] for e in due}
+        taken = set()
+        for t, kind, seq, item in sorted(e for e in self._queue if e[0] <= until + 3):
+            job = item if kind == _PLACE else item[0] if kind == _START else None
+            if job is not None and job.workload_id in self._waiting[kind]:
+                self._happen(t, kind, item)
+                taken.add(seq)
         self._queue = [e for e in self._queue if e[2] not in taken]
         heapq.heapify(self._queue)
-        for t, kind, _seq, item in sorted(due):
-            self._happen(t, kind, item)
 
     def keep_alive(self, now: float) -> int:
         """The heartbeats due by ``now`` (at most one per node: a late call does not burst),
@@ -247,11 +251,15 @@ class HistoryGenerator:
         facts = self.facts
         if kind == _SUBMIT:
             self._emit(*facts.submitted(item, t))
+            self._waiting[_PLACE].add(item.workload_id)
         elif kind == _PLACE:
             for emitted in facts.placed(item, t, self.usage, self.positions.of_scheduler()):
                 self._emit(*emitted)
+            self._waiting[_PLACE].discard(item.workload_id)
+            self._waiting[_START].add(item.workload_id)
         elif kind == _START:
             job, node = item
+            self._waiting[_START].discard(job.workload_id)
             for gpu in job.gpus:
                 node.occupants[gpu] = (job.workload_id, 1)
             self._emit(*facts.started(job, t))

@@ -202,3 +202,25 @@ def test_the_summary_puts_each_figure_against_its_target() -> None:
     assert "restart_s.charging" in summary["missed"]
     assert "closed_period_audit" in summary["missed"]
     assert "budgets_p99_ms" not in summary["missed"]
+
+
+def test_the_end_places_and_starts_only_what_was_submitted_by_then() -> None:
+    """The history ends a second before a submission whose placement would be due within the
+    end's grace (the scheduler and the agent act at once): that placement is not written
+    without its submission (the folds would hold it for ever), and nothing is left pending
+    (the scheduler would act on it)."""
+    from services.bench import history_gen
+
+    written: list[Envelope[Any]] = []
+    config = HistoryConfig(nodes=6, length_s=1800, end=END)
+    generator = HistoryGenerator(config, TOPICS, written.append)
+    until = END - 600
+    while not (submits := [t for t, kind, *_ in generator._queue if kind == history_gen._SUBMIT]):
+        until += 10
+        generator.generate(until)
+    generator.finish(min(submits) - 1)
+    state = LiveState()
+    for envelope in written:
+        state.apply(envelope)
+    assert (state.rejected, state.waiting) == ([], [])
+    assert "pending" not in {w.status for w in state.cluster.workloads.values()}
