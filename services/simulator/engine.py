@@ -7,8 +7,9 @@ placed workload starts when its GPUs are physically free and runs for its traced
 preempted one stops after the grace period and keeps only the progress it had checkpointed,
 paying a restart when it runs again (``preemption_cost.py``); and, in the maintenance scenario,
 nodes are cordoned for repair, taken down once empty (or when stuck) and brought back
-(``maintenance.py``). Everything is a function of the trace and the configuration: no clock,
-no unseeded randomness.
+(``maintenance.py``); and, when given, the world's facts happen at their times: cancels, weight
+changes, nodes lost under their work (``world.py``). Everything is a function of the trace, the
+configuration and those facts: no clock, no unseeded randomness.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import gc
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
@@ -54,6 +55,7 @@ from services.scheduler.core.churn import ChurnControl
 from services.scheduler.core.debug_lane import DebugLanes
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
+from services.scheduler.core.settings import settings_of
 from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests
 from services.simulator.preemption_cost import (
     CHECKPOINT_EVERY_KEY,
@@ -63,13 +65,16 @@ from services.simulator.preemption_cost import (
     at_risk,
 )
 from services.simulator.trace import ContractRule, TraceJob
+from services.simulator.world import World, WorldFact
 
 POOL = "sim"
 CLUSTER = "sim"
 
 # Event kinds, in the order they are handled when they fall on the same instant: ends first
-# (they free GPUs), then repaired nodes, starts, arrivals, repair requests, then timers.
+# (they free GPUs), then repaired nodes, starts, arrivals, repair requests, then timers, then
+# the world's facts (world.py) and lost nodes coming back.
 FINISH, PREEMPT_DONE, REPAIRED, START, ARRIVAL, CORDON, DRAIN_CAP, WAKE, TICK = range(9)
+WORLD, NODE_BACK = 9, 10
 
 Policy = Callable[[ClusterState, BudgetTree, UsageSource, PassContext, PassMemos], PassResult]
 
@@ -116,6 +121,8 @@ class Run:
     #: Seconds (per GPU) held in runs that have ended, and when the job was done.
     busy_s: float = 0.0
     finished_at: float | None = None
+    #: When its submitter cancelled it (a world fact), if it did.
+    cancelled_at: float | None = None
 
 
 @dataclass
@@ -169,6 +176,8 @@ class SimulationOutcome:
     capacity_steps: Steps = field(default_factory=Steps)
     #: The budget tree the shares were computed from (weights over time).
     tree: BudgetTree = field(default_factory=BudgetTree)
+    #: The world's facts, and which of them were stated or skipped.
+    world: World = field(default_factory=World)
 
 
 class Simulation:
@@ -180,6 +189,7 @@ class Simulation:
         policy: Policy,
         progress: Callable[[float], None] | None = None,
         recorder: Callable[[EventData, float], None] | None = None,
+        world: Sequence[WorldFact] = (),
     ) -> None:
         if not jobs:
             raise ValueError("the trace has no jobs")
@@ -207,7 +217,7 @@ class Simulation:
         self.tree = BudgetTree()
         for budget in sorted(weights):
             created = BudgetCreated(budget=budget, weight=weights[budget], created_by="simulator")
-            self.tree.apply(created, self.now)
+            self.tree.apply(created, fold_instant(self.now))
             self.record(created)
         self.cluster = ClusterState()
         self.demand_steps: dict[str, Steps] = {b: Steps() for b in weights}
@@ -224,6 +234,12 @@ class Simulation:
                     gpu_type="sim",
                 )
             )
+        # The policy's tuning, stated before the first pass as a leader states it: an audit of
+        # the log re-runs every pass with it (not with its own defaults).
+        self.record(settings_of(self.context(self.now, 0)))
+        #: Cancels, weight changes and node losses at given times (world.py).
+        self.world = World(tuple(world))
+        self.world.check((j.job_id for j in jobs), weights, self.cluster.nodes)
         self.usage = UsageWindow(config.window_s)
         self.runs: dict[str, Run] = {}
         self.placements: dict[str, Placement] = {}
@@ -242,6 +258,18 @@ class Simulation:
         self.wakes: set[float] = set()
 
     # -- plumbing ------------------------------------------------------------------------
+    def context(self, now: float, pass_id: int) -> PassContext:
+        """What a pass at ``now`` decides with (the configuration's tuning)."""
+        return PassContext(
+            now=now,
+            pass_id=pass_id,
+            window_s=self.config.window_s,
+            grace_period_s=self.config.grace_period_s,
+            max_preemption_searches=self.config.max_preemption_searches,
+            churn=self.config.churn,
+            debug_lanes=self.config.debug_lanes,
+        )
+
     def push(self, at: float, kind: int, workload_id: str = "", attempt: int = 0) -> None:
         # Every instant is one the log can state: the audit re-runs a pass at its commands'
         # logged time, so the simulator's passes run at exactly that time too.
@@ -274,7 +302,8 @@ class Simulation:
             count_charge(self.charged, charge)
 
     def heartbeats(self) -> None:
-        """One heartbeat per node naming each GPU's occupant."""
+        """One heartbeat per node naming each GPU's occupant, folded in as every reader of the
+        log folds it: lost work is dated at its last heartbeat (the pass reads it)."""
         for name in sorted(self.cluster.nodes):
             node = self.cluster.nodes[name]
             occupant: dict[int, tuple[str, int]] = {}
@@ -283,7 +312,7 @@ class Simulation:
                 if workload.status == "running":
                     for gpu in gpus:
                         occupant[gpu] = (workload_id, workload.attempt)
-            self.record(
+            self.apply(
                 GpuHeartbeat(
                     node=name,
                     cluster=node.cluster,
@@ -391,7 +420,10 @@ class Simulation:
         if workload.attempt != attempt or workload.status not in ("placed", "running"):
             return
         run = self.runs[workload_id]
-        ran = self._stop(workload, run, "preempted")
+        if workload.cancel_requested:
+            ran = self._stop_cancelled(workload, run)
+        else:
+            ran = self._stop(workload, run, "preempted")
         self.apply(
             WorkloadPreempted.model_construct(
                 workload_id=workload_id,
@@ -420,6 +452,16 @@ class Simulation:
         self._close(workload, run)
         return ran
 
+    def _stop_cancelled(self, workload: WorkloadState, run: Run) -> float:
+        """End a run its submitter cancelled (world.py): its occupancy closes; nothing counts as
+        lost to a preemption, the work is not wanted any more. Returns how long it ran."""
+        if run.run_start is None:
+            return 0.0
+        ran = self.now - run.run_start
+        run.busy_s += ran
+        self._close(workload, run)
+        return ran
+
     def on_lost(self, lost: WorkloadLost) -> None:
         """The pass declared a run on a down node lost: the job loses what a preemption would."""
         workload = self.cluster.workloads[lost.workload_id]
@@ -427,7 +469,7 @@ class Simulation:
 
     # -- maintenance ---------------------------------------------------------------------
     def on_cordon(self, node: str) -> None:
-        if node in self.in_repair:
+        if node in self.in_repair or node in self.world.down:
             self.repairs_merged += 1
             return
         self.apply(NodeCordoned(node=node, cordoned_by="simulator", reason="repair"))
@@ -475,6 +517,10 @@ class Simulation:
                 if run.run_start is not None:
                     self._post(self.cluster.workloads[workload_id], run, self.now)
 
+    def node_back_at(self, at: float, node: str) -> None:
+        """Bring a lost node back up at ``at`` (world.py)."""
+        self.push(at, NODE_BACK, node)
+
     def wake(self, at: float) -> None:
         """Run a pass at ``at`` (once, however often the policy asks for it)."""
         if at not in self.wakes:
@@ -492,6 +538,14 @@ class Simulation:
         for command in result.commands:
             if isinstance(command, PreemptCommand):
                 self.preempt_commands[command.workload_id] = command.command_id
+                self.push(
+                    self.now + command.grace_period_s,
+                    PREEMPT_DONE,
+                    command.workload_id,
+                    command.attempt,
+                )
+                if command.decision.reason == "cancel":
+                    continue  # its submitter's wish, not a preemption
                 workload = self.cluster.workloads[command.workload_id]
                 run = self.runs[command.workload_id]
                 ran = self.now - run.run_start if run.run_start is not None else 0.0
@@ -505,12 +559,6 @@ class Simulation:
                         workload.min_runtime_s,
                         workload.allocated,
                     )
-                )
-                self.push(
-                    self.now + command.grace_period_s,
-                    PREEMPT_DONE,
-                    command.workload_id,
-                    command.attempt,
                 )
             elif isinstance(command, PlaceCommand):
                 self.placements[command.workload_id] = command.placement
@@ -534,6 +582,8 @@ class Simulation:
         )
         for at, node in requests:
             self.push(at, CORDON, node)
+        for at, index in self.world.schedule():
+            self.push(at, WORLD, "", index)
         by_id = {job.job_id: job for job in self.jobs}
         next_tick = (bucket_of(self.start) + 1) * HOUR
         self.push(next_tick, TICK)
@@ -565,20 +615,16 @@ class Simulation:
                     self.on_drain_cap(workload_id, attempt)
                 elif kind == REPAIRED:
                     self.on_repaired(workload_id)
+                elif kind == WORLD:
+                    self.world.state(self, attempt)
+                elif kind == NODE_BACK:
+                    self.world.node_back(self, workload_id)
                 dirty = True
             if dirty:
                 if self.in_repair:
                     self.check_drains()
                 self.passes += 1
-                ctx = PassContext(
-                    now=at,
-                    pass_id=self.passes,
-                    window_s=self.config.window_s,
-                    grace_period_s=self.config.grace_period_s,
-                    max_preemption_searches=self.config.max_preemption_searches,
-                    churn=self.config.churn,
-                    debug_lanes=self.config.debug_lanes,
-                )
+                ctx = self.context(at, self.passes)
                 with gc_paused():
                     result = self.policy(
                         self.cluster, self.tree, self.usage_source, ctx, self.memos
@@ -621,4 +667,5 @@ class Simulation:
             drains=self.drains,
             repairs_merged=self.repairs_merged,
             config=self.config,
+            world=self.world,
         )

@@ -22,7 +22,7 @@ from events.times import HOUR
 from projections.figures import Bins, PoolHistory, pool_figures
 from projections.usage_window import bucket_of
 from services.simulator.costs import cost_figures, lost_seconds_by_budget, maintenance_figures
-from services.simulator.engine import POOL, SimulationOutcome
+from services.simulator.engine import POOL, Run, SimulationOutcome
 from services.simulator.stats import percentile
 from services.simulator.weekly import WEEK_HOURS, budget_weeks, weekly_summary
 
@@ -30,14 +30,19 @@ __all__ = ["compute_metrics", "owed_by_hour", "percentile", "queue_waits"]
 
 
 def queue_waits(outcome: SimulationOutcome, debug_only: bool = False) -> list[float]:
-    """Submit to first start, sorted; never-started jobs count with their wait up to the end."""
+    """Submit to first start, sorted; never-started jobs count with their wait up to the end (or
+    up to their cancel)."""
     return sorted(
-        max(
-            0.0, (run.first_start if run.first_start is not None else outcome.end) - run.job.arrival
-        )
+        max(0.0, _wait_end(run, outcome.end) - run.job.arrival)
         for run in outcome.runs.values()
         if run.debug or not debug_only
     )
+
+
+def _wait_end(run: Run, end: float) -> float:
+    if run.first_start is not None:
+        return run.first_start
+    return run.cancelled_at if run.cancelled_at is not None else end
 
 
 def hours_of(outcome: SimulationOutcome) -> range:
