@@ -240,7 +240,7 @@ class _Services:
         child = child_for(name, self.commands[name], self.logs)
         offset = child.log_path.stat().st_size if child.log_path.exists() else 0
         spawn_child(child, self.up.stop_timeout_s)
-        watch = Watch(child)
+        watch = Watch(child, log_offset=offset)
         self.running[name] = watch
         return watch, offset
 
@@ -249,6 +249,8 @@ class _Services:
 
         watch = self.running.pop(name, None)
         if watch is not None:
+            if watch.figure:
+                self.figures[watch.figure]["rejected_facts"] = watch.rejected()
             stop_child(watch.child, self.up.stop_timeout_s)
 
     def stop_all(self) -> None:
@@ -256,6 +258,7 @@ class _Services:
             self.stop(name)
 
     def measure(self, figure: str, watch: Watch, ready: Callable[[], float | None]) -> None:
+        watch.figure = figure
         result = wait_ready(watch, ready, self.config.service_timeout_s, self.report)
         assert watch.child.process is not None
         result.update(memory_mb(watch.child.process.pid))
@@ -289,7 +292,9 @@ class _Services:
         self.measure("scheduler_first_start", watch, leads)
         self.figures["scheduler_first_start"]["leading_s"] = leads.leading_s()
         watch, _ = self.start("api")
-        self.measure("api_first_start", watch, api_ready(self.up.api_url, {}))
+        health: dict[str, Any] = {}
+        self.measure("api_first_start", watch, api_ready(self.up.api_url, health))
+        self.figures["api_first_start"]["health"] = _health_counts(health)
 
     def charging(self) -> None:
         ends = self.ends((TopicKind.WORKLOADS, TopicKind.HEARTBEATS))
@@ -334,19 +339,24 @@ class _Services:
         budgets = budgets_latency(self.up.api_url, self.config.budgets_requests)
         assert watch.child.process is not None
         self.figures["api"].update(memory_mb(watch.child.process.pid))
+        api_ready(self.up.api_url, self.health)()  # its counts once the reads are done
         self.report(f"  GET /budgets p50 {budgets['p50']} ms, p99 {budgets['p99']} ms")
         charges = charges_report(self.up.database_url, time.time())
         self.report(f"  a month's charges report: {charges['s']} s, {charges['rows']} rows")
         return {"budgets_ms": budgets, "charges_report": charges}
 
     def rejected(self) -> dict[str, Any]:
-        """Facts a fold rejected or still holds, records dead-lettered: all should be 0."""
+        """Facts a fold rejected (each start's log; the API's /health once its reads were
+        done: rejected, still held, records skipped), records dead-lettered: all should be 0."""
         dead = self.ends((TopicKind.DEADLETTER,))
+        by_start = {
+            figure: result.get("rejected_facts", 0)
+            for figure, result in self.figures.items()
+            if result.get("rejected_facts")
+        }
         return {
-            "api_rejected": self.health.get("rejected"),
-            "api_waiting": self.health.get("waiting"),
-            "api_skipped": self.health.get("skipped"),
-            "scheduler_rejected": log_since(self.logs / "scheduler.log", 0).count("fact rejected"),
+            **{f"api_{key}": value for key, value in _health_counts(self.health).items()},
+            "in_service_logs": by_start,
             "dead_letters": sum(dead.values()),
         }
 
@@ -368,6 +378,10 @@ class _Keeper(threading.Thread):
     def stop(self) -> None:
         self.halt.set()
         self.join(timeout=30)
+
+
+def _health_counts(health: dict[str, Any]) -> dict[str, Any]:
+    return {key: health.get(key) for key in ("rejected", "waiting", "skipped")}
 
 
 def _ends(bootstrap: str, names: list[str]) -> dict[tuple[str, int], int]:

@@ -67,8 +67,16 @@ class Watch:
     """One service process from its start: CPU samples until a readiness check passes."""
 
     child: Child
+    #: Where its log stood when it started.
+    log_offset: int = 0
     started: float = field(default_factory=time.monotonic)
     samples: list[tuple[float, float]] = field(default_factory=list)
+    #: The figure it is measured for (``projector_cold``, ``api``, ...).
+    figure: str = ""
+
+    def rejected(self) -> int:
+        """Facts its fold rejected, by its log (``LiveState`` says so for each)."""
+        return log_since(self.child.log_path, self.log_offset).count("fact rejected")
 
     def sample(self) -> None:
         assert self.child.process is not None

@@ -96,6 +96,11 @@ def _verdict(name: str, values: list[float | None], ratio: float | None) -> dict
     return verdict
 
 
+def _total(counts: dict[str, Any]) -> int:
+    """Every count of a history's ``rejected_facts``, nested ones (per start) included."""
+    return sum(_total(v) if isinstance(v, dict) else (v or 0) for v in counts.values())
+
+
 def summarize(histories: list[dict[str, Any]], nodes: int) -> dict[str, Any]:
     """Shortest history first (``history_benchmark`` runs them so)."""
     lengths = [h["history"] for h in histories]
@@ -111,7 +116,7 @@ def summarize(histories: list[dict[str, Any]], nodes: int) -> dict[str, Any]:
         if row.get("met") is False or row.get("ratio_met") is False:
             missed.append(name)
         table[name] = row
-    rejected = {h["history"]: sum(v or 0 for v in h["rejected_facts"].values()) for h in histories}
+    rejected = {h["history"]: _total(h["rejected_facts"]) for h in histories}
     return {
         "summary": "bench history",
         "nodes": nodes,

@@ -179,7 +179,7 @@ def _fake(length: str, restart: float, rss: float, p99: float, disk: int) -> dic
         "budgets_ms": {"p50": p99 / 2, "p99": p99},
         "charges_report": {"s": 0.1},
         "broker": extrapolate({"heartbeats": disk, "usage": 1000}, parse_length(length), 2),
-        "rejected_facts": {"api_rejected": 0},
+        "rejected_facts": {"api_rejected": 0, "in_service_logs": {"scheduler": 1}},
     }
 
 
@@ -202,6 +202,7 @@ def test_the_summary_puts_each_figure_against_its_target() -> None:
     assert "restart_s.charging" in summary["missed"]
     assert "closed_period_audit" in summary["missed"]
     assert "budgets_p99_ms" not in summary["missed"]
+    assert summary["rejected_facts"] == {"1h": 1, "1d": 1}
 
 
 def test_the_end_places_and_starts_only_what_was_submitted_by_then() -> None:
