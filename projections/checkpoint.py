@@ -39,6 +39,9 @@ _MAGIC = b"fairshare-checkpoint\n"
 #: Modules whose classes a checkpoint may build (the fold's own types and what they hold).
 _ALLOWED_PACKAGES = ("events.", "projections.", "sortedcontainers.")
 _ALLOWED_MODULES = frozenset({"datetime", "collections"})
+#: Single classes of other modules that the fold's values hold: times decoded from the log
+#: carry pydantic's UTC tzinfo.
+_ALLOWED_CLASSES = frozenset({("pydantic_core._pydantic_core", "TzInfo")})
 
 Key = tuple[str, int]
 
@@ -99,6 +102,7 @@ def decode(blob: bytes, code: str) -> Checkpoint:
 
 class _FoldTypesOnly(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if module.startswith(_ALLOWED_PACKAGES) or module in _ALLOWED_MODULES:
+        allowed = module.startswith(_ALLOWED_PACKAGES) or module in _ALLOWED_MODULES
+        if allowed or (module, name) in _ALLOWED_CLASSES:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not a type of the fold")
