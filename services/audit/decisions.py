@@ -41,7 +41,7 @@ from events.models import (
 from events.ndjson import BadLine
 from projections.live_state import LiveState
 from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, run_pass
+from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 from services.scheduler.core.settings import with_settings
 
 Command = PlaceCommand | PreemptCommand
@@ -346,21 +346,8 @@ class _Replay:
         recorded: list[tuple[int, Command]] = [
             (index + 1, log[index].data) for index in decided.lines
         ]
-        first = recorded[0][1]
         now = log[decided.lines[0]].time.timestamp()
-        audit.passes += 1
-        audit.commands += len(recorded)
-        audit.preemptions += sum(isinstance(c, PreemptCommand) for _, c in recorded)
-        problems = check_rules(state, decided.pass_id, now, recorded)
-        result = run_pass(
-            state.cluster,
-            state.tree,
-            state.usage_source(now),
-            pass_context(state, now, first),
-            self.memos,
-        )
-        derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]
-        audit.standings_differ += standings_differ(recorded, derived)
+        problems, result, derived = rerun_pass(state, self.memos, now, recorded, audit)
         end = outputs_end(log, decided)
         stated: list[EventData] = [
             log[i].data for i in range(decided.start, end) if _is_output(log[i].data)
@@ -388,6 +375,27 @@ class _Replay:
             self.state.apply(self.log[index])
         self.folded = start
         return self.fold_to(end)
+
+
+def rerun_pass(
+    state: LiveState,
+    memos: PassMemos,
+    now: float,
+    recorded: Sequence[tuple[int, Command]],
+    audit: DecisionAudit,
+) -> tuple[list[Problem], PassResult, list[Command]]:
+    """One pass of the log, counted, checked against the rules that hold whatever the policy,
+    and run again in place on ``state`` at ``now``: the problems, its result, its commands."""
+    first = recorded[0][1]
+    audit.passes += 1
+    audit.commands += len(recorded)
+    audit.preemptions += sum(isinstance(c, PreemptCommand) for _, c in recorded)
+    problems = check_rules(state, first.decision.pass_id, now, recorded)
+    context = pass_context(state, now, first)
+    result = run_pass(state.cluster, state.tree, state.usage_source(now), context, memos)
+    derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]
+    audit.standings_differ += standings_differ(recorded, derived)
+    return problems, result, derived
 
 
 def _is_output(data: object) -> bool:

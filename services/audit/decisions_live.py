@@ -45,15 +45,13 @@ from projections.live_state import LiveState
 from services.audit.decisions import (
     Command,
     DecisionAudit,
-    check_rules,
     compare_commands,
     compare_facts,
     misplaced,
-    pass_context,
-    standings_differ,
+    rerun_pass,
 )
 from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import SOURCE, run_pass
+from services.scheduler.core.scheduling_pass import SOURCE
 
 Key = tuple[str, int]
 #: What a leader states at a pass's instant before running it: the liveness of nodes, and its
@@ -196,20 +194,10 @@ def _check(log: _MergedLog, decided: _LivePass, last: bool, audit: LiveDecisionA
     state = log.state
     recorded: list[tuple[int, Command]] = [(i + 1, log.command(i)) for i in decided.commands]
     first = recorded[0][1]
-    now = decided.at.timestamp()
-    audit.passes += 1
-    audit.commands += len(recorded)
-    audit.preemptions += sum(isinstance(c, PreemptCommand) for _, c in recorded)
-    audit.problems += check_rules(state, first.decision.pass_id, now, recorded)
-    result = run_pass(
-        state.cluster,
-        state.tree,
-        state.usage_source(now),
-        pass_context(state, now, first),
-        log.memos,
+    problems, result, derived = rerun_pass(
+        state, log.memos, decided.at.timestamp(), recorded, audit
     )
-    derived = [c for c in result.commands if isinstance(c, PlaceCommand | PreemptCommand)]
-    audit.standings_differ += standings_differ(recorded, derived)
+    audit.problems += problems
     partitions = {log.deliveries[i].position.partition for i in decided.commands}
     stated = [log.envelope(i).data for i in decided.outputs]
     line = recorded[0][0]
