@@ -31,6 +31,7 @@ from events.models import (
 from events.times import DEFAULT_WINDOW_S
 from projections.usage_window import UsageWindow
 from services.bus.partitioning import partition_for_key
+from services.scheduler.service import INPUTS as SCHEDULER_INPUTS
 
 #: The lease epoch the history's scheduler led in (its commands' fencing token).
 EPOCH = 1
@@ -38,15 +39,7 @@ EPOCH = 1
 SHARES = {"lab/vision": 0.5, "lab/robotics": 0.25, "lab/nlp": 0.25}
 #: What (data, time, source, event id) a fact is written as.
 Fact = tuple[EventData, float, str, str]
-#: The scheduler's inputs (``services.scheduler.service.INPUTS``) and the charging host's.
-_SCHEDULER_INPUTS = (
-    TopicKind.BUDGETS,
-    TopicKind.CLUSTER,
-    TopicKind.WORKLOADS,
-    TopicKind.COMMANDS,
-    TopicKind.USAGE,
-    TopicKind.HEARTBEATS,
-)
+#: The charging host's inputs (the scheduler's are its own INPUTS).
 _CHARGING_INPUTS = (TopicKind.WORKLOADS, TopicKind.HEARTBEATS)
 
 
@@ -97,7 +90,7 @@ class Positions:
 
     def of_scheduler(self) -> tuple[InputPosition, ...]:
         """What a pass's decision record names: every partition of the scheduler's inputs."""
-        return tuple(self._positions(_SCHEDULER_INPUTS, all_partitions=True))
+        return tuple(self._positions(SCHEDULER_INPUTS, all_partitions=True))
 
     def of_charging(self) -> tuple[InputPosition, ...]:
         """What a usage snapshot names: the charging host's inputs it has read from."""
