@@ -234,8 +234,14 @@ class PreemptionMemo:
     ``memos.py`` for who owns it); every entry is checked against the state before use."""
 
     victims: KeptVictimIndex | None = None
-    #: Smallest failed gang per failure key, under the pool's signature.
-    failed_searches: ValidWhile[Signature, FailureKey, int] = field(default_factory=ValidWhile)
+    #: Smallest failed gang per failure key, under the pool's signature and instant: whether a
+    #: search succeeds depends on the fair-share order and the wastes at that instant too (the
+    #: victims' costs order the nodes, a plan must hold together by budget), so a failure
+    #: from an earlier pass may not hold now, and a pass given no memos would then decide
+    #: otherwise (as the decision audit found: issue 22).
+    failed_searches: ValidWhile[tuple[Signature, float], FailureKey, int] = field(
+        default_factory=ValidWhile
+    )
     #: GPU-seconds each run would waste if stopped, under the signature and instant.
     wastes: ValidWhile[tuple[Signature, float], str, float] = field(default_factory=ValidWhile)
 
@@ -402,7 +408,7 @@ def find_preemption(
     if usable_free + could_free < preemptor.gpus:
         return None
     whole = needs_whole_nodes(preemptor.gpus, preemptor.gang, node_size)
-    failures = memo.failed_searches.under(cluster.preemption_signature(pool, now))
+    failures = memo.failed_searches.under((cluster.preemption_signature(pool, now), now))
     starving = rule.lane is None and rule.starving(preemptor, now)
     memo_key = (preemptor.budget, whole, starving, usable_free, eligible, exclude)
     if preemptor.gpus >= failures.get(memo_key, preemptor.gpus + 1):
