@@ -699,8 +699,19 @@ class ClusterState:
             self._release_assignment(workload)
             self.indexes.victim_changed(workload)
 
+    def _placed_first(self, workload: WorkloadState, attempt: int) -> None:
+        """A run's start or end read while its placement is still held (the placement waits
+        for a node or GPUs on another partition): dropped here, the placement would later
+        apply and hold its GPUs for ever. It waits for the placement instead."""
+        if workload.attempt == attempt and workload.status == "pending":
+            raise MissingClusterFactError(
+                f"attempt: the placement of {workload.workload_id} attempt {attempt} is not "
+                "folded yet"
+            )
+
     def _on_started(self, e: WorkloadStarted, now: float) -> None:
         workload = self._workload(e.workload_id)
+        self._placed_first(workload, e.attempt)
         if workload.attempt != e.attempt or workload.status != "placed":
             return
         workload.status = "running"
@@ -729,17 +740,20 @@ class ClusterState:
 
     def _on_finished(self, e: WorkloadFinished, now: float) -> None:
         workload = self._workload(e.workload_id)
+        self._placed_first(workload, e.attempt)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
             self._end(workload, e.outcome, now)
             workload.exit_code, workload.end_message = e.exit_code, e.message
 
     def _on_preempted(self, e: WorkloadPreempted, now: float) -> None:
         workload = self._workload(e.workload_id)
+        self._placed_first(workload, e.attempt)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
             self._end(workload, "cancelled" if workload.cancel_requested else "preempted", now)
 
     def _on_lost(self, e: WorkloadLost, now: float) -> None:
         workload = self._workload(e.workload_id)
+        self._placed_first(workload, e.attempt)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
             self._end(workload, "lost", e.last_heartbeat.timestamp())
 
@@ -756,6 +770,28 @@ class ClusterState:
         workload.exit_code, workload.end_message = None, ""
         workload.preempting = False
         self.indexes.enqueue(workload)
+
+    def forget_ended_before(self, horizon: float) -> list[str]:
+        """Drop the workloads that ended for good (succeeded, failed, cancelled; or stopped
+        and not to be requeued) before ``horizon``, and say which: no pass, queue or window
+        figure reads them any more, and they stay in the log and the read models."""
+        gone = [
+            workload.workload_id
+            for workload in self.workloads.values()
+            if workload.ended_at is not None
+            and workload.ended_at < horizon
+            and (
+                workload.status in TERMINAL
+                or (
+                    workload.status in ("preempted", "lost")
+                    and workload.workload_id not in self.indexes.awaiting_requeue
+                )
+            )
+        ]
+        for workload_id in gone:
+            del self.workloads[workload_id]
+            self.indexes.cancelling.discard(workload_id)
+        return gone
 
     # -- queries ---------------------------------------------------------------------------
     def active_in(self, pool: str) -> Iterator[WorkloadState]:

@@ -17,6 +17,12 @@ because event time moved on (a backlog read after a restart spans hours): only w
 having captured the log's end offsets after it was held (:meth:`LiveState.hold_mark`), has
 read every partition that far and it still cannot apply (:meth:`LiveState.reject_held_before`),
 or when more than ``MAX_WAITING`` facts are held at once (a memory bound; each is logged).
+
+What the view holds is bounded by the live state, not by the history (issue 23): work that
+ended ``FORGET_AFTER_S`` (the window and a day) before the latest fact leaves memory with its
+commands and charge totals, the ids kept against redelivery are dropped a day at a time past
+the same horizon, and a fact stated before the horizon is not folded at all. Nothing a pass, a
+queue or a window figure reads is older than that; the log and the read models keep the rest.
 """
 
 from __future__ import annotations
@@ -42,9 +48,11 @@ from events.models import (
     UsageSnapshot,
 )
 from events.serde import decode_structured, encode_structured
+from events.times import DAY, DEFAULT_WINDOW_S
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.errors import FoldError, MissingFact
+from projections.seen_ids import SeenIds
 from projections.usage_snapshots import RankedUsage, usage_to_rank
 
 log = logging.getLogger(__name__)
@@ -62,6 +70,17 @@ _BUDGET_EVENTS = (
 #: last-seen time to the max, a snapshot replaces an older one): their ids are not kept, so a
 #: long-running reader's memory does not grow with every heartbeat of every node.
 _IDEMPOTENT = (GpuHeartbeat, UsageSnapshot)
+#: Facts that never supply what a held fact waits for (a workload, a node, a placement, GPUs
+#: released, a budget): folding one does not retry the held facts. Heartbeats are most of the
+#: log, and retrying every held fact after each of them made a reader that held a few hundred
+#: facts during a long catch-up fold seven times slower than one that held none.
+_NEVER_UNBLOCKS = (GpuHeartbeat, UsageSnapshot, LedgerCharge, SchedulerSettings)
+#: Work that ended this long before the latest fact leaves the in-memory view (the log and the
+#: read models keep it): the fair-share window plus a day, so nothing a pass or a window
+#: figure reads is ever forgotten.
+FORGET_AFTER_S = DEFAULT_WINDOW_S + DAY
+#: Rejected facts kept for ``/health`` and the tests (the newest; every one is logged).
+REJECTED_KEPT = 1_000
 #: At most this many facts are held at once; one more is rejected (and logged), so that a log
 #: of facts that never apply cannot grow a reader's memory without bound.
 MAX_WAITING = 10_000
@@ -99,9 +118,11 @@ class LiveState:
     #: Ids of every command seen (a scheduler that reads its own commands back issues none
     #: twice).
     command_ids: set[str] = field(default_factory=set)
-    #: Event ids already folded: a redelivered event is ignored.
-    event_ids: set[str] = field(default_factory=set)
+    #: Event ids already folded (back to the horizon): a redelivered event is ignored.
+    event_ids: SeenIds = field(default_factory=SeenIds)
+    #: The newest ``REJECTED_KEPT`` rejected facts, and how many there were in all.
     rejected: list[RejectedFact] = field(default_factory=list)
+    rejected_total: int = 0
     #: Facts that depend on one not read yet (a budget under a parent not yet read, a placement
     #: on a node not yet registered or on GPUs whose release is on another topic): tried again
     #: after each fact that applies. Partitions interleave as fetches return, so a reader
@@ -117,6 +138,14 @@ class LiveState:
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
     events: int = 0
+    #: How long ended work stays in memory after it ended (see ``FORGET_AFTER_S``).
+    forget_after_s: float = FORGET_AFTER_S
+    #: Facts stated before the horizon (``latest_time - forget_after_s``), not folded: a
+    #: redelivery of one whose id was already forgotten, or a fact too late to matter here.
+    beyond_horizon: int = 0
+    #: Ended workloads forgotten so far, and the tidying period of ``latest_time`` last tidied in.
+    forgotten: int = 0
+    _tidied_day: int = field(default=0, init=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         """For a checkpoint (``projections.checkpoint``): held facts are envelopes of a generic
@@ -129,16 +158,48 @@ class LiveState:
         state["waiting"] = [decode_structured(line) for line in state["waiting"]]
         self.__dict__.update(state)
 
+    @property
+    def horizon(self) -> float:
+        """Facts stated before this instant are not folded, and ended work before it is gone
+        from memory: what a live reader holds is bounded by the live state, not by history."""
+        return self.latest_time - self.forget_after_s
+
     def apply(self, envelope: Envelope[Any]) -> bool:
         """Fold one event in; False if it was a duplicate, was rejected or has to wait."""
-        if envelope.id in self.event_ids:
+        at = float(envelope.epoch_seconds)
+        if at < self.horizon:
+            self.beyond_horizon += 1
+            return False
+        if self.event_ids.seen(envelope.id, at):
             return False
         if not isinstance(envelope.data, _IDEMPOTENT):
-            self.event_ids.add(envelope.id)
+            self.event_ids.add(envelope.id, at)
         applied = self._apply(envelope)
-        if applied and self.waiting:
+        if applied and self.waiting and not isinstance(envelope.data, _NEVER_UNBLOCKS):
             self._retry_waiting()
+        if applied and int(self.latest_time // self._tidy_every_s) > self._tidied_day:
+            self._tidy()
         return applied
+
+    @property
+    def _tidy_every_s(self) -> float:
+        return max(1.0, min(DAY, self.forget_after_s))
+
+    def _tidy(self) -> None:
+        """Once a day of event time (or once a horizon, if shorter): forget the ids and the
+        ended work before the horizon.
+        Driven by event time only, so every reader of one log forgets the same things at the
+        same fact (a checkpoint plus its tail is the whole fold; the audit re-derives passes
+        from the same state the leader had)."""
+        self._tidied_day = int(self.latest_time // self._tidy_every_s)
+        horizon = self.horizon
+        self.event_ids.forget_before(horizon)
+        for workload_id in self.cluster.forget_ended_before(horizon):
+            self.forgotten += 1
+            for record in self.commands.pop(workload_id, ()):
+                self.command_ids.discard(record.command.command_id)
+            self.charged_gpu_s.pop(workload_id, None)
+            self.free_gpu_s.pop(workload_id, None)
 
     def _retry_waiting(self) -> None:
         progress = True
@@ -168,7 +229,10 @@ class LiveState:
         return len(stale)
 
     def _reject(self, envelope: Envelope[Any], reason: str) -> None:
+        self.rejected_total += 1
         self.rejected.append(RejectedFact(envelope.id, envelope.type, reason))
+        if len(self.rejected) > REJECTED_KEPT:
+            del self.rejected[: len(self.rejected) - REJECTED_KEPT]
         log.warning(
             "fact rejected by the fold",
             extra={"event_id": envelope.id, "type": envelope.type, "reason": reason},
@@ -220,7 +284,7 @@ class LiveState:
         """Note an event whose effect on the cluster was already folded in by the one who
         decided it (a scheduling pass folds its decisions as it makes them): when it comes back
         from the log it is known by id and not applied twice."""
-        self.event_ids.add(envelope.id)
+        self.event_ids.add(envelope.id, float(envelope.epoch_seconds))
         data = envelope.data
         if (
             isinstance(data, PlaceCommand | PreemptCommand)

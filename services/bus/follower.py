@@ -218,6 +218,7 @@ class Follower:
             self.positions[key] = first
         self.merge.note_ends(source.end_offsets())
         self._progress_at = time.monotonic()
+        self._fetched = sum(self.merge.fetched.values())
 
     def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]:
         """The next records that can be handed out in merge order (maybe none)."""
@@ -229,8 +230,13 @@ class Follower:
                 self.merge.skip(item)
         self.merge.note_ends(self.source.end_offsets(cached=True))
         released = self.merge.release()
-        if released or not self.merge.buffered:
-            self._progress_at = time.monotonic()
+        fetched = sum(self.merge.fetched.values())
+        if released or not self.merge.buffered or fetched != self._fetched:
+            # Still reading is not a stall: during a long catch-up the client's queue is full
+            # of one topic's backlog and a small partition's next records come only after it,
+            # so a merge blocked for seconds while records keep arriving must wait, not merge
+            # without that partition (which put facts out of order and got them rejected).
+            self._progress_at, self._fetched = time.monotonic(), fetched
         elif time.monotonic() - self._progress_at > self.stall_s:
             released = self._unstall()
         for key in self.positions:

@@ -23,7 +23,7 @@ def health(ctx: Context) -> Health:
     ends = view.log_end()
     caught_up = view.reached(ends, timeout_s=HEALTH_WAIT_S) and view.caught_up
     with view.read() as state:
-        waiting, rejected, events = len(state.waiting), len(state.rejected), state.events
+        waiting, rejected, events = len(state.waiting), state.rejected_total, state.events
     return Health(
         caught_up=caught_up,
         consumer_running=view.running,
