@@ -18,6 +18,10 @@ simulation) and asks :func:`pool_figures`; the rules below are the only ones:
 * **owed over a range**: :func:`projections.owed.owed_pieces`, ``min(share x capacity, wanted)``
   moment by moment, counted to the same instant as delivered.
 
+A reader gives each hour either change by change (charges, demand steps) or, for a whole hour
+in which no share and no capacity changes, summed (:class:`SettledHour`: what the projector
+keeps, so a long window costs its hours, not its runs); the rules above apply to both alike.
+
 An inner budget's figures are the sums of its leaves'.
 """
 
@@ -125,6 +129,21 @@ class Charge:
         return (a, b) if b > a else (lo, hi)
 
 
+@dataclass(frozen=True, slots=True)
+class SettledHour:
+    """One leaf's whole hour, summed: its charges (corrections included, signed), and how long
+    it wanted how many GPUs (:mod:`projections.demand_hours`). Only for an hour in which no
+    share and no capacity changes: then ``min(share x capacity, level)`` is one number per
+    level, and owed is exact from the histogram alone."""
+
+    leaf: str
+    hour: int
+    delivered: float = 0.0
+    free: float = 0.0
+    #: ``(GPUs wanted, seconds at that level)`` within the hour.
+    demand: tuple[tuple[int, int], ...] = ()
+
+
 @dataclass
 class PoolHistory:
     """What one pool's figures are computed from, gathered by a reader for a range."""
@@ -136,6 +155,8 @@ class PoolHistory:
     demand: dict[str, Steps] = field(default_factory=dict)
     charges: list[Charge] = field(default_factory=list)
     open_runs: list[OpenRun] = field(default_factory=list)
+    #: Whole hours given summed; ``charges`` and ``demand`` then hold nothing of them.
+    hours: list[SettledHour] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -266,8 +287,11 @@ def pool_figures(
         _integrate_into(of(leaf).demand, steps, bins)
     capacity = [0.0] * count
     _integrate_into(capacity, history.capacity, bins)
+    for hour in history.hours:
+        of(hour.leaf)
     _entitled_into(per_leaf, history, tree, bins)
     _owed_into(per_leaf, history, tree, bins)
+    _hours_into(per_leaf, history, tree, bins)
     budgets: dict[str, BudgetSeries] = {}
     total = BudgetSeries.zeros(count)
     for leaf in sorted(per_leaf):
@@ -342,3 +366,33 @@ def _owed_into(
         i = bins.index(a)
         for leaf, gpu_s in piece.items():
             per_leaf[leaf].owed[i] += gpu_s
+
+
+def _hours_into(
+    per_leaf: dict[str, BudgetSeries],
+    history: PoolHistory,
+    tree: BudgetTree,
+    bins: Bins,
+) -> None:
+    """The summed hours: delivered and free as charged; demand and owed from the level
+    histogram, owed per level ``min(entitled x seconds, level x seconds)`` as
+    :func:`~projections.owed.owed_pieces` counts each piece (entitled is constant over the
+    hour, so the pieces at one level add up to the same)."""
+    entitled: dict[int, Mapping[str, float]] = {}
+    for hour in history.hours:
+        if not bins.bounds[0] <= hour.hour < bins.stop:
+            continue
+        i = bins.index(hour.hour)
+        series = per_leaf[hour.leaf]
+        series.delivered[i] += hour.delivered
+        series.free[i] += hour.free
+        series.demand[i] += sum(level * seconds for level, seconds in hour.demand)
+        wanted = [(level * seconds, seconds) for level, seconds in hour.demand if level > 0]
+        if not wanted:
+            continue
+        if hour.hour not in entitled:
+            shares = tree.shares(history.pool, hour.hour)
+            gpus = history.capacity.at(hour.hour)
+            entitled[hour.hour] = {leaf: share * gpus for leaf, share in shares.items()}
+        gpus_entitled = entitled[hour.hour].get(hour.leaf, 0.0)
+        series.owed[i] += sum(min(gpus_entitled * seconds, w) for w, seconds in wanted)

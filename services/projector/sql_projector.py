@@ -42,6 +42,7 @@ from events.models.ledger import parse_charge_id
 from events.positions import Delivery
 from events.times import HOUR
 from projections.figures import wanted_gpus
+from services.read_models.demand_upkeep import Change, apply_changes
 from services.read_models.tables import (
     budget_weights,
     budgets,
@@ -270,7 +271,7 @@ def _workload_row(connection: Connection, workload_id: str) -> Any:
 
 def _keeping_demand(effect: Effect) -> Effect:
     """``effect``, and the workload's demand intervals closed and opened where what it wants
-    changes."""
+    changes, with the leaf's demand histograms (:mod:`services.read_models.demand_upkeep`)."""
 
     def wrapped(connection: Connection, e: Any, at: int, event_id: str) -> None:
         before = _wanted(_workload_row(connection, e.workload_id))
@@ -279,6 +280,18 @@ def _keeping_demand(effect: Effect) -> Effect:
         after = _wanted(row)
         if before == after:
             return
+        closing = select(
+            demand_intervals.c.pool, demand_intervals.c.budget, demand_intervals.c.gpus
+        )
+        changes: list[Change] = [
+            (str(pool), str(budget), -int(gpus), at)
+            for pool, budget, gpus in connection.execute(
+                closing.where(
+                    demand_intervals.c.workload_id == e.workload_id,
+                    demand_intervals.c.end_at.is_(None),
+                )
+            )
+        ]
         connection.execute(
             update(demand_intervals)
             .where(
@@ -305,6 +318,8 @@ def _keeping_demand(effect: Effect) -> Effect:
                     end_at=None,
                 )
             )
+            changes.append((pool, str(row.budget), gpus, at))
+        apply_changes(connection, changes, _insert)
 
     return wrapped
 

@@ -177,3 +177,28 @@ decision_records = Table(
     Column("record", JSON, nullable=False),
     Column("event_time", BigInteger, nullable=False, index=True),
 )
+
+#: Per pool, leaf budget and hour: how many seconds its allocated work wanted how many GPUs
+#: (:mod:`projections.demand_hours`), up to ``demand_levels.since``. Kept by the projector in
+#: the transaction that changes ``demand_intervals``, so that a window's owed costs its hours
+#: (a histogram each) and not every demand change in it.
+demand_hours = Table(
+    "demand_hours",
+    metadata,
+    Column("pool", String(128), primary_key=True),
+    Column("budget", String(512), primary_key=True),
+    Column("hour", BigInteger, primary_key=True),
+    Column("level", BigInteger, primary_key=True),
+    Column("seconds", BigInteger, nullable=False),
+)
+
+#: Per pool and leaf budget: the GPUs its allocated work wants from ``since`` on (the latest
+#: demand change): the part of the level history ``demand_hours`` does not hold yet.
+demand_levels = Table(
+    "demand_levels",
+    metadata,
+    Column("pool", String(128), primary_key=True),
+    Column("budget", String(512), primary_key=True),
+    Column("level", BigInteger, nullable=False),
+    Column("since", BigInteger, nullable=False),
+)

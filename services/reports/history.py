@@ -1,10 +1,18 @@
 """One pool's history over a range, from the read models, read by the range alone: charges of
 its hours, the demand intervals and node states that overlap it, and the runs whose charges do
-not reach their end yet. So a read does not grow with the history before the range."""
+not reach their end yet. So a read does not grow with the history before the range.
+
+A reader whose bins are cut on hours (``/budgets``, the reports, the timeline's hourly and
+longer bins) asks for ``summed`` hours: then every whole hour in which no share and no
+capacity changes comes summed from what the projector keeps (:mod:`services.reports.
+summed_hours`), and only the others (the partial hour at the end, an hour with a weight change
+or a node going down) are read charge by charge and interval by interval. The read then costs
+the range's hours, not what a fleet ran in them."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from sqlalchemy import Connection, and_, func, select
 
@@ -12,10 +20,22 @@ from events.times import HOUR
 from projections.figures import Charge, OpenRun, PoolHistory, in_capacity
 from projections.steps import Steps
 from services.read_models.tables import demand_intervals, ledger_entries, node_states, runs
+from services.reports.summed_hours import exact_hours, summed_hours
 
 
-def pool_histories(connection: Connection, lo: float, at: float) -> dict[str, PoolHistory]:
-    """Every pool's history over ``[lo, at)``."""
+def pool_histories(
+    connection: Connection,
+    lo: float,
+    at: float,
+    *,
+    summed: bool = False,
+    share_changes: Sequence[float] = (),
+) -> dict[str, PoolHistory]:
+    """Every pool's history over ``[lo, at)``. ``summed`` (``lo`` on an hour, and bins cut on
+    hours): whole hours summed where no share (``share_changes``: when any changes) and no
+    capacity changes."""
+    if summed and int(lo) == lo and int(lo) % HOUR == 0:
+        return _summed(connection, int(lo), at, share_changes)
     histories: dict[str, PoolHistory] = {}
 
     def of(pool: str) -> PoolHistory:
@@ -66,7 +86,11 @@ def _capacity(connection: Connection, lo: float, at: float) -> dict[str, Steps]:
     return dict(steps)
 
 
-def _demand(connection: Connection, lo: float, at: float) -> dict[tuple[str, str], Steps]:
+def _demand(
+    connection: Connection, lo: float, at: float, *, clip: bool = False
+) -> dict[tuple[str, str], Steps]:
+    """Each leaf's demand per pool from ``lo`` on; ``clip``: and back to nothing at ``at``
+    (a range read apart from the summed hours around it)."""
     # Two queries, each on an index: an OR with IS NULL would read every interval ever.
     still = select(demand_intervals).where(
         demand_intervals.c.end_at.is_(None), demand_intervals.c.start_at < at
@@ -82,6 +106,8 @@ def _demand(connection: Connection, lo: float, at: float) -> dict[tuple[str, str
         changes[key].append((start, float(row.gpus)))
         if row.end_at is not None and row.end_at < at:
             changes[key].append((float(row.end_at), -float(row.gpus)))
+        elif clip:
+            changes[key].append((float(at), -float(row.gpus)))
     return {key: Steps.of_changes(found) for key, found in changes.items()}
 
 
@@ -149,3 +175,54 @@ def _open_runs(connection: Connection, at: float) -> list[tuple[str, OpenRun]]:
         )
         found.append((str(row.pool), run))
     return found
+
+
+def _summed(
+    connection: Connection, lo: int, at: float, share_changes: Sequence[float]
+) -> dict[str, PoolHistory]:
+    capacity = _capacity(connection, lo, at)
+    exact: dict[str, set[int]] = {}
+
+    def exact_of(pool: str) -> set[int]:
+        found = exact.get(pool)
+        if found is None:
+            steps = capacity.get(pool, Steps())
+            changes = [*share_changes, *steps.cuts(lo, at)]
+            found = exact[pool] = exact_hours(lo, at, changes)
+        return found
+
+    histories: dict[str, PoolHistory] = {}
+
+    def of(pool: str) -> PoolHistory:
+        found = histories.get(pool)
+        if found is None:
+            found = histories[pool] = PoolHistory(pool, capacity=capacity.get(pool, Steps()))
+        return found
+
+    for pool in capacity:
+        of(pool)
+    for pool, hours in summed_hours(connection, lo, at, exact_of).items():
+        of(pool).hours = hours
+    ranges = _ranges({hour for pool in histories for hour in exact_of(pool)}, at)
+    for a, b in ranges:
+        for (pool, budget), steps in _demand(connection, a, b, clip=True).items():
+            if a // HOUR * HOUR in exact_of(pool):
+                _add_steps(of(pool).demand.setdefault(budget, Steps()), steps)
+        for pool, charge in _charges(connection, a, b):
+            if charge.bucket_start in exact_of(pool):
+                of(pool).charges.append(charge)
+    for pool, run in _open_runs(connection, at):
+        of(pool).open_runs.append(run)
+    return histories
+
+
+def _ranges(hours: set[int], at: float) -> list[tuple[float, float]]:
+    """The hours, one range each (up to ``at``)."""
+    return [(float(h), min(float(h + HOUR), at)) for h in sorted(hours)]
+
+
+def _add_steps(into: Steps, more: Steps) -> None:
+    level = 0.0
+    for moment, after in more.points:
+        into.change(moment, after - level)
+        level = after

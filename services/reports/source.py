@@ -242,21 +242,36 @@ def _load(
         start = window_start(latest, window_s)
     entries = _entries(connection, start, end)
     charged_pools, workload_pools = _charged_pools(connection)
+    found, weights = read_budgets(connection), read_weights(connection)
+    histories: dict[str, PoolHistory] = {}
+    if latest is not None:
+        changes = _share_changes(found, weights)
+        histories = pool_histories(
+            connection, start or 0, latest, summed=True, share_changes=changes
+        )
     return Snapshot(
         positions=where,
         horizon=latest,
         entries=entries,
         workloads=_workloads(connection),
         nodes=_nodes(connection),
-        budgets=read_budgets(connection),
+        budgets=found,
         node_history=_node_history(connection),
-        weights=read_weights(connection),
+        weights=weights,
         preemptions=_preemptions(connection),
         charged_pools=charged_pools,
         workload_pools=workload_pools,
         start=start,
-        histories={} if latest is None else pool_histories(connection, start or 0, latest),
+        histories=histories,
     )
+
+
+def _share_changes(found: list[Budget], weights: list[WeightChange]) -> list[float]:
+    """Every instant a share may change (a budget created or closed, a weight set): the hours
+    around them are read change by change (:mod:`services.reports.summed_hours`)."""
+    instants = {b.created_at for b in found} | {w.effective_at for w in weights}
+    instants |= {b.closed_at for b in found if b.closed_at is not None}
+    return sorted(float(at) for at in instants)
 
 
 def positions(

@@ -6,7 +6,9 @@ Every surface that shows delivered and owed from the read models (the API's ``/b
 gathers its :class:`~projections.figures.PoolHistory` here and asks
 :func:`projections.figures.pool_figures`. Each query reads what overlaps the range (charges of
 its hours, demand intervals and node states that overlap it, the runs whose charges do not
-reach their end yet), so a read does not grow with the history before the range.
+reach their end yet), so a read does not grow with the history before the range; and when
+the bins are cut on hours, whole hours come summed as the projector keeps them
+(:mod:`services.reports.summed_hours`), so it does not grow with what ran in the range either.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine
 
+from events.times import HOUR
 from projections.budget_tree import BudgetTree
 from projections.figures import Bins, PoolFigures, PoolHistory, pool_figures
 from services.reports.history import pool_histories
@@ -65,7 +68,14 @@ def figures_in(
     projector: str | None = None,
 ) -> WindowFigures:
     tree = read_tree(connection)
-    histories = pool_histories(connection, bins.bounds[0], bins.stop)
+    lo, stop = bins.bounds[0], bins.stop
+    histories = pool_histories(
+        connection,
+        lo,
+        stop,
+        summed=all(b % HOUR == 0 for b in bins.bounds if b < stop),
+        share_changes=tree.change_times(lo, stop),
+    )
     wanted = sorted(histories) if pools is None else sorted(pools)
     leaves = [leaf for leaf in tree.leaves() if open_during(tree, leaf, bins.bounds[0], bins.stop)]
     figures = {

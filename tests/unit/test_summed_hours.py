@@ -1,0 +1,126 @@
+"""Whole hours read summed (what the projector keeps per leaf and hour: ``hourly_usage``,
+``demand_hours``, ``demand_levels``) give the figures that reading every charge and demand
+interval gives, to the rounding of a float sum; and the histograms the projector kept fact by
+fact, late facts included, are the ones built from the intervals afterwards (migration 0005's
+backfill)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, delete, func, select
+
+from events.envelope import Envelope, new_event
+from events.models import BudgetWeightChanged, NodeDown, NodeUp, WorkloadRequeued
+from events.times import DAY, HOUR
+from projections.figures import Bins, PoolFigures, pool_figures
+from services.devtools.demo_data import project, simulated_lab
+from services.projector.sql_projector import _insert
+from services.read_models.demand_upkeep import backfill
+from services.read_models.migrate import migrate
+from services.read_models.tables import demand_hours, demand_intervals, demand_levels
+from services.reports.history import pool_histories
+from services.reports.window import read_tree
+from services.simulator.trace import DEVELOPMENT_TRACES
+
+
+def _log(late: bool) -> list[Envelope[Any]]:
+    """150 trace jobs on 16 GPUs (pending work, preemptions, requeues), a weight change and a
+    node down and up mid-hour; ``late``: some workload facts delivered after later ones."""
+    log = simulated_lab(DEVELOPMENT_TRACES, jobs=150, gpus=16)
+    t0 = log[0].time
+    node = next(e.data.node for e in log if type(e.data).__name__ == "NodeRegistered")
+    extra = [
+        (BudgetWeightChanged(budget="lab/vision", weight=5.0, changed_by="admin"), 50.4),
+        (NodeDown(node=node), 75.25),
+        (NodeUp(node=node), 80.6),
+    ]
+    log += [new_event(e, source="tests", time=t0 + timedelta(hours=h)) for e, h in extra]
+    log.sort(key=lambda e: e.time)
+    if late:
+        rng = random.Random(5)
+        for i in sorted(rng.sample(range(len(log)), 60), reverse=True):
+            if (
+                isinstance(log[i].data, WorkloadRequeued)
+                or "Workload" in type(log[i].data).__name__
+            ):
+                log.insert(min(len(log), i + rng.randint(5, 200)), log.pop(i))
+    return log
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["in-order", "late-facts"])
+def engine(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Iterator[Engine]:
+    path = tmp_path_factory.mktemp("summed") / "rm.db"
+    engine = create_engine(f"sqlite:///{path}")
+    migrate(engine)
+    project(engine, _log(late=request.param))
+    yield engine
+    engine.dispose()
+
+
+def _figures(engine: Engine, bins: Bins, *, summed: bool) -> dict[str, PoolFigures]:
+    with engine.connect() as connection:
+        tree = read_tree(connection)
+        lo, stop = bins.bounds[0], bins.stop
+        histories = pool_histories(
+            connection, lo, stop, summed=summed, share_changes=tree.change_times(lo, stop)
+        )
+        if summed:
+            assert any(h.hours for h in histories.values()), "whole hours came summed"
+    return {pool: pool_figures(h, tree, bins, tree.leaves()) for pool, h in histories.items()}
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def _ranges(engine: Engine) -> Iterator[Bins]:
+    start = int(_first(engine))
+    hour = start // HOUR * HOUR + HOUR
+    yield Bins.one(float(hour), float(hour + 7 * DAY + 1234))  # /budgets: a week to mid-hour
+    yield Bins(tuple(float(hour + i * HOUR) for i in range(200)), float(hour + 150 * HOUR + 77))
+    yield Bins(tuple(float(hour + i * 6 * HOUR) for i in range(60)), float(hour + 20 * DAY))
+
+
+def _first(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(select(func.min(demand_intervals.c.start_at))).scalar_one())
+
+
+def test_summed_hours_give_the_figures_of_every_charge_and_interval(engine: Engine) -> None:
+    for bins in _ranges(engine):
+        exact, summed = _figures(engine, bins, summed=False), _figures(engine, bins, summed=True)
+        assert set(exact) == set(summed)
+        for pool, figures in exact.items():
+            other = summed[pool]
+            assert set(figures.budgets) == set(other.budgets)
+            for budget, series in figures.budgets.items():
+                for mine, theirs in zip(
+                    series.columns(), other.budgets[budget].columns(), strict=True
+                ):
+                    assert all(_same(a, b) for a, b in zip(mine, theirs, strict=True)), (
+                        pool,
+                        budget,
+                    )
+            assert sum(figures.total.owed) > 0, "something was owed"
+
+
+def test_histograms_kept_fact_by_fact_are_those_built_from_the_intervals(engine: Engine) -> None:
+    def rows() -> tuple[list[Any], list[Any]]:
+        with engine.connect() as connection:
+            return (
+                sorted(tuple(r) for r in connection.execute(select(demand_hours))),
+                sorted(tuple(r) for r in connection.execute(select(demand_levels))),
+            )
+
+    kept = rows()
+    assert kept[0], "the projector kept histograms"
+    with engine.begin() as connection:
+        connection.execute(delete(demand_hours))
+        connection.execute(delete(demand_levels))
+        backfill(connection, _insert)
+    assert rows() == kept
