@@ -477,7 +477,7 @@ def _sibling_rank(order: FairShareOrder, path: str) -> int | None:
 def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int]:
     """GPUs of pending and running allocated work per budget (summed up the tree)."""
     leaf: dict[str, int] = {}
-    for workload in cluster.workloads.values():
+    for workload in _may_want(cluster, pool):
         gpus = wanted(cluster, workload).get(pool)
         if gpus:
             leaf[workload.budget] = leaf.get(workload.budget, 0) + gpus
@@ -486,3 +486,14 @@ def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int
         for ancestor in tree.ancestors(budget):
             total[ancestor] = total.get(ancestor, 0) + gpus
     return total
+
+
+def _may_want(cluster: ClusterState, pool: str) -> list[WorkloadState]:
+    """The work that may want GPUs in ``pool`` (:func:`projections.figures.wanted` says how
+    many): queued there, holding GPUs there, or awaiting its requeue. Read from the fold's
+    indexes, not from every workload it remembers: a long history holds thousands ended."""
+    ids = set(cluster.active.get(pool, ())) | set(cluster.awaiting_requeue)
+    for by_kind in cluster.pending.get(pool, {}).values():
+        for queue in by_kind.values():
+            ids.update(key[2] for key in queue)
+    return [cluster.workloads[i] for i in sorted(ids) if i in cluster.workloads]
