@@ -1,4 +1,8 @@
-"""A checkpoint of the live fold: its state and the log positions it covers, as bytes.
+"""A checkpoint of a fold: its state and the log positions it covers, as bytes.
+
+The live fold (``LiveState``: the scheduler, the API's view) and charging's
+(``ChargingState``) are checkpointed alike; :func:`decode` is told which kind it expects and
+rejects any other, so one fold's checkpoint is never restored into another.
 
 A reader that folds the whole log from its first offset on every start takes time and memory
 in proportion to history (a fleet's year is billions of records). With a checkpoint it starts
@@ -28,11 +32,13 @@ import pickle
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import orjson
 
 from projections.live_state import LiveState
+
+S = TypeVar("S")
 
 FORMAT = 1
 _MAGIC = b"fairshare-checkpoint\n"
@@ -52,22 +58,22 @@ class CheckpointRejectedError(ValueError):
 
 
 @dataclass(frozen=True)
-class Checkpoint:
-    state: LiveState
+class Checkpoint(Generic[S]):
+    state: S
     #: Per (topic, partition): the first offset the state has not folded.
     positions: dict[Key, int]
     #: The latest event time the state had folded (epoch seconds), for the logs.
     as_of: float
 
 
-def encode(state: LiveState, positions: Mapping[Key, int], code: str) -> bytes:
+def encode(state: object, positions: Mapping[Key, int], code: str) -> bytes:
     """The checkpoint of ``state``, which has folded everything before ``positions``."""
     body = zlib.compress(pickle.dumps(state, protocol=5), 1)
     header = {
         "format": FORMAT,
         "code": code,
         "sha256": hashlib.sha256(body).hexdigest(),
-        "as_of": state.latest_time,
+        "as_of": float(getattr(state, "latest_time", 0.0)),
         "positions": [
             [topic, partition, offset] for (topic, partition), offset in sorted(positions.items())
         ],
@@ -75,8 +81,17 @@ def encode(state: LiveState, positions: Mapping[Key, int], code: str) -> bytes:
     return _MAGIC + orjson.dumps(header) + b"\n" + body
 
 
-def decode(blob: bytes, code: str) -> Checkpoint:
-    """The checkpoint in ``blob``, if this code (``code``) may restore it."""
+@overload
+def decode(blob: bytes, code: str) -> Checkpoint[LiveState]: ...
+
+
+@overload
+def decode(blob: bytes, code: str, expect: type[S]) -> Checkpoint[S]: ...
+
+
+def decode(blob: bytes, code: str, expect: type[Any] = LiveState) -> Checkpoint[Any]:
+    """The checkpoint in ``blob``, if this code (``code``) may restore it and it holds an
+    ``expect`` (default: the live fold)."""
     if not blob.startswith(_MAGIC):
         raise CheckpointRejectedError("not a Fairshare checkpoint")
     line, _, body = blob[len(_MAGIC) :].partition(b"\n")
@@ -94,8 +109,8 @@ def decode(blob: bytes, code: str) -> Checkpoint:
         state = _FoldTypesOnly(io.BytesIO(zlib.decompress(body))).load()
     except (pickle.UnpicklingError, zlib.error, EOFError, AttributeError, ImportError) as error:
         raise CheckpointRejectedError(f"unreadable body: {error}") from error
-    if not isinstance(state, LiveState):
-        raise CheckpointRejectedError(f"holds a {type(state).__name__}, not a live state")
+    if not isinstance(state, expect):
+        raise CheckpointRejectedError(f"holds a {type(state).__name__}, not a {expect.__name__}")
     positions = {(str(t), int(p)): int(o) for t, p, o in header.get("positions", [])}
     return Checkpoint(state, positions, float(header.get("as_of", 0.0)))
 

@@ -13,6 +13,20 @@ never by editing the old entry.
 
 Times are whole seconds (event times are floored), so a run's charges add up exactly to
 ``gpus x (end - start)``.
+
+**What the fold remembers, and for how long.** A run it holds knows every charge it derived
+(its revisions per bucket), so it never derives an id twice; the ids it must be told are only
+those of charges already on the ledger topic that it has not derived itself (``recorded``: read
+back after a restart, or another shard's), and each leaves that set once derived. A run that
+has ended leaves the fold when its service calls :meth:`Ledger.prune` with a horizon past its
+end (charging: the usage window behind every workloads partition's progress, see
+``projections.charging_state``); the workload keeps only the last attempt that left
+(``settled``). Any later fact about such a run is a no-op, exactly as for a run still held: a
+duplicate start (its attempt is settled), a heartbeat (never past an end), an end no earlier
+than the recorded one. The one fact that would still have changed it, an end *earlier* than the
+recorded one (a correction), is ignored once the run has left: a run's charges are final a
+horizon after its end. The audit replays without pruning, so such a fact, arriving a whole
+window late in its own partition, would show as a difference, never silently.
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ from events.models.ledger import (
     capacity_account,
     charge_id,
     free_account,
+    parse_charge_id,
 )
 from events.times import HOUR
 from events.trusted import trusted
@@ -109,7 +124,18 @@ class Ledger:
         #: charged to the right budget once it arrives, never to an empty one.
         self.held: dict[str, list[tuple[EventData, float]]] = {}
         self.entries: list[LedgerCharge] = []
-        self.entry_ids: set[str] = set()
+        #: Ids of charges read from the log (:meth:`record`) that this fold has not derived
+        #: itself: each is skipped, not posted, when derived, and then forgotten.
+        self.recorded: set[str] = set()
+        #: Per workload, the highest attempt whose run left the fold (:meth:`prune`).
+        self.settled: dict[str, int] = {}
+        #: Charges this fold derived and posted (not those it found recorded).
+        self.posted = 0
+
+    def __getstate__(self) -> dict[str, object]:
+        """Checkpointed without ``owns`` (a function of the shard's partitions, not state):
+        whoever restores the fold sets it again."""
+        return {**self.__dict__, "owns": None}
 
     def apply(self, data: EventData, at: float) -> list[LedgerCharge]:
         """Fold one event in at ``at`` (epoch seconds, like every fold; charges are in whole
@@ -156,8 +182,8 @@ class Ledger:
 
     def _start(self, e: WorkloadStarted, now: int) -> list[LedgerCharge]:
         key = (e.workload_id, e.attempt)
-        if key in self.runs:
-            return []  # duplicate
+        if key in self.runs or e.attempt <= self.settled.get(e.workload_id, 0):
+            return []  # duplicate (of a run held, or of one that left the fold)
         run = Run(
             workload_id=e.workload_id,
             attempt=e.attempt,
@@ -175,7 +201,8 @@ class Ledger:
     def _confirm(self, key: RunKey, until: int) -> list[LedgerCharge]:
         run = self.runs.get(key)
         if run is None:
-            self.early[key] = max(self.early.get(key, until), until)
+            if key[1] > self.settled.get(key[0], 0):  # not a run that left the fold
+                self.early[key] = max(self.early.get(key, until), until)
             return []
         if run.end is not None:
             until = min(until, run.end)  # no charge after the end
@@ -226,7 +253,8 @@ class Ledger:
         run.revisions[bucket] = revision
         run.posted[bucket] = run.posted.get(bucket, 0) + delta
         posting = charge_id(run.workload_id, run.attempt, bucket, revision)
-        if posting in self.entry_ids:
+        if posting in self.recorded:
+            self.recorded.discard(posting)  # derived now: the revisions remember it
             return None
         debit, credit = (run.debit, run.credit) if delta > 0 else (run.credit, run.debit)
         seconds = abs(delta)
@@ -248,17 +276,44 @@ class Ledger:
         )
         if self.keep_entries:
             self.entries.append(entry)
-        self.entry_ids.add(posting)
+        self.posted += 1
         return entry
 
     def record(self, entry: LedgerCharge) -> bool:
-        """Take a charge read back from the log (a restart); False if it was already known."""
-        if entry.charge_id in self.entry_ids:
+        """Take a charge read back from the log (a restart, or another shard's); False if it
+        was already known."""
+        if self.knows(entry.charge_id):
             return False
         if self.keep_entries:
             self.entries.append(entry)
-        self.entry_ids.add(entry.charge_id)
+        self.recorded.add(entry.charge_id)
         return True
+
+    def knows(self, posting: str) -> bool:
+        """Whether the charge ``posting`` was derived here or recorded already."""
+        parsed = parse_charge_id(posting)
+        if parsed is not None:
+            workload, attempt, hour_start, revision = parsed
+            run = self.runs.get((workload, attempt))
+            if run is not None and run.revisions.get(hour_start // HOUR, -1) >= revision:
+                return True
+            if run is None and attempt <= self.settled.get(workload, 0):
+                return True
+        return posting in self.recorded
+
+    def prune(self, before: int, forget: Callable[[str], bool] | None = None) -> int:
+        """Let runs that ended before ``before`` (epoch s) leave the fold (see the module
+        docstring for why no later fact can then double-post); ``forget``: recorded ids no
+        longer needed (another shard's charges of an hour the caller no longer counts).
+        Returns how many runs left."""
+        gone = [key for key, run in self.runs.items() if run.end is not None and run.end < before]
+        for workload, attempt in gone:
+            del self.runs[(workload, attempt)]
+            if attempt > self.settled.get(workload, 0):
+                self.settled[workload] = attempt
+        if forget is not None:
+            self.recorded -= {posting for posting in self.recorded if forget(posting)}
+        return len(gone)
 
     # -- reading -------------------------------------------------------------------------
     def totals(self) -> dict[tuple[str, str, int], int]:

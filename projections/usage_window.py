@@ -52,6 +52,14 @@ class _Series:
             if self.window_first is not None and bucket >= self.window_first:
                 self.window_sum += seconds
 
+    def forget_before(self, first: int) -> None:
+        """Drop the buckets before ``first`` (the running sum is redone if it covered them)."""
+        for buckets in (self.allocated, self.unallocated):
+            for bucket in [b for b in buckets if b < first]:
+                del buckets[bucket]
+        if self.window_first is not None and self.window_first < first:
+            self.window_first = None
+
     def allocated_in_window(self, first: int, last: int) -> float:
         """Allocated GPU-seconds in buckets ``first..last`` (usage recorded for later hours,
         as an audit querying the past will find, is not part of that window)."""
@@ -111,6 +119,15 @@ class UsageWindow:
             return 0.0
         first, last = self.window_first_bucket(now), bucket_of(now)
         return sum(s for b, s in series.unallocated.items() if first <= b <= last)
+
+    def forget_before(self, now: float) -> None:
+        """Drop every bucket older than the window at ``now``: for a reader whose queries never
+        go back past it (charging snapshots the window at its latest event time), so its
+        memory holds a window, not the whole history. A series emptied stays, so its budget is
+        still listed (with zero)."""
+        first = self.window_first_bucket(now)
+        for series in self._series.values():
+            series.forget_before(first)
 
     def pools(self) -> list[str]:
         return sorted({pool for pool, _budget in self._series})

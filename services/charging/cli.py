@@ -31,6 +31,13 @@ def charging(
             "instances its own): the group shares the workloads topic's partitions out"
         ),
     ] = None,
+    checkpoint_every_s: Annotated[
+        float,
+        typer.Option(
+            help="checkpoint the fold every S seconds (and when stopped), so a restart reads "
+            "only the log's tail; 0: never (every start folds from the first offset)"
+        ),
+    ] = 300.0,
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics
@@ -47,22 +54,17 @@ def charging(
     if host != "plain":
         err_console.print("[red]--host:[/] plain or faust")
         raise typer.Exit(2)
+    from services.charging.kafka import kafka_charging_host, kafka_charging_shard
     from services.runtime.signals import stop_requested_on_signals
 
+    every = checkpoint_every_s or None
     if instance is not None:
-        from services.charging.shards import kafka_charging_shard
-
-        shard = kafka_charging_shard(bootstrap, topics, instance)
+        shard = kafka_charging_shard(bootstrap, topics, instance, checkpoint_every_s=every)
         group = shard.membership.group
         console.print(f"charging shard {instance} from {bootstrap} (group {group}); Ctrl-C stops")
-        with stop_requested_on_signals() as stop:
-            shard.run(stop)
-        console.print(f"published {shard.host.published} charge(s)")
-        return
-    from services.charging.kafka import kafka_charging_host
-
-    charging_host = kafka_charging_host(bootstrap, topics)
-    console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    else:
+        shard = kafka_charging_host(bootstrap, topics, checkpoint_every_s=every)
+        console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
     with stop_requested_on_signals() as stop:
-        charging_host.run(stop)
-    console.print(f"published {charging_host.published} charge(s)")
+        shard.run(stop)
+    console.print(f"published {shard.host.published} charge(s)")

@@ -6,7 +6,8 @@ faust only transports here: each record is decoded by our serde and handed to
 charges are identical whichever host runs. Billable numbers never come from faust's windowed
 tables (they expire by wall clock): the fold's hour buckets are event time. The fold is rebuilt
 on every start by reading its input from the first offset (a fresh consumer group per start),
-and charges already on the ledger topic are never published again.
+and charges already on the ledger topic are never published again. This host keeps no
+checkpoint (faust owns the consumer's positions): the plain host does, and is the default.
 
 Run it with ``fairshare charging --host faust`` (or ``python -m services.charging.faust_host``),
 with ``FAIRSHARE_KAFKA_BOOTSTRAP`` and ``FAIRSHARE_TOPIC_PREFIX`` set.
@@ -25,13 +26,13 @@ import faust
 from events import TopicKind, Topics
 from services.bus.records import RawRecord, Rejected, check, skip
 from services.charging.host import ChargingHost
-from services.charging.kafka import kafka_charging_host
+from services.charging.kafka import kafka_charging_fold
 
 log = logging.getLogger(__name__)
 
 
 def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
-    host = kafka_charging_host(bootstrap, topics, snapshot_every_s=30)
+    host = kafka_charging_fold(bootstrap, topics, snapshot_every_s=30)
     app = faust.App(
         f"fairshare-charging-{time.time_ns()}",  # a fresh group: the fold replays from 0
         broker=f"kafka://{bootstrap}",

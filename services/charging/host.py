@@ -1,10 +1,18 @@
 """Hosts the ledger fold over the bus: facts in (workloads, heartbeats), charges and usage
 snapshots out.
 
-State is the fold itself, rebuilt on every start by reading the input topics from the first
-offset: the fold is deterministic, so the rebuilt state is the state a never-stopped host would
-have. Charges already on the ledger topic are read first and never published again; a charge
-published just before a crash is re-derived with the same id after the restart and recognised.
+State is :class:`~projections.charging_state.ChargingState`: the ledger fold and the usage
+window. A host starts from a checkpoint of it where its driver has one
+(``services.charging.shards``: the state, and the input and ledger positions it covers) and
+reads only the tail; otherwise it rebuilds it from the first offset. The fold is
+deterministic, so either way the state is the one a never-stopped host would have.
+
+Charges already on the ledger topic are never published again. After a rebuild, the whole
+ledger topic is read first; after a restore, only its tail from the checkpoint's positions: the
+charges before them are known to the restored fold itself (each run remembers the revisions it
+derived, and runs that left the fold their workload's last attempt), and a charge published
+after the checkpoint, just before a crash, is on that tail. A checkpoint is saved only once
+every charge published so far is acknowledged, so it never claims a charge the log lacks.
 Consumers dedupe by charge id in any case (at-least-once everywhere).
 
 A run's facts are held by the ledger fold itself while the submission that names its budget has
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from events import new_event
@@ -36,15 +44,16 @@ from events.models import (
 from events.positions import Delivery
 from events.times import DEFAULT_WINDOW_S
 from events.trusted import trusted
+from projections.charging_state import ChargingState
 from projections.ledger import Ledger, charge_event_id
-from projections.usage_snapshots import count_charge, usage_snapshots
+from projections.usage_snapshots import usage_snapshots
 from projections.usage_window import UsageWindow
 from services.bus.port import EventPublisher, EventSubscriber
 from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
 SOURCE = "fairshare/charging"
-#: Facts about a run, which the ledger can fold only once it knows the workload's budget.
+Key = tuple[str, int]
 
 
 class ChargingHost:
@@ -55,15 +64,18 @@ class ChargingHost:
         subscribe: Callable[[], EventSubscriber] | None = None,
         *,
         window_s: int = DEFAULT_WINDOW_S,
+        horizon_s: int | None = DEFAULT_WINDOW_S,
         snapshot_every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``recorded_charges`` reads the charges already on the ledger topic; ``subscribe``
         opens a subscriber of the input topics from their first offset (needed by :meth:`run`
-        only: a faust worker feeds :meth:`handle` itself)."""
+        only: a faust worker feeds :meth:`handle` itself); ``horizon_s``: how long after its
+        end a run leaves the fold (``ChargingState``; None: never)."""
         self._recorded_charges = recorded_charges
         self._subscribe = subscribe
         self.window_s = window_s
+        self.horizon_s = horizon_s
         self.published = 0
         self.snapshot_every_s = snapshot_every_s
         self.clock = clock
@@ -76,12 +88,27 @@ class ChargingHost:
     def reset(self, owns: Callable[[str], bool] | None = None) -> None:
         """Start the fold over (a shard whose partitions changed rebuilds it), charging only
         the workloads ``owns`` accepts (default: every one)."""
-        # The host publishes each charge as it is posted and keeps only the ids (dedupe), so
-        # its memory does not grow with a copy of the whole ledger.
-        self.ledger = Ledger(keep_entries=False, owns=owns)
-        self.usage = UsageWindow(self.window_s)
-        self.positions: dict[tuple[str, int], int] = {}
-        self._latest_time = 0.0
+        # The host publishes each charge as it is posted and keeps no copy of the ledger.
+        self.state = ChargingState.new(self.window_s, owns, self.horizon_s)
+        #: Per input (topic, partition): the first offset the state has not folded.
+        self.positions: dict[Key, int] = {}
+
+    def adopt(
+        self, state: ChargingState, positions: Mapping[Key, int], owns: Callable[[str], bool] | None
+    ) -> None:
+        """Continue from a checkpoint: ``state`` has folded every input before ``positions``
+        (``owns`` is no state: it is the caller's partitions)."""
+        state.ledger.owns = owns
+        self.state = state
+        self.positions = dict(positions)
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.state.ledger
+
+    @property
+    def usage(self) -> UsageWindow:
+        return self.state.usage
 
     def restore(self) -> None:
         """Learn every charge already on the ledger topic, so none is published twice."""
@@ -91,39 +118,35 @@ class ChargingHost:
     def count_recorded(self, charge: LedgerCharge) -> bool:
         """A charge read from the ledger topic: known from now on (never published again) and
         counted in the usage window, unless it was known already (one this host posted)."""
-        if not self.ledger.record(charge):
-            return False
-        count_charge(self.usage, charge)
-        return True
+        return self.state.count_recorded(charge)
 
     def handle(self, delivery: Delivery) -> list[LedgerCharge]:
-        envelope: Envelope[Any] = delivery.envelope
-        self.positions[(delivery.position.topic, delivery.position.partition)] = (
-            delivery.position.offset + 1
-        )
-        self._latest_time = max(self._latest_time, envelope.time.timestamp())
-        return self._fold(envelope)
+        key = (delivery.position.topic, delivery.position.partition)
+        self.positions[key] = delivery.position.offset + 1
+        return self._fold(delivery.envelope, key)
 
     def take(self, batch: list[Delivery]) -> None:
-        """Fold one polled batch. Nothing is committed from here (the fold is rebuilt on
-        start), so charges need not be acknowledged batch by batch: they are flushed when the
-        input is idle (an empty batch) or every 10,000."""
+        """Fold one polled batch. Nothing is committed from here (what was read is what the
+        fold, or its checkpoint, says it folded), so charges need not be acknowledged batch by
+        batch: they are flushed when the input is idle (an empty batch), every 10,000, and
+        before a checkpoint is saved."""
         for delivery in batch:
             self._unflushed += len(self.handle(delivery))
         if self._unflushed and (not batch or self._unflushed >= 10_000):
             self.flush_charges()
 
-    def flush_charges(self) -> None:
-        """Wait until every charge published so far is acknowledged."""
-        if self._unflushed:
+    def flush_charges(self, always: bool = False) -> None:
+        """Wait until every charge published so far is acknowledged (``always``: even those
+        :meth:`handle` published outside :meth:`take`)."""
+        if self._unflushed or always:
             self.publisher.flush()
             self._unflushed = 0
 
-    def _fold(self, envelope: Envelope[Any]) -> list[LedgerCharge]:
-        fresh = []
-        for charge in self.ledger.apply(envelope.data, envelope.epoch_seconds):
-            fresh.append(charge)
-            count_charge(self.usage, charge)
+    def _fold(self, envelope: Envelope[Any], source: Key | None = None) -> list[LedgerCharge]:
+        fresh = self.state.fold(
+            envelope.data, envelope.epoch_seconds, source, envelope.time.timestamp()
+        )
+        for charge in fresh:
             # Trusted construction: the charge and the envelope's values come from validated
             # facts; consumers decode every charge through the strict serde.
             self.publisher.publish(
@@ -147,7 +170,7 @@ class ChargingHost:
             InputPosition(topic=t, partition=p, offset=o)
             for (t, p), o in sorted(self.positions.items())
         )
-        return usage_snapshots(self.usage, self._latest_time, as_of)
+        return usage_snapshots(self.usage, self.state.latest_time, as_of)
 
     def publish_snapshots(self) -> None:
         for snapshot in self.snapshots():

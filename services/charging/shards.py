@@ -13,13 +13,19 @@ of the group ``<prefix>charging`` share them out. What does not split:
   publishes snapshots (and dead-letters bad heartbeat records, which every shard reads), so a
   pool gets one complete snapshot stream however many shards run.
 
-The group only assigns partitions: its member reads nothing (its partitions are paused). A
-fold is rebuilt whole whenever the assignment changes (an instance joins, leaves or is declared
-dead after its session timeout): the shard reads its partitions and every heartbeat from the
-first offset again, having first read the ledger topic to its end, so every charge a previous
+The group only assigns partitions: its member reads nothing (its partitions are paused).
+Whenever the assignment changes (an instance joins, leaves or is declared dead after its
+session timeout), the shard checkpoints the fold it had and starts the fold of its new
+partitions: from that partition set's own checkpoint where there is one (named after the set,
+:func:`checkpoint_name`, so a fold is never restored into a shard that holds other partitions),
+reading the ledger topic and its inputs from the checkpoint's positions; otherwise from the
+first offset, having first read the whole ledger topic. Either way every charge a previous
 owner published is known and none is published twice. Charge ids are derived, so two owners
 racing over a partition during a rebalance can only post the same charge with the same id,
 which every reader dedupes.
+
+Plain charging (no ``--instance``) is the same driver over :class:`WholeLog`: one instance that
+holds every partition, without a group.
 
 Members use static membership (``group.instance.id`` = the instance's name): a shard restarted
 within the session timeout gets its partitions back without a rebalance; one that stays away
@@ -30,29 +36,26 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from events import TopicKind, Topics
-from events.models import LedgerCharge
-from events.positions import Delivery
-from services.bus.deadletters import DeadLetters
-from services.bus.export import read_to_end
-from services.bus.follower import KafkaPartitions
-from services.bus.kafka import FatalLatch, KafkaEventPublisher
+from projections.charging_state import ChargingState
+from services.bus.kafka import FatalLatch
 from services.bus.partitioning import partition_for_key
-from services.bus.records import check, raw_record, skip
 from services.charging.host import ChargingHost
+from services.charging.reader import GROUP, InputReader, LedgerTail
+from services.runtime.fold_checkpoints import StateCheckpoints
 from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
 
-#: The name charging shards sign dead letters with (as the plain host does), and their
-#: consumer group's name after the deployment's topic prefix (``fairshare.charging``).
-GROUP = "charging"
+Key = tuple[str, int]
+OpenReader = Callable[[frozenset[int] | None, bool, Mapping[Key, int]], InputReader]
+OpenTail = Callable[[Mapping[Key, int]], LedgerTail]
+OpenCheckpoints = Callable[[str], StateCheckpoints[ChargingState]]
 
 
 def owner_test(owned: frozenset[int], partitions: int) -> Callable[[str], bool]:
@@ -70,6 +73,40 @@ def owner_test(owned: frozenset[int], partitions: int) -> Callable[[str], bool]:
     return owns
 
 
+def checkpoint_name(owned: frozenset[int], partitions: int) -> str:
+    """The name of the checkpoints of the fold of ``owned`` (of ``partitions``): ``charging``
+    for every partition (plain charging, or a shard that holds them all: the same fold),
+    ``charging-0.2-of-3`` for a shard's share."""
+    if owned == frozenset(range(partitions)):
+        return GROUP
+    return f"{GROUP}-{'.'.join(str(p) for p in sorted(owned))}-of-{partitions}"
+
+
+class Membership(Protocol):
+    partitions: int
+    group: str | None
+
+    def poll(self) -> frozenset[int]: ...
+
+    def close(self) -> None: ...
+
+
+class WholeLog:
+    """Plain charging: one instance that holds every partition, without a group."""
+
+    group: str | None = None
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.owned = frozenset(range(partitions))
+
+    def poll(self) -> frozenset[int]:
+        return self.owned
+
+    def close(self) -> None:
+        """Nothing to leave."""
+
+
 class ShardMembership:
     """This instance's place in the group: which partitions of the workloads topic it holds.
 
@@ -85,7 +122,8 @@ class ShardMembership:
         session_timeout_ms: int = 10_000,
     ) -> None:
         self.topic = topics.name(TopicKind.WORKLOADS)
-        self.group = group = f"{topics.prefix}{GROUP}"
+        self.group: str | None = f"{topics.prefix}{GROUP}"
+        group = self.group
         self.fatal = FatalLatch(f"charging shard {instance}")
         self._consumer = Consumer(
             {
@@ -132,119 +170,39 @@ class ShardMembership:
         self._consumer.close()
 
 
-class ShardReader:
-    """The facts of one assignment, from the first offset and without a group: the held
-    partitions of the workloads topic and every partition of the heartbeats topic. Invalid
-    records are dead-lettered as the plain host's subscriber does (heartbeats only by the
-    shard that ``speaks`` for the shared inputs; the others skip them)."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        topics: Topics,
-        owned: frozenset[int],
-        dead_letters: DeadLetters,
-        *,
-        speaks: bool,
-    ) -> None:
-        self.topics = topics
-        self.dead_letters = dead_letters
-        self.speaks = speaks
-        self.fatal = FatalLatch("charging shard reader")
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"fairshare-charging-shard-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "error_cb": self.fatal.on_error,
-            }
-        )
-        workloads, heartbeats = (
-            topics.name(k) for k in (TopicKind.WORKLOADS, TopicKind.HEARTBEATS)
-        )
-        metadata = self._consumer.list_topics(timeout=10).topics
-        if heartbeats not in metadata:
-            raise RuntimeError(f"topic {heartbeats} does not exist (run the topic setup first)")
-        self._heartbeats = heartbeats
-        assignment = [TopicPartition(workloads, p, OFFSET_BEGINNING) for p in sorted(owned)]
-        assignment += [
-            TopicPartition(heartbeats, p, OFFSET_BEGINNING)
-            for p in sorted(metadata[heartbeats].partitions)
-        ]
-        self._consumer.assign(assignment)
-
-    def poll(self, timeout_s: float, max_records: int) -> list[Delivery]:
-        deliveries: list[Delivery] = []
-        for message in self.fatal.consume(self._consumer, max_records, timeout_s):
-            checked = check(raw_record(message), self.topics)
-            if isinstance(checked, Delivery):
-                deliveries.append(checked)
-            elif self.speaks or checked.record.topic != self._heartbeats:
-                self.dead_letters.reject(checked)
-            else:
-                skip(checked, GROUP)
-        self.dead_letters.flush()  # before any charge that follows them is published
-        return deliveries
-
-    def close(self) -> None:
-        self._consumer.close()
-
-
-class LedgerTail:
-    """Every charge on the ledger topic, from the first one: read to its end when a fold is
-    (re)built, then followed, so the usage window counts the other shards' charges too."""
-
-    def __init__(self, bootstrap: str, topics: Topics) -> None:
-        self.source = KafkaPartitions(bootstrap, [topics.name(TopicKind.LEDGER)], topics=topics)
-        self.positions = {key: 0 for key in self.source.partitions()}
-
-    def read(self, timeout_s: float = 0.0) -> list[LedgerCharge]:
-        charges = []
-        for item in self.source.fetch(timeout_s, 5000):
-            position = item.position if isinstance(item, Delivery) else item
-            self.positions[(position.topic, position.partition)] = position.offset + 1
-            if isinstance(item, Delivery) and isinstance(item.envelope.data, LedgerCharge):
-                charges.append(item.envelope.data)
-        return charges
-
-    def read_to_end(self, timeout_s: float = 60.0) -> list[LedgerCharge]:
-        ends = self.source.end_offsets()
-        charges: list[LedgerCharge] = []
-        deadline = time.monotonic() + timeout_s
-        while any(self.positions.get(key, 0) < end for key, end in ends.items()):
-            if time.monotonic() > deadline:
-                raise TimeoutError("could not read the ledger topic to its end in time")
-            charges += self.read(timeout_s=0.2)
-        return charges
-
-    def close(self) -> None:
-        self.source.close()
-
-
 class ChargingShard:
-    """One instance of the charging group: drives a :class:`ChargingHost` over the
-    partitions the group gives it, rebuilding its fold whenever they change."""
+    """One charging instance: drives a :class:`ChargingHost` over the partitions its
+    membership gives it, starting the fold again (from a checkpoint where one fits) whenever
+    they change, and checkpointing it every ``checkpoints.every_s`` and when it stops."""
 
     def __init__(
         self,
         host: ChargingHost,
-        membership: ShardMembership,
-        open_reader: Callable[[frozenset[int], bool], ShardReader],
-        open_tail: Callable[[], LedgerTail],
-        dead_letters: DeadLetters | None = None,
+        membership: Membership,
+        open_reader: OpenReader,
+        open_tail: OpenTail,
+        ledger_topic: str,
+        dead_letters: Any = None,
+        open_checkpoints: OpenCheckpoints | None = None,
     ) -> None:
-        """``dead_letters``: the office every reader of this shard posts to (closed at the
-        end of :meth:`run`)."""
+        """``ledger_topic``: its name (a checkpoint's positions on it are the tail's);
+        ``dead_letters``: the office every reader of this shard posts to (closed at the end of
+        :meth:`run`); ``open_checkpoints``: the checkpoints of a fold by name (None: every
+        start rebuilds from the first offset)."""
         self.host = host
+        self.ledger_topic = ledger_topic
         self.dead_letters = dead_letters
         self.membership = membership
         self._open_reader = open_reader
         self._open_tail = open_tail
-        #: The partitions the fold was built for; how often it was (re)built.
+        self._open_checkpoints = open_checkpoints
+        #: The partitions the fold was built for; how often it was (re)built; whether the
+        #: latest build started from a checkpoint.
         self.built_for: frozenset[int] = frozenset()
         self.builds = 0
-        self._reader: ShardReader | None = None
+        self.restored = False
+        self.checkpoints: StateCheckpoints[ChargingState] | None = None
+        self._reader: InputReader | None = None
         self._tail: LedgerTail | None = None
 
     @property
@@ -255,18 +213,46 @@ class ChargingShard:
     def _rebuild(self, owned: frozenset[int]) -> None:
         self._close_readers()
         self.built_for = owned
-        self.host.reset(owns=owner_test(owned, self.membership.partitions))
+        partitions = self.membership.partitions
+        whole = owned == frozenset(range(partitions))
+        owns = None if whole else owner_test(owned, partitions)
+        self.host.reset(owns=owns)
+        self.restored = False
         if not owned:
             return
         self.builds += 1
-        self._tail = self._open_tail()
-        for charge in self._tail.read_to_end():
-            self.host.count_recorded(charge)
-        self._reader = self._open_reader(owned, self.speaks)
+        name = checkpoint_name(owned, partitions)
+        self.checkpoints = self._open_checkpoints(name) if self._open_checkpoints else None
+        checkpoint = self.checkpoints.restore() if self.checkpoints is not None else None
+        inputs: dict[Key, int] = {}
+        ledger: dict[Key, int] = {}
+        if checkpoint is not None:
+            for key, offset in checkpoint.positions.items():
+                (ledger if key[0] == self.ledger_topic else inputs)[key] = offset
+            self.host.adopt(checkpoint.state, inputs, owns)
+            self.restored = True
+        self._tail = self._open_tail(ledger)
+        known = sum(self.host.count_recorded(charge) for charge in self._tail.read_to_end())
+        self._reader = self._open_reader(None if whole else owned, self.speaks, inputs)
         log.info(
-            "charging fold rebuilt",
-            extra={"partitions": sorted(owned), "known_charges": len(self.host.ledger.entry_ids)},
+            "charging fold started",
+            extra={
+                "partitions": sorted(owned),
+                "from_checkpoint": checkpoint is not None,
+                "charges_read": known,
+            },
         )
+
+    def checkpoint(self, force: bool = False) -> bool:
+        """Save the fold with the positions it covers when one is due (``force``: now), once
+        every charge published so far is acknowledged."""
+        if self.checkpoints is None or self._tail is None or not self.built_for:
+            return False
+        if not (force or self.checkpoints.due()):
+            return False
+        self.host.flush_charges(always=True)
+        positions = {**self.host.positions, **self._tail.positions}
+        return self.checkpoints.save(self.host.state, positions)
 
     def run(self, should_stop: Callable[[], bool], poll_s: float = 0.5) -> None:
         host = self.host
@@ -275,6 +261,7 @@ class ChargingShard:
                 owned = self.membership.poll()
                 if owned != self.built_for:
                     host.flush_charges()
+                    self.checkpoint(force=True)
                     self._rebuild(owned)
                 if self._reader is None or self._tail is None:
                     time.sleep(min(poll_s, 0.2))  # nothing held: wait for the group
@@ -285,7 +272,9 @@ class ChargingShard:
                         host.count_recorded(charge)
                 if self.speaks:
                     host.snapshot_if_due()
+                self.checkpoint()
             host.flush_charges()
+            self.checkpoint(force=True)
         finally:
             self._close_readers()
             self.membership.close()
@@ -298,29 +287,3 @@ class ChargingShard:
             if reader is not None:
                 reader.close()
         self._reader = self._tail = None
-
-
-def kafka_charging_shard(
-    bootstrap: str, topics: Topics, instance: str, **options: Any
-) -> ChargingShard:
-    """A charging shard named ``instance`` over Kafka at ``bootstrap`` (``options`` as for
-    :class:`ChargingHost`; ``session_timeout_ms`` for the group)."""
-    session_timeout_ms = int(options.pop("session_timeout_ms", 10_000))
-    host = ChargingHost(
-        KafkaEventPublisher(bootstrap, topics, client_id=f"{GROUP}-{instance}"),
-        lambda: iter(()),  # a shard learns the recorded charges from its ledger tail
-        **options,
-    )
-    dead_letters = DeadLetters(
-        GROUP,
-        lambda: KafkaEventPublisher(bootstrap, topics, client_id=f"{GROUP}-deadletter"),
-        lambda: read_to_end(bootstrap, [topics.name(TopicKind.DEADLETTER)]),
-        topics,
-    )
-    return ChargingShard(
-        host,
-        ShardMembership(bootstrap, topics, instance, session_timeout_ms=session_timeout_ms),
-        lambda owned, speaks: ShardReader(bootstrap, topics, owned, dead_letters, speaks=speaks),
-        lambda: LedgerTail(bootstrap, topics),
-        dead_letters,
-    )

@@ -17,10 +17,12 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from projections.checkpoint import Checkpoint, CheckpointRejectedError, decode, encode
 from projections.live_state import LiveState
+
+S = TypeVar("S")
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,10 @@ def fold_code() -> str:
     return digest.hexdigest()
 
 
-class FoldCheckpoints:
+class StateCheckpoints(Generic[S]):
+    """Checkpoints of one fold whose state is an ``S`` (a checkpoint holding another kind of
+    state is rejected like a damaged one)."""
+
     def __init__(
         self,
         store: CheckpointStore,
@@ -54,12 +59,14 @@ class FoldCheckpoints:
         *,
         name: str = "fold",
         clock: Callable[[], float] = time.monotonic,
+        expect: type[S],
     ) -> None:
         self.store, self.every_s, self.name, self.clock = store, every_s, name, clock
+        self.expect = expect
         self._saved_at = clock()
         self.saved = 0
 
-    def restore(self) -> Checkpoint | None:
+    def restore(self) -> Checkpoint[S] | None:
         """The latest checkpoint this code may restore, or None (and why, in the log)."""
         started = self.clock()
         try:
@@ -71,7 +78,7 @@ class FoldCheckpoints:
             log.info("no checkpoint: folding from the log's start", extra={"fold": self.name})
             return None
         try:
-            checkpoint = decode(blob, fold_code())
+            checkpoint: Checkpoint[S] = decode(blob, fold_code(), self.expect)
         except CheckpointRejectedError as error:
             log.warning("checkpoint ignored", extra={"fold": self.name, "reason": str(error)})
             return None
@@ -80,7 +87,7 @@ class FoldCheckpoints:
             extra={
                 "fold": self.name,
                 "bytes": len(blob),
-                "events": checkpoint.state.events,
+                "events": getattr(checkpoint.state, "events", None),
                 "as_of": checkpoint.as_of,
                 "seconds": round(self.clock() - started, 3),
             },
@@ -92,7 +99,7 @@ class FoldCheckpoints:
 
     def save(
         self,
-        state: LiveState,
+        state: S,
         positions: Mapping[Key, int],
         lock: AbstractContextManager[object] | None = None,
     ) -> bool:
@@ -113,8 +120,22 @@ class FoldCheckpoints:
             extra={
                 "fold": self.name,
                 "bytes": len(blob),
-                "events": state.events,
+                "events": getattr(state, "events", None),
                 "seconds": round(self.clock() - self._saved_at, 3),
             },
         )
         return True
+
+
+class FoldCheckpoints(StateCheckpoints[LiveState]):
+    """Checkpoints of the live fold (the scheduler's, the API view's)."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        every_s: float = 300.0,
+        *,
+        name: str = "fold",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(store, every_s, name=name, clock=clock, expect=LiveState)

@@ -21,7 +21,8 @@ from projections.ledger import Ledger
 from services.bus.export import read_to_end
 from services.bus.partitioning import partition_for_key
 from services.bus.records import check
-from services.charging.shards import ChargingShard, kafka_charging_shard
+from services.charging.kafka import kafka_charging_shard
+from services.charging.shards import ChargingShard
 from tests.charging_facts import Facts, batch
 from tests.integration.kafka_bus import KafkaBus
 from tests.unit.test_ledger import _at

@@ -117,7 +117,7 @@ def test_poison_is_skipped_by_followers_dead_lettered_once_and_exported_never(
         if start == 0:
             host.run(_until(lambda: len(_dead_letters(bus)) >= len(CHARGING_SEES)), poll_s=0.2)
         else:
-            host.run(_for(3.0, after=lambda h=host: bool(h.positions)), poll_s=0.2)
+            host.run(_for(3.0, after=lambda h=host.host: bool(h.positions)), poll_s=0.2)
         letters = _dead_letters(bus)
         assert len(letters) == len(CHARGING_SEES), f"start {start + 1}: {len(letters)} letters"
     assert {letter.consumer for _id, letter in letters} == {"charging"}

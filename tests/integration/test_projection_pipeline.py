@@ -13,8 +13,8 @@ from sqlalchemy import create_engine, func, select
 from events import TopicKind, new_event
 from events.models import DeadLetter, LedgerCharge, NodeRegistered, UsageSnapshot
 from projections.ledger import Ledger
-from services.charging.host import ChargingHost
 from services.charging.kafka import kafka_charging_host
+from services.charging.shards import ChargingShard
 from services.projector.host import run_projector
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
@@ -38,15 +38,16 @@ def _facts() -> list[tuple[object, int]]:
     return sorted(facts, key=lambda pair: pair[1])
 
 
-def _charge_host_until(host: ChargingHost, charges: int, timeout_s: float = 60) -> None:
+def _charge_host_until(charging: ChargingShard, charges: int, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     done = threading.Event()
+    host = charging.host
 
     def stop() -> bool:
         caught_up = host.published >= charges and sum(host.positions.values()) > 0
         return done.is_set() or caught_up or time.monotonic() > deadline
 
-    host.run(stop, poll_s=0.3)
+    charging.run(stop, poll_s=0.3)
 
 
 @pytest.mark.broker_fast
@@ -63,9 +64,9 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
     publisher.publish_raw(bus.topics.name(TopicKind.HEARTBEATS), b"node-x", b"{not json")
     publisher.flush()
 
-    host = kafka_charging_host(bus.broker.bootstrap, bus.topics, snapshot_every_s=0)
-    _charge_host_until(host, len(expected.entries))
-    assert host.published == len(expected.entries)
+    charging = kafka_charging_host(bus.broker.bootstrap, bus.topics, snapshot_every_s=0)
+    _charge_host_until(charging, len(expected.entries))
+    assert charging.host.published == len(expected.entries)
 
     ledger_reader = bus.subscriber("check-ledger", [TopicKind.LEDGER])
     published = drain(ledger_reader, len(expected.entries), bus.settle_s)
@@ -75,21 +76,23 @@ def test_charges_usage_and_read_models_through_the_broker(bus: KafkaBus, tmp_pat
     assert {c.charge_id: c for c in charges} == {c.charge_id: c for c in expected}
 
     # Every fact again, in reverse order (duplicated and reordered), then a restart: the
-    # host rebuilds its fold from the log and publishes nothing twice.
+    # host restores its fold (saved when it stopped), reads the tail and publishes nothing
+    # twice.
     for data, t in reversed(facts):
         if not isinstance(data, NodeRegistered):
             publisher.publish(new_event(data, source="tests", time=_at(t)))  # type: ignore[type-var]
     publisher.flush()
-    restarted = kafka_charging_host(bus.broker.bootstrap, bus.topics, snapshot_every_s=3600)
+    charging = kafka_charging_host(bus.broker.bootstrap, bus.topics, snapshot_every_s=3600)
+    restarted = charging.host
     deadline = time.monotonic() + 60
     inputs = 2 * sum(1 for data, _t in facts if not isinstance(data, NodeRegistered))
-    restarted.run(
+    charging.run(
         lambda: sum(restarted.positions.values()) >= inputs or time.monotonic() > deadline,
         poll_s=0.3,
     )
-    assert sum(restarted.positions.values()) == inputs, "it read every fact again"
+    assert charging.restored, "from the checkpoint it saved when it stopped"
+    assert sum(restarted.positions.values()) == inputs, "it read every fact, the tail after it"
     assert restarted.published == 0
-    assert len(restarted.ledger.entry_ids) == len(expected.entries)
 
     usage_reader = bus.subscriber("check-usage", [TopicKind.USAGE, TopicKind.DEADLETTER])
     rest = drain(usage_reader, 2, bus.settle_s)
