@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from sqlalchemy import Connection, select
 
@@ -20,9 +21,6 @@ from events.times import HOUR
 from projections.demand_hours import by_hour
 from projections.figures import SettledHour
 from services.read_models.tables import demand_hours, demand_levels, hourly_usage
-
-#: (pool, leaf, hour) -> [delivered, free, {level: seconds}]
-_Sums = dict[tuple[str, str, int], tuple[list[float], dict[int, int]]]
 
 
 def exact_hours(lo: int, at: float, changes: Iterable[float]) -> set[int]:
@@ -39,34 +37,31 @@ def summed_hours(
 ) -> dict[str, list[SettledHour]]:
     """Per pool, the whole hours of ``[lo, at)`` but its ``exact`` ones, summed."""
     end = max(lo, int(at) // HOUR * HOUR)
-    sums: _Sums = {}
-
-    def of(pool: str, leaf: str, hour: int) -> tuple[list[float], dict[int, int]]:
-        found = sums.get((pool, leaf, hour))
-        if found is None:
-            found = sums[(pool, leaf, hour)] = ([0.0, 0.0], {})
-        return found
-
-    usage = select(hourly_usage).where(
-        hourly_usage.c.bucket_start >= lo, hourly_usage.c.bucket_start < end
-    )
-    for row in connection.execute(usage):
-        charged = of(str(row.pool), str(row.budget), int(row.bucket_start))[0]
-        charged[0] += float(row.allocated_gpu_s)
-        charged[1] += float(row.unallocated_gpu_s)
-    levels = select(demand_hours).where(demand_hours.c.hour >= lo, demand_hours.c.hour < end)
-    for row in connection.execute(levels):
-        histogram = of(str(row.pool), str(row.budget), int(row.hour))[1]
-        histogram[int(row.level)] = histogram.get(int(row.level), 0) + int(row.seconds)
-    for row in connection.execute(select(demand_levels)):
-        if int(row.level):
-            for hour, seconds in by_hour(max(lo, int(row.since)), end):
-                histogram = of(str(row.pool), str(row.budget), hour)[1]
-                histogram[int(row.level)] = histogram.get(int(row.level), 0) + seconds
+    usage = hourly_usage.c
+    charged: dict[tuple[str, str, int], tuple[int, int]] = {}
+    columns: list[Any] = [usage.pool, usage.budget, usage.bucket_start, usage.allocated_gpu_s]
+    query = select(*columns, usage.unallocated_gpu_s)
+    query = query.where(usage.bucket_start >= lo, usage.bucket_start < end)
+    rows: Iterable[Any] = connection.execute(query)
+    for pool, budget, hour, allocated, unallocated in rows:
+        charged[(pool, budget, hour)] = (allocated, unallocated)
+    kept = demand_hours.c
+    histograms: dict[tuple[str, str, int], dict[int, int]] = defaultdict(dict)
+    columns = [kept.pool, kept.budget, kept.hour, kept.level, kept.seconds]
+    rows = connection.execute(select(*columns).where(kept.hour >= lo, kept.hour < end))
+    for pool, budget, hour, level, seconds in rows:
+        histograms[(pool, budget, hour)][level] = seconds
+    rows = connection.execute(select(demand_levels))
+    for pool, budget, level, since in rows:
+        for hour, seconds in by_hour(max(lo, since), end) if level else ():
+            histogram = histograms[(pool, budget, hour)]
+            histogram[level] = histogram.get(level, 0) + seconds
     found: dict[str, list[SettledHour]] = defaultdict(list)
-    for (pool, leaf, hour), (charged, histogram) in sorted(sums.items()):
+    for key in sorted(charged.keys() | histograms.keys()):
+        pool, leaf, hour = key
         if hour in exact(pool):
             continue
-        demand = tuple(sorted((level, s) for level, s in histogram.items() if s))
-        found[pool].append(SettledHour(leaf, hour, charged[0], charged[1], demand))
+        allocated, unallocated = charged.get(key, (0, 0))
+        demand = tuple(sorted(histograms.get(key, {}).items()))
+        found[pool].append(SettledHour(leaf, hour, float(allocated), float(unallocated), demand))
     return dict(found)

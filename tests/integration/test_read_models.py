@@ -227,3 +227,105 @@ def test_migration_0003_takes_existing_nodes_as_always_registered(tmp_path: Path
         )
     assert rows == [("a", "up", 0), ("b", "down", 70), ("b", "up", 0)]
     engine.dispose()
+
+
+def _histograms(engine: Engine) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    from services.read_models.tables import demand_hours, demand_levels
+
+    with engine.connect() as connection:
+        return (
+            sorted(tuple(r) for r in connection.execute(select(demand_hours))),
+            sorted(tuple(r) for r in connection.execute(select(demand_levels))),
+        )
+
+
+def test_demand_histograms_are_those_of_the_intervals(
+    engine: Engine, deliveries: list[Delivery]
+) -> None:
+    """What the projector keeps fact by fact (three partitions: facts of one workload are read
+    out of time order across topics) is what migration 0005 builds from the intervals."""
+    from services.read_models.demand_upkeep import backfill
+    from services.read_models.tables import demand_hours, demand_levels
+
+    SqlProjector(engine).apply(deliveries)
+    kept = _histograms(engine)
+    assert kept[0], "demand was kept hour by hour"
+    with engine.begin() as connection:
+        connection.execute(demand_hours.delete())
+        connection.execute(demand_levels.delete())
+        backfill(connection, projector_module._insert)
+    assert _histograms(engine) == kept
+
+
+def test_a_crash_in_the_demand_upkeep_keeps_nothing_of_the_batch(
+    engine: Engine,
+    deliveries: list[Delivery],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kill -9 mid-batch, between two demand changes: the intervals and their histograms roll
+    back together, and the redelivered batch leaves the tables of an uninterrupted run."""
+    reference = create_engine(f"sqlite:///{tmp_path / 'reference.db'}")
+    migrate(reference)
+    SqlProjector(reference).apply(deliveries)
+    first = next(i for i, d in enumerate(deliveries) if d.envelope.type.endswith("submitted.v1"))
+    third = first + 5
+    SqlProjector(engine).apply(deliveries[:third])
+    before = (SqlProjector(engine).positions(), _histograms(engine))
+
+    class KilledError(RuntimeError):
+        pass
+
+    calls = 0
+    upkeep = projector_module.apply_changes
+
+    def dies_on_the_tenth(connection: Any, changes: Any, insert: Any) -> None:
+        nonlocal calls
+        calls += 1
+        upkeep(connection, changes, insert)
+        if calls == 10:
+            raise KilledError("the projector dies between two demand changes")
+
+    monkeypatch.setattr(projector_module, "apply_changes", dies_on_the_tenth)
+    with pytest.raises(KilledError):
+        SqlProjector(engine).apply(deliveries[third:])
+    monkeypatch.undo()
+    assert (SqlProjector(engine).positions(), _histograms(engine)) == before
+    SqlProjector(engine).apply(deliveries)
+    assert _snapshot(engine) == _snapshot(reference)
+    reference.dispose()
+
+
+def test_workload_facts_read_twice_change_no_histogram(
+    engine: Engine, deliveries: list[Delivery]
+) -> None:
+    projector = SqlProjector(engine)
+    projector.apply(deliveries)
+    before = _snapshot(engine)
+    facts = [d for d in deliveries if d.envelope.type.startswith("fairshare.workload.")]
+    again = [
+        Delivery(
+            d.envelope, d.position.__class__(d.position.topic, d.position.partition, 10**6 + i)
+        )
+        for i, d in enumerate(facts)
+    ]
+    assert projector.apply(again) == len(again)
+    assert _snapshot(engine) == before
+
+
+def test_migration_0005_builds_the_histograms_of_projected_intervals(
+    deliveries: list[Delivery], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = create_engine(f"sqlite:///{tmp_path / 'kept.db'}")
+    migrate(kept)
+    SqlProjector(kept).apply(deliveries)
+    old = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    migrate(old, "0004")
+    # A projector of before 0005: the intervals, no histograms.
+    monkeypatch.setattr(projector_module, "apply_changes", lambda *_args: None)
+    SqlProjector(old).apply(deliveries)
+    monkeypatch.undo()
+    migrate(old)
+    assert _histograms(old) == _histograms(kept)
+    kept.dispose()
+    old.dispose()
