@@ -123,15 +123,33 @@ def bench_budgets(
         ".fairshare/bench"
     ),
     large_weeks: Annotated[int, typer.Option(help="weeks of history of the large one")] = 26,
+    fleet: Annotated[
+        str | None,
+        typer.Option(help="instead: a fleet's histories of these lengths (1d,1w,4w), GET /budgets"),
+    ] = None,
+    nodes: Annotated[int, typer.Option(help="--fleet: nodes of 8 GPUs")] = 24,
+    heartbeat_s: Annotated[int, typer.Option(help="--fleet: seconds between heartbeats")] = 60,
 ) -> None:
     """GET /budgets' read of the read models at two history sizes (same last week); one JSON
-    object with both p50s and their ratio."""
+    object with both p50s and their ratio. With ``--fleet``: GET /budgets p50/p99 on a fleet's
+    history of each length, measured in one run, and the longest's over the shortest's."""
     import orjson
 
+    from services.bench.budgets_fleet import fleet_benchmark
     from services.bench.budgets_read import budgets_read_benchmark
 
     workdir.mkdir(parents=True, exist_ok=True)
-    result = budgets_read_benchmark(workdir, large_weeks=large_weeks)
+    if fleet is None:
+        result = budgets_read_benchmark(workdir, large_weeks=large_weeks)
+    else:
+        lengths = tuple(part.strip() for part in fleet.split(",") if part.strip())
+        result = fleet_benchmark(
+            workdir,
+            lengths,
+            nodes=nodes,
+            heartbeat_s=heartbeat_s,
+            report=lambda line: typer.echo(line, err=True),
+        )
     typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
 
 
@@ -291,6 +309,46 @@ def bench_history(
     _emit(summary, None)
     if json_out is not None:
         _emit_file({"histories": histories, "summary": summary}, json_out)
+
+
+@bench_app.command("kills")
+def bench_kills(
+    length: Annotated[str, typer.Option(help="the history written first (m, h, d, w)")] = "1w",
+    nodes: Annotated[int, typer.Option(min=1, help="nodes of 8 GPUs in the history")] = 2,
+    checkpoint_every: Annotated[
+        float, typer.Option(min=1.0, help="the services' checkpoint interval, seconds")
+    ] = 20.0,
+    keep_dir: Annotated[
+        Path | None,
+        typer.Option(help="keep the run here (broker, read models, logs) instead of a tmp dir"),
+    ] = None,
+    json_out: JsonOut = None,
+) -> None:
+    """`fairshare up` on a pre-generated history, every service killed with -9 in turn.
+
+    A history of LENGTH (the fleet's real cadence) is written into the broker of a data dir,
+    the stack is started on it as `fairshare up` starts it, and once every checkpointing
+    service has saved a checkpoint the projector, charging, the API, the agent and the
+    scheduler holding the lease are each killed with -9 and timed until back; then the log is
+    audited (charges and decisions). Prints one JSON object; exit 1 when a service did not
+    come back or an audit failed."""
+    from services.bench.history_gen import parse_length
+    from services.bench.history_kills import KillsConfig, kills_benchmark
+    from services.bench.workdir import bench_dir
+    from services.runtime.cli_options import err_console
+
+    try:
+        parse_length(length)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--length") from None
+    config = KillsConfig(length=length, nodes=nodes, checkpoint_every_s=checkpoint_every)
+    with bench_dir(keep_dir, "kills") as directory:
+        result = kills_benchmark(
+            config, directory, report=lambda line: err_console.print(line, markup=False)
+        )
+    _emit(result, json_out)
+    if not result["ok"]:
+        raise typer.Exit(1)
 
 
 def _emit_file(result: dict[str, object], path: Path) -> None:
