@@ -193,3 +193,28 @@ def test_the_report_finds_the_read_models_of_the_data_dir(engine: Engine, tmp_pa
     assert by_option.stdout == by_variable.stdout
     assert "robot-sim-1" not in by_option.stdout
     assert "lab/vision" in by_option.stdout
+
+
+def test_the_surfaces_compared_read_both_whole_hours_summed_and_hours_change_by_change(
+    engine: Engine,
+) -> None:
+    """/budgets, the report and the hourly timeline take whole hours summed from what the
+    projector keeps; the 1-minute timeline, the partial hour and the hours of the weight change
+    and of the node going down are read change by change: the agreement above spans both."""
+    from events.times import HOUR
+    from services.reports.history import pool_histories
+    from services.reports.window import read_tree
+
+    lo, at = (T0 - timedelta(hours=1)).timestamp(), NOW.timestamp()
+    with engine.connect() as connection:
+        tree = read_tree(connection)
+        history = pool_histories(
+            connection, lo, at, summed=True, share_changes=tree.change_times(lo, at)
+        )[POOL]
+    summed = {hour.hour for hour in history.hours}
+    exact = {charge.bucket_start for charge in history.charges}
+    assert len(summed) >= 3
+    weight_change, node_down = (T0 + timedelta(hours=h) for h in (3.25, 4.5))
+    assert {int(t.timestamp()) // HOUR * HOUR for t in (weight_change, node_down)} <= exact
+    assert int(at) // HOUR * HOUR in exact
+    assert not summed & exact
