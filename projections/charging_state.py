@@ -9,8 +9,9 @@ size of what is live, not of the history:
   partition, the latest event time of a workload fact folded from it, and the horizon is their
   minimum less ``horizon_s``. A run's own facts all lie on one workloads partition, so a run
   leaves only once its partition has moved on a whole horizon past its end; why no later fact
-  can then double-post is in ``projections.ledger``. Heartbeats do not move the horizon: they
-  travel on other partitions, often read far behind, and can never change an ended run.
+  can then double-post is in ``projections.ledger``. Only workload facts move the horizon:
+  heartbeats travel on other partitions, often read far behind, and can never change an ended
+  run; other topics' facts are no run's.
 * **Usage** keeps the window at the latest event time, since snapshots are taken there only.
 * **Charges recorded** by other shards are forgotten once their hour is out of that window
   (they only ever counted in usage); this shard's own leave as soon as it derives them.
@@ -25,9 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from events.models import EventData, GpuHeartbeat, LedgerCharge
+from events.models import EventData, LedgerCharge
 from events.models.ledger import parse_charge_id
 from events.times import DEFAULT_WINDOW_S, HOUR
+from events.topics import TopicKind
 from projections.ledger import Ledger
 from projections.usage_snapshots import count_charge
 from projections.usage_window import UsageWindow
@@ -71,7 +73,7 @@ class ChargingState:
         for charge in fresh:
             count_charge(self.usage, charge)
         moved = source is not None and at > self.progress.get(source, float("-inf"))
-        if moved and source is not None and not isinstance(data, GpuHeartbeat):
+        if moved and source is not None and type(data).topic is TopicKind.WORKLOADS:
             self.progress[source] = at
             self._prune_if_due()
         return fresh
