@@ -15,12 +15,18 @@ class TopicKind(StrEnum):
     WORKLOADS = "workloads"
     COMMANDS = "commands"
     HEARTBEATS = "heartbeats"
+    LIVENESS = "liveness"
     CLUSTER = "cluster"
     BUDGETS = "budgets"
     USAGE = "usage"
     LEDGER = "ledger"
     DEADLETTER = "deadletter"
 
+
+#: Topics kept for a while only (time-based retention), never part of the durable log: the
+#: agents' 10-s liveness signals. Nothing a charge or an audited decision depends on reads
+#: them (docs/design.md, "What the log keeps").
+TRANSIENT_KINDS: frozenset[TopicKind] = frozenset({TopicKind.LIVENESS})
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]*$")
 
@@ -49,3 +55,8 @@ class Topics:
 
     def all_names(self) -> list[str]:
         return [self.name(kind) for kind in TopicKind]
+
+    def durable_names(self) -> list[str]:
+        """The topics kept forever: what an export or an audit reads (the transient ones
+        would only be ignored by the folds they feed)."""
+        return [self.name(kind) for kind in TopicKind if kind not in TRANSIENT_KINDS]

@@ -58,6 +58,7 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.models.heartbeats import GpuHeartbeat
+from events.models.liveness import NodeAlive
 from projections.errors import FoldError, MissingFact
 
 Status = Literal[
@@ -107,6 +108,8 @@ class NodeState:
     cordoned: bool = False
     down: bool = False
     drained: bool = False
+    #: When its agent was last heard from: a liveness signal or a heartbeat, whichever came
+    #: later (the scheduler's down detection; a ``node.down`` states it).
     last_heartbeat: float | None = None
     #: Why, by whom and when the node was cordoned (``NodeCordoned``); cleared by an uncordon.
     cordon_reason: str = ""
@@ -148,6 +151,7 @@ class WorkloadState:
     #: A preempt command is out for the current attempt; its GPUs are released.
     preempting: bool = False
     cancel_requested: bool = False
+    #: When its node was last heard from while it held GPUs there (see ``NodeState``).
     last_heartbeat: float | None = None
     #: The attempt whose place command was admitted (not fenced): its placement stands even
     #: when a deposed leader's place command with the same derived id is refused later.
@@ -502,7 +506,11 @@ class ClusterState:
         node.last_heartbeat = now
         self._set_schedulable(node, node.cordoned, False)
 
-    def _on_heartbeat(self, e: GpuHeartbeat, now: float) -> None:
+    def _on_seen(self, e: GpuHeartbeat | NodeAlive, now: float) -> None:
+        """A node heard from: the liveness signal every 10 s, or a durable heartbeat (every
+        few minutes now; every 10 s in older logs). Either moves its last-seen time and its
+        runs', so down detection and a lost run's end are as fine as the liveness cadence,
+        whichever of the two a log holds."""
         node = self.nodes.get(e.node)
         if node is not None:
             node.last_heartbeat = max(node.last_heartbeat or now, now)
@@ -835,7 +843,8 @@ _HANDLERS: dict[type[EventData], _Handler] = {
     NodeDrained: ClusterState._on_drained,
     NodeDown: ClusterState._on_down,
     NodeUp: ClusterState._on_up,
-    GpuHeartbeat: ClusterState._on_heartbeat,
+    GpuHeartbeat: ClusterState._on_seen,
+    NodeAlive: ClusterState._on_seen,
     WorkloadSubmitted: ClusterState._on_submitted,
     WorkloadCancelled: ClusterState._on_cancelled,
     WorkloadPlaced: ClusterState._on_placed,

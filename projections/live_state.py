@@ -42,6 +42,7 @@ from events.models import (
     LedgerCharge,
     MembershipGranted,
     MembershipRevoked,
+    NodeAlive,
     PlaceCommand,
     PreemptCommand,
     SchedulerSettings,
@@ -66,15 +67,16 @@ _BUDGET_EVENTS = (
 )
 
 
-#: Events whose effect is the same however often they are applied (a heartbeat moves a node's
-#: last-seen time to the max, a snapshot replaces an older one): their ids are not kept, so a
-#: long-running reader's memory does not grow with every heartbeat of every node.
-_IDEMPOTENT = (GpuHeartbeat, UsageSnapshot)
+#: Events whose effect is the same however often they are applied (a heartbeat or a liveness
+#: signal moves a node's last-seen time to the max, a snapshot replaces an older one): their
+#: ids are not kept, so a long-running reader's memory does not grow with every signal of
+#: every node.
+_IDEMPOTENT = (GpuHeartbeat, NodeAlive, UsageSnapshot)
 #: Facts that never supply what a held fact waits for (a workload, a node, a placement, GPUs
 #: released, a budget): folding one does not retry the held facts. Heartbeats are most of the
 #: log, and retrying every held fact after each of them made a reader that held a few hundred
 #: facts during a long catch-up fold seven times slower than one that held none.
-_NEVER_UNBLOCKS = (GpuHeartbeat, UsageSnapshot, LedgerCharge, SchedulerSettings)
+_NEVER_UNBLOCKS = (GpuHeartbeat, NodeAlive, UsageSnapshot, LedgerCharge, SchedulerSettings)
 #: Work that ended this long before the latest fact leaves the in-memory view (the log and the
 #: read models keep it): the fair-share window plus a day, so nothing a pass or a window
 #: figure reads is ever forgotten.

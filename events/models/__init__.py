@@ -30,6 +30,7 @@ from events.models.commands import (
 from events.models.deadletter import DeadLetter
 from events.models.heartbeats import GpuHeartbeat, GpuReading
 from events.models.ledger import LedgerCharge, charge_id
+from events.models.liveness import NodeAlive
 from events.models.placement import NodeGpus, Placement
 from events.models.usage import BudgetUsage, UsageSnapshot
 from events.models.workloads import (
@@ -68,6 +69,7 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     NodeDown,
     NodeUp,
     GpuHeartbeat,
+    NodeAlive,
     UsageSnapshot,
     LedgerCharge,
     DeadLetter,
@@ -92,6 +94,7 @@ __all__ = [
     "LedgerCharge",
     "MembershipGranted",
     "MembershipRevoked",
+    "NodeAlive",
     "NodeCordoned",
     "NodeDown",
     "NodeDrained",

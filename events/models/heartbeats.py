@@ -1,4 +1,12 @@
-"""Per-node GPU readings (topic: heartbeats, keyed by node). Charges follow these."""
+"""The durable occupancy confirmation of a node (topic: heartbeats, keyed by node, kept forever).
+
+Charges follow these: the ledger posts a running run's closed hour buckets once a heartbeat
+naming it confirms it ran past them. Agents publish one per node every few minutes (and at
+once when a node's occupants change, and at a node's start), not every 10 s: the 10-s liveness
+signal is :class:`events.models.liveness.NodeAlive`, on a topic that is not kept forever
+(docs/design.md, "What the log keeps"). Older logs hold a heartbeat every 10 s; they fold and
+audit the same.
+"""
 
 from __future__ import annotations
 
@@ -48,11 +56,17 @@ class GpuHeartbeat(EventData):
 
     @model_validator(mode="after")
     def _consistent(self) -> GpuHeartbeat:
-        indices = {gpu.index for gpu in self.gpus}
-        if len(indices) != len(self.gpus):
-            raise ValueError("gpus: GPU indices must be distinct")
-        for gpu in self.gpus:
-            problem = gpu.problem()
-            if problem is not None:
-                raise ValueError(problem)
+        check_readings(self.gpus)
         return self
+
+
+def check_readings(gpus: tuple[GpuReading, ...]) -> None:
+    """The cross-field rules of a node's readings (a heartbeat's and a liveness signal's):
+    distinct indices, and each reading's own (:meth:`GpuReading.problem`)."""
+    indices = {gpu.index for gpu in gpus}
+    if len(indices) != len(gpus):
+        raise ValueError("gpus: GPU indices must be distinct")
+    for gpu in gpus:
+        problem = gpu.problem()
+        if problem is not None:
+            raise ValueError(problem)

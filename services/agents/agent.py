@@ -14,7 +14,12 @@ with what the adapter runs, and closes the gap:
 * a run the log says is running but that this incarnation did not start (a restart): the
   adapter adopts it, or the agent reports it ``WorkloadLost`` at its last heartbeat;
 * a run the log no longer has active (lost, or ended by someone else): stop it;
-* every ``heartbeat_s``: one ``GpuHeartbeat`` per reachable node naming each GPU's occupant.
+* every ``heartbeat_s`` (10 s): one ``NodeAlive`` per reachable node, with each GPU's reading
+  and occupant, on the liveness topic (kept for days: the scheduler's down detection, a lost
+  run's last-seen time, the readings the API shows);
+* every ``confirm_s`` (5 min), at a node's first round and at once when its occupants change:
+  one ``GpuHeartbeat`` of the same readings on the heartbeats topic, kept forever: the ledger's
+  confirmation that a run still holds its GPUs (docs/design.md, "What the log keeps").
 
 Facts carry deterministic ids (``derived_event_id("agent", kind, workload, attempt)``), and the
 agent remembers what it published until it reads it back, so the loop never publishes a fact
@@ -44,6 +49,7 @@ from events.models import (
     EventData,
     GpuHeartbeat,
     GpuReading,
+    NodeAlive,
     NodeGpus,
     NodeRegistered,
     Placement,
@@ -58,6 +64,7 @@ from events.topics import TopicKind
 from projections.cluster_state import ACTIVE, WorkloadState
 from projections.live_state import LiveState
 from services.agents.adapter import ClusterAdapter, NodeSpec, RunEnded, RunRequest
+from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_due, occupancy
 from services.bus.port import EventPublisher, EventSubscriber, PublishError
 
 log = logging.getLogger(__name__)
@@ -66,9 +73,13 @@ log = logging.getLogger(__name__)
 #: events of one instant) reads them: a node is known before work is placed on it, and a preempt
 #: command that frees GPUs comes before the placement that takes them.
 AGENT_TOPICS: tuple[TopicKind, ...] = (TopicKind.CLUSTER, TopicKind.COMMANDS, TopicKind.WORKLOADS)
-#: What it reads once on start: the above, plus heartbeats (for the last heartbeat of runs it
-#: cannot recover).
-CATCH_UP_TOPICS: tuple[TopicKind, ...] = (*AGENT_TOPICS, TopicKind.HEARTBEATS)
+#: What it reads once on start: the above, plus heartbeats and liveness signals (for the last
+#: time a run it cannot recover was seen).
+CATCH_UP_TOPICS: tuple[TopicKind, ...] = (
+    *AGENT_TOPICS,
+    TopicKind.HEARTBEATS,
+    TopicKind.LIVENESS,
+)
 
 
 def fact_id(kind: str, workload_id: str, attempt: int) -> str:
@@ -102,17 +113,22 @@ class ClusterAgent:
         cluster: str,
         pool: str,
         heartbeat_s: float = 10.0,
+        confirm_s: float = DEFAULT_CONFIRM_S,
         clock: Callable[[], float] = time.time,
         source: str | None = None,
         orphan_grace_s: float = 5.0,
     ) -> None:
+        """``heartbeat_s``: the liveness cadence; ``confirm_s``: the durable heartbeat's."""
         if heartbeat_s <= 0:
             raise ValueError("heartbeat_s: must be positive")
+        if confirm_s <= 0:
+            raise ValueError("confirm_s: must be positive")
         self.adapter = adapter
         self.publisher = publisher
         self.cluster = cluster
         self.pool = pool
         self.heartbeat_s = heartbeat_s
+        self.confirm_s = confirm_s
         self.clock = clock
         self.source = source or f"fairshare/agent/{cluster}"
         self.orphan_grace_s = orphan_grace_s
@@ -124,11 +140,14 @@ class ClusterAgent:
         self.runs: dict[str, Run] = {}
         #: Ids published and not yet read back: never published twice while in flight.
         self.in_flight: set[str] = set()
-        #: Facts published, by kind (started, finished, preempted, lost, registered, heartbeat).
+        #: Facts published, by kind (started, finished, preempted, lost, registered, heartbeat,
+        #: alive).
         self.published: Counter[str] = Counter()
         self._orphans: dict[tuple[str, int], Run] = {}
         self._batch: list[str] = []
         self._sequence: dict[str, int] = {}
+        #: Per node, when its last durable heartbeat went out and the occupancy it stated.
+        self._confirmed: dict[str, Confirmed] = {}
         self._next_heartbeat = -math.inf
         self._warned: set[str] = set()
         self.started = False
@@ -142,9 +161,9 @@ class ClusterAgent:
     def observe(self, envelope: Envelope[Any]) -> None:
         """Fold one event of the log in (duplicates are ignored)."""
         self.in_flight.discard(envelope.id)
-        if isinstance(envelope.data, GpuHeartbeat):
-            # Heartbeats only move "last heartbeat" times: fold them without remembering their
-            # ids (they are most of the log, and a repeated one changes nothing).
+        if isinstance(envelope.data, GpuHeartbeat | NodeAlive):
+            # They only move "last seen" times: fold them without remembering their ids (they
+            # are most of the log, and a repeated one changes nothing).
             self.state.cluster.apply(envelope.data, float(envelope.epoch_seconds))
             return
         self.state.apply(envelope)
@@ -467,8 +486,10 @@ class ClusterAgent:
         )
         return None
 
-    # -- heartbeats ------------------------------------------------------------------------
+    # -- heartbeats and liveness --------------------------------------------------------------
     def _heartbeats_if_due(self, now: float) -> None:
+        """Every ``heartbeat_s``: each reachable node's liveness signal, and its durable
+        heartbeat when one is due (:func:`~services.agents.cadence.confirmation_due`)."""
         if now < self._next_heartbeat:
             return
         self._next_heartbeat = now + self.heartbeat_s
@@ -481,28 +502,41 @@ class ClusterAgent:
         for name in sorted(self.node_specs):
             if not self.adapter.reachable(name):
                 continue
-            readings = []
-            for sample in sorted(self.adapter.readings(name), key=lambda s: s.index):
-                occupant = occupants.get((name, sample.index))
-                total = sample.memory_total_bytes
-                used = max(0, sample.memory_used_bytes)
-                readings.append(
-                    GpuReading(
-                        index=sample.index,
-                        occupant=None if occupant is None else occupant[0],
-                        attempt=None if occupant is None else occupant[1],
-                        utilisation_pct=min(100.0, max(0.0, float(sample.utilisation_pct))),
-                        memory_used_bytes=used if total is None else min(used, max(0, total)),
-                        memory_total_bytes=None if total is None else max(0, total),
-                    )
-                )
+            readings = self._readings(name, occupants)
             sequence = max(self._sequence.get(name, -1) + 1, int(now * 1000))
             self._sequence[name] = sequence
-            heartbeat = GpuHeartbeat(
-                node=name, cluster=self.cluster, sequence=sequence, gpus=tuple(readings)
+            alive = NodeAlive(node=name, cluster=self.cluster, sequence=sequence, gpus=readings)
+            event_id = derived_event_id("agent", "alive", name, str(sequence))
+            self._publish("alive", alive, now, event_id, track=False)
+            occupied = occupancy(readings)
+            if confirmation_due(self._confirmed.get(name), occupied, now, self.confirm_s):
+                heartbeat = GpuHeartbeat(
+                    node=name, cluster=self.cluster, sequence=sequence, gpus=readings
+                )
+                event_id = derived_event_id("agent", "heartbeat", name, str(sequence))
+                if self._publish("heartbeat", heartbeat, now, event_id, track=False):
+                    self._confirmed[name] = (now, occupied)
+
+    def _readings(
+        self, name: str, occupants: dict[tuple[str, int], tuple[str, int]]
+    ) -> tuple[GpuReading, ...]:
+        """The node's GPU readings now, each naming the run of this agent that holds it."""
+        readings = []
+        for sample in sorted(self.adapter.readings(name), key=lambda s: s.index):
+            occupant = occupants.get((name, sample.index))
+            total = sample.memory_total_bytes
+            used = max(0, sample.memory_used_bytes)
+            readings.append(
+                GpuReading(
+                    index=sample.index,
+                    occupant=None if occupant is None else occupant[0],
+                    attempt=None if occupant is None else occupant[1],
+                    utilisation_pct=min(100.0, max(0.0, float(sample.utilisation_pct))),
+                    memory_used_bytes=used if total is None else min(used, max(0, total)),
+                    memory_total_bytes=None if total is None else max(0, total),
+                )
             )
-            event_id = derived_event_id("agent", "heartbeat", name, str(sequence))
-            self._publish("heartbeat", heartbeat, now, event_id, track=False)
+        return tuple(readings)
 
     # -- publishing ------------------------------------------------------------------------
     def _publish_once(self, kind: str, data: EventData, at: float) -> None:
@@ -515,22 +549,24 @@ class ClusterAgent:
 
     def _publish(
         self, kind: str, data: EventData, at: float, event_id: str, *, track: bool = True
-    ) -> None:
+    ) -> bool:
+        """Whether the publisher took it (it is retried otherwise)."""
         envelope = new_event(data, source=self.source, time=_utc(at), event_id=event_id)
         try:
             self.publisher.publish(envelope)
         except PublishError as error:
             log.error("publish failed; will retry", extra={"kind": kind, "error": str(error)})
-            return
+            return False
         if track:
             self.in_flight.add(event_id)
             self._batch.append(event_id)
         self.published[kind] += 1
-        if kind != "heartbeat":
+        if kind not in ("heartbeat", "alive"):
             log.info(
                 "published",
                 extra={"kind": kind, "subject": envelope.subject, "event_id": event_id},
             )
+        return True
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []

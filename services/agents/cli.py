@@ -28,8 +28,8 @@ AgentRunner = Callable[[str, "Topics", Callable[[], bool]], "ClusterAgent"]
 agent_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="Cluster agents: run the scheduler's commands on a cluster, report starts, ends and "
-    "heartbeats.",
+    help="Cluster agents: run the scheduler's commands on a cluster, report starts, ends, "
+    "liveness and heartbeats.",
 )
 
 console = Console(stderr=True, soft_wrap=True)
@@ -39,7 +39,22 @@ PoolOption = Annotated[
     str | None, typer.Option("--pool", help="pool of the nodes (default: the cluster's name)")
 ]
 HeartbeatOption = Annotated[
-    float, typer.Option("--heartbeat-s", min=0.1, help="seconds between heartbeats per node")
+    float,
+    typer.Option(
+        "--heartbeat-s",
+        min=0.1,
+        help="seconds between liveness signals per node (the scheduler's down detection)",
+    ),
+]
+ConfirmOption = Annotated[
+    float,
+    typer.Option(
+        "--confirm-s",
+        envvar="FAIRSHARE_AGENT_CONFIRM_S",
+        min=1.0,
+        help="seconds between the durable heartbeats per node that confirm occupancy for "
+        "charging (also sent at once when a node's occupants change)",
+    ),
 ]
 
 
@@ -50,6 +65,7 @@ def _serve(
     cluster: str,
     pool: str,
     hb: float,
+    confirm: float,
     runner: AgentRunner | None = None,
 ) -> None:
     """Run ``adapter``'s agent until Ctrl-C or SIGTERM: the generic agent, or ``runner``'s."""
@@ -71,7 +87,14 @@ def _serve(
             agent = runner(bootstrap, topics, stop)
         else:
             agent = serve(
-                adapter, bootstrap, topics, stop, cluster=cluster, pool=pool, heartbeat_s=hb
+                adapter,
+                bootstrap,
+                topics,
+                stop,
+                cluster=cluster,
+                pool=pool,
+                heartbeat_s=hb,
+                confirm_s=confirm,
             )
     summary = ", ".join(f"{k} {v}" for k, v in sorted(agent.published.items())) or "nothing"
     console.print(f"stopped; published {summary}")
@@ -87,6 +110,7 @@ def simulated(
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
     gpu_type: Annotated[str, typer.Option("--gpu-type")] = "sim",
     heartbeat_s: HeartbeatOption = 10.0,
+    confirm_s: ConfirmOption = 300.0,
     pools: Annotated[
         str,
         typer.Option(
@@ -110,7 +134,7 @@ def simulated(
     specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several)
     adapter = SimulatedAdapter(specs)
     default_pool = pool or (several[0] if several else cluster)
-    _serve(adapter, kafka, topic_prefix, cluster, default_pool, heartbeat_s)
+    _serve(adapter, kafka, topic_prefix, cluster, default_pool, heartbeat_s, confirm_s)
 
 
 @agent_app.command()
@@ -135,6 +159,7 @@ def local(
         ),
     ] = Path(".fairshare/agent-logs"),
     heartbeat_s: HeartbeatOption = 10.0,
+    confirm_s: ConfirmOption = 300.0,
     run_as: Annotated[
         list[str] | None,
         typer.Option(
@@ -168,7 +193,7 @@ def local(
     else:
         users = ", ".join(f"{s} as {u}" for s, u in mapping.submitters.items())
         console.print(f"commands run as their submitter's unix user: {users}", markup=False)
-    _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s)
+    _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s, confirm_s)
 
 
 @agent_app.command()
@@ -185,6 +210,7 @@ def slurm(
         str | None, typer.Option("--gpu-type", help="default: the GRES type, or 'gpu'")
     ] = None,
     heartbeat_s: HeartbeatOption = 10.0,
+    confirm_s: ConfirmOption = 300.0,
     drain_in_slurm: Annotated[
         bool,
         typer.Option(
@@ -278,10 +304,11 @@ def slurm(
             cluster=cluster,
             pool=the_pool,
             heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
             drain_in_slurm=drain_in_slurm,
         )
 
-    _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, runner=run)
+    _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)
 
 
 def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:

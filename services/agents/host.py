@@ -1,12 +1,12 @@
 """Running an agent over Kafka: catch up with the log, then follow it.
 
 The agent reads with a :class:`~services.bus.follower.LogFollower`, the one ordering rule of
-every reader of LiveState: every topic it needs from the first offset (heartbeats included, for
-the last heartbeat of runs it cannot recover), partitions merged by event time up to each
-partition's end, each kept in offset order, so that a node is known before the work placed on
-it. It first reads to the end offsets seen on start, then keeps following with the same
-follower (no consumer group: the state is rebuilt from the log every start, nothing is
-committed).
+every reader of LiveState: every topic it needs from the first offset still there (heartbeats
+and liveness signals included, for the last time a run it cannot recover was seen), partitions
+merged by event time up to each partition's end, each kept in offset order, so that a node is
+known before the work placed on it. It first reads to the end offsets seen on start, then
+keeps following with the same follower (no consumer group: the state is rebuilt from the log
+every start, nothing is committed).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from events import TopicKind, Topics
 from events.envelope import Envelope
 from services.agents.adapter import ClusterAdapter
 from services.agents.agent import CATCH_UP_TOPICS, ClusterAgent
+from services.agents.cadence import DEFAULT_CONFIRM_S
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 
@@ -73,11 +74,19 @@ def serve(
     cluster: str,
     pool: str,
     heartbeat_s: float = 10.0,
+    confirm_s: float = DEFAULT_CONFIRM_S,
     poll_s: float = 0.2,
 ) -> ClusterAgent:
     """An agent for ``adapter`` publishing to ``bootstrap``, run until ``should_stop()``."""
     publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
-    agent = ClusterAgent(adapter, publisher, cluster=cluster, pool=pool, heartbeat_s=heartbeat_s)
+    agent = ClusterAgent(
+        adapter,
+        publisher,
+        cluster=cluster,
+        pool=pool,
+        heartbeat_s=heartbeat_s,
+        confirm_s=confirm_s,
+    )
     try:
         run_on_kafka(agent, bootstrap, topics, should_stop, poll_s=poll_s)
     finally:

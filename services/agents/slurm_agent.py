@@ -14,15 +14,16 @@ adapter's latest listing of Slurm:
   drained in Slurm (reason ``fairshare: ...``) so that nothing submitted around Fairshare starts
   there either, and resumed when Fairshare uncordons it.
 * **Jobs submitted around Fairshare.** GPUs that Slurm gave to jobs the agent did not submit
-  are reported in heartbeats with the occupant ``slurm:foreign``, and a placement that would
-  need them waits (it is not submitted to pend in Slurm while Fairshare counts it running).
+  are reported in liveness signals and heartbeats with the occupant ``slurm:foreign``, and a
+  placement that would need them waits (it is not submitted to pend in Slurm while Fairshare
+  counts it running).
 * **Stray jobs.** A job of this cluster whose run the log no longer has active (lost and
   placed again elsewhere while the agent was away, cancelled, failed to publish) is cancelled
   after ``stray_grace_s``, so a run never holds GPUs twice.
 
-Down nodes are the adapter's ``reachable``: no heartbeats, and the scheduler declares them down
-(its liveness rule decides down and up from heartbeats alone: a ``NodeDown`` from the agent
-would be undone by the next heartbeat check).
+Down nodes are the adapter's ``reachable``: no liveness signals nor heartbeats, and the
+scheduler declares them down (its liveness rule decides down and up from those alone: a
+``NodeDown`` from the agent would be undone by the next signal).
 """
 
 from __future__ import annotations
@@ -35,15 +36,11 @@ from typing import Any
 
 from events import Topics
 from events.envelope import Envelope, derived_event_id
-from events.models import (
-    EventData,
-    GpuHeartbeat,
-    NodeCordoned,
-    NodeUncordoned,
-)
+from events.models import EventData, GpuReading, NodeCordoned, NodeUncordoned
 from events.types import TEXT_PATTERN
 from projections.cluster_state import ACTIVE, WorkloadState
 from services.agents.agent import ClusterAgent
+from services.agents.cadence import DEFAULT_CONFIRM_S
 from services.agents.host import run_on_kafka
 from services.agents.slurm import SlurmAdapter
 from services.agents.slurm_parse import FAIRSHARE_REASON_PREFIX, SlurmNode
@@ -79,6 +76,7 @@ class SlurmAgent(ClusterAgent):
         drain_in_slurm: bool = False,
         stray_grace_s: float = 10.0,
         heartbeat_s: float = 10.0,
+        confirm_s: float = DEFAULT_CONFIRM_S,
         clock: Callable[[], float] = time.time,
         source: str | None = None,
         orphan_grace_s: float = 5.0,
@@ -89,6 +87,7 @@ class SlurmAgent(ClusterAgent):
             cluster=cluster,
             pool=pool,
             heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
             clock=clock,
             source=source,
             orphan_grace_s=orphan_grace_s,
@@ -222,29 +221,25 @@ class SlurmAgent(ClusterAgent):
                 return True
         return False
 
-    def _publish(
-        self, kind: str, data: EventData, at: float, event_id: str, *, track: bool = True
-    ) -> None:
-        if isinstance(data, GpuHeartbeat):
-            data = self._with_foreign_occupants(data)
-        super()._publish(kind, data, at, event_id, track=track)
-
-    def _with_foreign_occupants(self, heartbeat: GpuHeartbeat) -> GpuHeartbeat:
-        """The heartbeat with the GPUs that foreign jobs hold named ``slurm:foreign``: Slurm
-        does not say which indices those are, so the highest ones Fairshare has not assigned
-        (Fairshare's indices are its own bookkeeping; Slurm picks the devices)."""
-        count = self.adapter.foreign_gpus(heartbeat.node)
+    def _readings(
+        self, name: str, occupants: dict[tuple[str, int], tuple[str, int]]
+    ) -> tuple[GpuReading, ...]:
+        """The readings with the GPUs that foreign jobs hold named ``slurm:foreign`` (in the
+        liveness signal and the heartbeat alike): Slurm does not say which indices those are,
+        so the highest ones Fairshare has not assigned (Fairshare's indices are its own
+        bookkeeping; Slurm picks the devices)."""
+        readings = super()._readings(name, occupants)
+        count = self.adapter.foreign_gpus(name)
         if not count:
-            return heartbeat
-        node = self.state.cluster.nodes.get(heartbeat.node)
+            return readings
+        node = self.state.cluster.nodes.get(name)
         assigned = set(node.assigned) if node is not None else set()
-        free = [g.index for g in heartbeat.gpus if g.occupant is None and g.index not in assigned]
+        free = [g.index for g in readings if g.occupant is None and g.index not in assigned]
         marked = set(sorted(free, reverse=True)[:count])
-        gpus = tuple(
+        return tuple(
             g.model_copy(update={"occupant": FOREIGN_OCCUPANT}) if g.index in marked else g
-            for g in heartbeat.gpus
+            for g in readings
         )
-        return heartbeat.model_copy(update={"gpus": gpus})
 
 
 def serve_slurm(
@@ -256,6 +251,7 @@ def serve_slurm(
     cluster: str,
     pool: str,
     heartbeat_s: float = 10.0,
+    confirm_s: float = DEFAULT_CONFIRM_S,
     drain_in_slurm: bool = False,
     poll_s: float = 0.2,
 ) -> SlurmAgent:
@@ -267,6 +263,7 @@ def serve_slurm(
         cluster=cluster,
         pool=pool,
         heartbeat_s=heartbeat_s,
+        confirm_s=confirm_s,
         drain_in_slurm=drain_in_slurm,
     )
     try:

@@ -45,7 +45,8 @@ from services.runtime.service import EXIT_CRASH, run_service
 
 log = logging.getLogger(__name__)
 
-#: Every topic whose events are facts the state folds; dead letters are not facts.
+#: Every topic whose events the state folds (the liveness signals too: a node's last-seen
+#: time and readings); dead letters are not facts.
 VIEW_KINDS: tuple[TopicKind, ...] = tuple(k for k in TopicKind if k is not TopicKind.DEADLETTER)
 
 

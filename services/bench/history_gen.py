@@ -8,8 +8,10 @@ What a history holds, in event-time order (the order a live log has them, within
 * per workload: its submission (as the API publishes it), its place command with a decision
   record and its ``workload.placed`` (as ``SchedulingPass.place`` states them, one second
   later), its start (the agent, a second after that) and its finish;
-* one ``node.heartbeat`` per node every 10 s with every GPU's reading, occupant and attempt
-  (``services.agents.agent``);
+* one ``node.alive`` per node every 10 s with every GPU's reading, occupant and attempt, on
+  the liveness topic, and the durable ``node.heartbeat`` of the same readings every 5 minutes,
+  at a node's first round and at once when its occupants change (``services.agents.agent``,
+  by the same rule: :func:`services.agents.cadence.confirmation_due`);
 * the charges and usage snapshots the charging service posts: the generator folds its own
   facts through the very ledger fold and usage window the charging host runs
   (``projections.ledger``, ``projections.usage_window``), and publishes each charge just
@@ -20,13 +22,14 @@ What a history holds, in event-time order (the order a live log has them, within
 Each node is kept busy by a little simulation of its own: whenever GPUs free up a new
 workload (1 to 8 GPUs, minutes to a day) is submitted for them after a short gap, sometimes
 after a longer idle spell. Every submission is placed at once, so nothing is pending when the
-history ends. The facts are built from validated models, except the heartbeats (most of the
-log), built with :func:`events.trusted.trusted` like every hot path; the unit test decodes a
-whole history through the strict serde and folds it.
+history ends. The facts are built from validated models, except the heartbeats and liveness
+signals (most of the log), built with :func:`events.trusted.trusted` like every hot path; the
+unit test decodes a whole history through the strict serde and folds it.
 
 After :meth:`HistoryGenerator.finish`, :meth:`HistoryGenerator.keep_alive` goes on sending the
-nodes' heartbeats at the real cadence, the runs of the end still on their GPUs, as a live fleet
-does while its services restart (without it the scheduler would declare every node down).
+nodes' liveness signals and heartbeats at the real cadences, the runs of the end still on
+their GPUs, as a live fleet does while its services restart (without it the scheduler would
+declare every node down).
 """
 
 from __future__ import annotations
@@ -48,12 +51,14 @@ from events.models import (
     GpuReading,
     LedgerCharge,
     MembershipGranted,
+    NodeAlive,
     NodeRegistered,
 )
 from events.trusted import trusted
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow
+from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_due, occupancy
 from services.bench.history_facts import Job, JobFacts, Positions, settings_fact
 from services.launcher.lab import LAB_BUDGETS, LAB_MEMBERS
 
@@ -84,7 +89,9 @@ class HistoryConfig:
     #: When the history ends (epoch seconds); it starts ``length_s`` earlier.
     end: float
     gpus_per_node: int = 8
+    #: The agents' liveness cadence, and their durable heartbeat's (``--confirm-s``).
     heartbeat_s: int = 10
+    confirm_s: int = int(DEFAULT_CONFIRM_S)
     #: The charging host's snapshot cadence (``ChargingHost.snapshot_every_s``).
     snapshot_s: int = 30
     cluster: str = "bench"
@@ -106,6 +113,8 @@ class _Node:
     #: GPUs promised to a workload not finished yet (submitted, placed or running).
     reserved: set[int] = field(default_factory=set)
     next_heartbeat: float = 0.0
+    #: Its last durable heartbeat: when, and the occupancy it stated.
+    confirmed: Confirmed | None = None
 
 
 class HistoryGenerator:
@@ -161,8 +170,9 @@ class HistoryGenerator:
         heapq.heapify(self._queue)
 
     def keep_alive(self, now: float) -> int:
-        """The heartbeats due by ``now`` (at most one per node: a late call does not burst),
-        naming the runs that were on the GPUs when the history ended; how many were sent."""
+        """The liveness signals due by ``now`` (at most one per node: a late call does not
+        burst), and the heartbeats due with them, naming the runs that were on the GPUs when
+        the history ended; how many nodes were signalled."""
         sent = 0
         for node in self.nodes:
             if node.next_heartbeat <= now:
@@ -272,6 +282,9 @@ class HistoryGenerator:
             self._at(t, _FILL, node)
 
     def _heartbeat(self, node: _Node, t: float, charge: bool = True) -> None:
+        """The node's liveness signal, and its durable heartbeat when one is due (folded into
+        the ledger unless ``charge`` is False; the liveness signal never is: the ledger does
+        not read it)."""
         sequence = int(t * 1000)
         readings = []
         for gpu in range(self.config.gpus_per_node):
@@ -287,17 +300,17 @@ class HistoryGenerator:
                     memory_total_bytes=80 << 30,
                 )
             )
-        data = trusted(
-            GpuHeartbeat,
-            node=node.name,
-            cluster=self.config.cluster,
-            sequence=sequence,
-            gpus=tuple(readings),
-        )
-        event_id = derived_event_id("agent", "heartbeat", node.name, str(sequence))
-        self._emit(
-            data, t, f"fairshare/agent/{self.config.cluster}", event_id, trust=True, charge=charge
-        )
+        gpus, source = tuple(readings), f"fairshare/agent/{self.config.cluster}"
+        fields = {"node": node.name, "cluster": self.config.cluster, "sequence": sequence}
+        alive = trusted(NodeAlive, **fields, gpus=gpus)
+        event_id = derived_event_id("agent", "alive", node.name, str(sequence))
+        self._emit(alive, t, source, event_id, trust=True, charge=False)
+        occupied = occupancy(gpus)
+        if confirmation_due(node.confirmed, occupied, t, self.config.confirm_s):
+            node.confirmed = (t, occupied)
+            data = trusted(GpuHeartbeat, **fields, gpus=gpus)
+            event_id = derived_event_id("agent", "heartbeat", node.name, str(sequence))
+            self._emit(data, t, source, event_id, trust=True, charge=charge)
 
     def _snapshots(self, t: float) -> None:
         as_of = self.positions.of_charging()
@@ -365,7 +378,11 @@ class HistoryGenerator:
         return sum(self.counts.values())
 
     def heartbeats(self) -> int:
+        """Durable heartbeats written (the liveness signals are :meth:`liveness`)."""
         return self.counts[GpuHeartbeat.event_type]
+
+    def liveness(self) -> int:
+        return self.counts[NodeAlive.event_type]
 
     def by_topic(self) -> dict[str, int]:
         totals: Counter[str] = Counter()

@@ -1,14 +1,19 @@
 """Creating Fairshare's topics on a broker, idempotently.
 
 Event topics keep records forever (``retention.ms=-1``): they are the system of record and the
-audit replays them from the beginning. On a cluster of three or more brokers they are
-replicated three times with ``min.insync.replicas=2``, so an ``acks=all`` write is on two
+audit replays them from the beginning. The one exception is the liveness topic (the agents'
+10-s ``node.alive`` signals, :data:`events.topics.TRANSIENT_KINDS`): nothing a charge or an
+audited decision depends on reads it, so it keeps records for ``FAIRSHARE_LIVENESS_RETENTION_S``
+(two days by default; docs/operations.md says why) in segments of at most an hour, so that
+what has expired is deleted within the hour. On a cluster of three or more brokers every topic
+is replicated three times with ``min.insync.replicas=2``, so an ``acks=all`` write is on two
 brokers before it is acknowledged and the loss of any one broker loses nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping
 
@@ -16,12 +21,19 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from events.topics import TopicKind, Topics
+from events.topics import TRANSIENT_KINDS, TopicKind, Topics
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PARTITIONS = 3
 KEEP_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
+#: How long the liveness topic keeps its records unless the setting says otherwise: longer
+#: than any reader is expected to stay down or between checkpoints (a weekend's outage of a
+#: scheduler aside), so a restarted reader still finds every node's last signal.
+DEFAULT_LIVENESS_RETENTION_S = 2 * 86_400
+LIVENESS_RETENTION_ENV = "FAIRSHARE_LIVENESS_RETENTION_S"
+#: Segments of the liveness topic roll at least this often (retention deletes whole segments).
+_LIVENESS_SEGMENT_S = 3600
 #: Copies of each record, and how many must have it before ``acks=all`` is answered, once
 #: the cluster has this many brokers.
 REPLICATED = 3
@@ -48,6 +60,36 @@ def replication_for_cluster(
     return replication, {}
 
 
+def liveness_retention_s() -> float:
+    """The liveness topic's retention: ``FAIRSHARE_LIVENESS_RETENTION_S`` or two days."""
+    text = os.environ.get(LIVENESS_RETENTION_ENV, "").strip()
+    if not text:
+        return DEFAULT_LIVENESS_RETENTION_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise TopicSetupError(
+            f"{LIVENESS_RETENTION_ENV}: not a number of seconds: {text!r}"
+        ) from None
+    if seconds < 60:
+        raise TopicSetupError(f"{LIVENESS_RETENTION_ENV}: at least 60 seconds, not {text!r}")
+    return seconds
+
+
+def retention_config(kind: TopicKind, liveness_retention_s: float) -> dict[str, str]:
+    """What a topic of ``kind`` keeps: everything forever, or (the transient liveness topic)
+    ``liveness_retention_s`` of records, deleted a segment (at most an hour) at a time."""
+    if kind not in TRANSIENT_KINDS:
+        return KEEP_FOREVER
+    retention_ms = int(liveness_retention_s * 1000)
+    return {
+        "cleanup.policy": "delete",
+        "retention.ms": str(retention_ms),
+        "retention.bytes": "-1",
+        "segment.ms": str(min(retention_ms, _LIVENESS_SEGMENT_S * 1000)),
+    }
+
+
 def ensure_topics(
     bootstrap: str,
     topics: Topics | None = None,
@@ -55,13 +97,16 @@ def ensure_topics(
     partitions: int | Mapping[TopicKind, int] = DEFAULT_PARTITIONS,
     replication_factor: int | None = None,
     config: Mapping[str, str] | None = None,
+    liveness_retention: float | None = None,
     timeout_s: float = 30.0,
 ) -> dict[str, int]:
     """Create any missing topic; return ``name -> partition count`` for all of them.
 
     Without ``replication_factor`` it follows the cluster (see `replication_for_cluster`).
-    An existing topic with a different partition count is reported, not altered: repartitioning
-    would move keys to other partitions and break per-subject order.
+    ``liveness_retention`` (seconds) defaults to :func:`liveness_retention_s`; it applies
+    when the topic is created (an existing one is changed with ``kafka-configs``: see
+    docs/operations.md). An existing topic with a different partition count is reported, not
+    altered: repartitioning would move keys to other partitions and break per-subject order.
     """
     topics = topics or Topics()
     wanted: dict[str, int] = {}
@@ -77,12 +122,21 @@ def ensure_topics(
     replication, replication_config = replication_for_cluster(
         len(cluster.brokers), replication_factor
     )
-    topic_config = {**KEEP_FOREVER, **replication_config, **(config or {})}
+    retention_s = liveness_retention if liveness_retention is not None else liveness_retention_s()
     existing = cluster.topics
     missing = [
-        NewTopic(name, num_partitions=count, replication_factor=replication, config=topic_config)
-        for name, count in wanted.items()
-        if name not in existing
+        NewTopic(
+            topics.name(kind),
+            num_partitions=wanted[topics.name(kind)],
+            replication_factor=replication,
+            config={
+                **retention_config(kind, retention_s),
+                **replication_config,
+                **(config or {}),
+            },
+        )
+        for kind in TopicKind
+        if topics.name(kind) not in existing
     ]
     if missing:
         for name, future in admin.create_topics(missing, request_timeout=timeout_s).items():

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from events import TopicKind, Topics
 from events.positions import Delivery, Position
@@ -59,6 +59,7 @@ _KIND_RANK = {
             TopicKind.WORKLOADS,
             TopicKind.COMMANDS,
             TopicKind.HEARTBEATS,
+            TopicKind.LIVENESS,
             TopicKind.USAGE,
             TopicKind.LEDGER,
             TopicKind.DEADLETTER,
@@ -325,7 +326,8 @@ class KafkaPartitions:
         start: Mapping[Key, int] | None = None,
     ) -> None:
         """``config``: more settings for both clients (tests quiet their logs); ``start``: the
-        offset to read each partition from (the others from their first)."""
+        offset to read each partition from (the others from their first), or the first still
+        there when retention removed it (``self.start`` says which)."""
         self.timeout_s = timeout_s
         self.topics = topics or Topics()
         self.registry = registry
@@ -342,6 +344,9 @@ class KafkaPartitions:
                 # twenty times (four idle readers at 50 ms cost the embedded broker ten points
                 # of a core). End offsets have a client of their own (below).
                 "fetch.wait.max.ms": 500,
+                # An offset removed by retention between the start's query and the first
+                # fetch: read from the first one left, never jump to the end.
+                "auto.offset.reset": "earliest",
                 **(config or {}),
                 "error_cb": self.fatal.on_error,
             }
@@ -359,11 +364,16 @@ class KafkaPartitions:
         self._ends_lock = threading.Lock()
         metadata = self._consumer.list_topics(timeout=timeout_s).topics
         self._partitions: list[TopicPartition] = []
+        #: The offset each partition is read from: the one asked for, or the first still on
+        #: the broker when retention removed it (the liveness topic's records live for days).
+        self.start: dict[Key, int] = {}
         for name in names:
             if name not in metadata:
                 raise RuntimeError(f"topic {name} does not exist (run the topic setup first)")
             for partition in sorted(metadata[name].partitions):
-                first = (start or {}).get((name, partition), OFFSET_BEGINNING)
+                low, _ = watermarks(self._ends_consumer, TopicPartition(name, partition), timeout_s)
+                first = max((start or {}).get((name, partition), 0), low)
+                self.start[(name, partition)] = first
                 self._partitions.append(TopicPartition(name, partition, first))
         self._consumer.assign(self._partitions)
 
@@ -437,4 +447,6 @@ class LogFollower(Follower):
         self.kafka = KafkaPartitions(
             bootstrap, names, timeout_s, topics=topics, eager=eager, start=start
         )
-        super().__init__(self.kafka, topics, stall_s=stall_s, start=start)
+        # From where the partitions are actually read: a position below a partition's first
+        # offset still on the broker would block the merge (and a catch-up) for ever.
+        super().__init__(self.kafka, topics, stall_s=stall_s, start=self.kafka.start)

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from events import TopicKind, Topics, new_event
 from events.envelope import Envelope, derived_event_id
-from events.models import EventData, GpuHeartbeat, InputPosition, UsageSnapshot
+from events.models import EventData, GpuHeartbeat, InputPosition, NodeAlive, UsageSnapshot
 from events.positions import Delivery
 from events.times import DEFAULT_WINDOW_S, as_logged, fold_instant
 from projections.live_state import LiveState
@@ -81,9 +81,12 @@ INPUTS = (
     TopicKind.COMMANDS,
     TopicKind.USAGE,
     TopicKind.HEARTBEATS,
+    TopicKind.LIVENESS,
 )
 #: Inputs that only move time forward; they trigger no pass by themselves.
-_QUIET = (GpuHeartbeat, UsageSnapshot)
+_QUIET = (GpuHeartbeat, NodeAlive, UsageSnapshot)
+#: A node heard from (a down one is then declared up by the next pass).
+_SEEN = (GpuHeartbeat, NodeAlive)
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,7 @@ class SchedulerService:
                 continue
             if not isinstance(data, _QUIET):
                 self._dirty = True
-            elif isinstance(data, GpuHeartbeat):
+            elif isinstance(data, _SEEN):
                 node = cluster.nodes.get(data.node)
                 if node is not None and node.down:
                     self._dirty = True  # it is back: declare it up

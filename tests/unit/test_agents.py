@@ -16,6 +16,7 @@ from events.models import (
     DecisionRecord,
     EventData,
     GpuHeartbeat,
+    NodeAlive,
     NodeGpus,
     NodeRegistered,
     PlaceCommand,
@@ -79,6 +80,7 @@ class Harness:
         broker: InMemoryBroker | None = None,
         clock: FakeClock | None = None,
         heartbeat_s: float = 10.0,
+        confirm_s: float = 300.0,
         start: bool = True,
     ) -> None:
         self.broker = broker or InMemoryBroker()
@@ -93,6 +95,7 @@ class Harness:
             cluster=CLUSTER,
             pool=POOL,
             heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
             clock=self.clock,
         )
         self.subscriber = InMemorySubscriber(self.broker, f"agent-{uuid.uuid4()}", AGENT_TOPICS)
@@ -399,12 +402,12 @@ def test_a_cancel_while_running_goes_the_preempt_way() -> None:
 # -- heartbeats --------------------------------------------------------------------------------
 
 
-def test_heartbeats_name_occupants_every_interval() -> None:
+def test_liveness_signals_name_occupants_every_interval() -> None:
     h = Harness(heartbeat_s=10)
     submit(h, "w1", gpus=2, duration_s=100)
     place(h, "w1", node=NODE1, gpus=(1, 3))
     h.tick()
-    beats = h.facts(GpuHeartbeat)
+    beats = h.facts(NodeAlive)
     assert sorted(b.node for b in beats) == [NODE0, NODE1]
     by_node = {b.node: b for b in beats}
     node1 = by_node[NODE1]
@@ -422,7 +425,7 @@ def test_heartbeats_name_occupants_every_interval() -> None:
 
     for _ in range(6):
         h.tick(3)  # 18 s: one more round at +12 s
-    beats = h.facts(GpuHeartbeat)
+    beats = h.facts(NodeAlive)
     assert len(beats) == 4
     sequences = [b.sequence for b in beats if b.node == NODE1]
     assert sequences == sorted(sequences)
@@ -441,7 +444,7 @@ def test_a_failed_node_stops_heartbeating_and_is_left_alone() -> None:
     place(h, "w2", node=NODE1, gpus=(2,))
     h.tick(10)
     h.tick(30)
-    beats = h.facts(GpuHeartbeat)
+    beats = h.facts(NodeAlive)
     assert [b.node for b in beats].count(NODE1) == 1  # only before the failure
     assert [b.node for b in beats].count(NODE0) == 3
     assert [s.workload_id for s in h.facts(WorkloadStarted)] == ["w1"]

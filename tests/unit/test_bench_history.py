@@ -1,6 +1,7 @@
 """``fairshare bench history``'s generator alone: a tiny history (2 nodes, 1 hour) is a log the
-services fold as they would a real one, with the charges the ledger re-derives, and
-heartbeats at the agents' cadence; and the parts of the bench that judge its figures."""
+services fold as they would a real one, with the charges the ledger re-derives, and liveness
+signals and heartbeats at the agents' cadences; and the parts of the bench that judge its
+figures."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from events.envelope import Envelope
 from events.models import (
     GpuHeartbeat,
     LedgerCharge,
+    NodeAlive,
     PlaceCommand,
     UsageSnapshot,
     WorkloadFinished,
@@ -79,7 +81,7 @@ def test_the_ledger_recomputed_by_the_audit_matches_the_charges_in_the_log(
     assert all(e.source == "fairshare/charging" and e.causationid for e in charges)
 
 
-def test_heartbeats_every_10_s_per_node_with_every_gpu_and_its_occupant(
+def test_liveness_every_10_s_per_node_with_every_gpu_and_its_occupant(
     history: tuple[HistoryGenerator, list[Envelope[Any]]],
 ) -> None:
     _generator, log = history
@@ -92,7 +94,7 @@ def test_heartbeats_every_10_s_per_node_with_every_gpu_and_its_occupant(
             started[data.workload_id] = at
         elif isinstance(data, WorkloadFinished):
             finished[data.workload_id] = at
-        elif isinstance(data, GpuHeartbeat):
+        elif isinstance(data, NodeAlive):
             beats[data.node].append(at)
             assert [g.index for g in data.gpus] == list(range(8))
             for gpu in data.gpus:
@@ -105,6 +107,34 @@ def test_heartbeats_every_10_s_per_node_with_every_gpu_and_its_occupant(
         assert len(times) in (360, 361)  # [start, end] an hour apart
 
 
+def test_durable_heartbeats_at_start_on_every_change_of_occupants_and_every_5_minutes(
+    history: tuple[HistoryGenerator, list[Envelope[Any]]],
+) -> None:
+    _generator, log = history
+    alive: dict[tuple[str, float], NodeAlive] = {}
+    beats: dict[str, list[tuple[float, GpuHeartbeat]]] = defaultdict(list)
+    for envelope in log:
+        data, at = envelope.data, envelope.time.timestamp()
+        if isinstance(data, NodeAlive):
+            alive[(data.node, at)] = data
+        elif isinstance(data, GpuHeartbeat):
+            beats[data.node].append((at, data))
+    assert len(beats) == 2
+    for node, sent in beats.items():
+        signals = sorted(t for n, t in alive if n == node)
+        assert sent[0][0] == signals[0], "at the node's first round"
+        for at, beat in sent:
+            assert beat.gpus == alive[(node, at)].gpus, "the readings of that round's signal"
+        for (a, before), (b, after) in itertools.pairwise(sent):
+            assert b - a <= 300
+            changed = [g.occupant for g in before.gpus] != [g.occupant for g in after.gpus]
+            assert changed or b - a == 300, "only when due or when its occupants changed"
+        for a, b in itertools.pairwise(signals):
+            occupants = [[g.occupant for g in alive[(node, t)].gpus] for t in (a, b)]
+            if occupants[0] != occupants[1]:
+                assert b in {at for at, _ in sent}, "at once when its occupants change"
+
+
 def test_decisions_and_snapshots_name_positions_of_the_log(
     history: tuple[HistoryGenerator, list[Envelope[Any]]],
 ) -> None:
@@ -113,28 +143,34 @@ def test_decisions_and_snapshots_name_positions_of_the_log(
     snapshots = [e.data for e in log if isinstance(e.data, UsageSnapshot)]
     assert commands
     assert len(snapshots) >= 100  # every 30 s
-    assert len(commands[0].decision.input_position) == 6 * 3  # every partition of 6 topics
+    assert len(commands[0].decision.input_position) == 7 * 3  # every partition of 7 topics
     last = snapshots[-1].as_of
     assert {p.topic for p in last} == {"history.workloads", "history.heartbeats"}
     assert sum(p.offset for p in last) <= generator.records
-    assert generator.by_topic()["heartbeats"] == generator.heartbeats() == 721
+    assert generator.by_topic()["liveness"] == generator.liveness() == 721
+    assert generator.by_topic()["heartbeats"] == generator.heartbeats()
+    assert 2 * 12 < generator.heartbeats() < 721 / 5, "every 5 minutes, and on changes"
 
 
-def test_keep_alive_sends_one_heartbeat_per_node_naming_the_runs_of_the_end() -> None:
+def test_keep_alive_sends_one_signal_per_node_naming_the_runs_of_the_end() -> None:
     written: list[Envelope[Any]] = []
     generator = HistoryGenerator(
         HistoryConfig(nodes=3, length_s=3600, end=END), TOPICS, written.append
     )
     generator.finish(END)
     running = {
-        g.occupant for e in written[-30:] if isinstance(e.data, GpuHeartbeat) for g in e.data.gpus
+        g.occupant for e in written[-30:] if isinstance(e.data, NodeAlive) for g in e.data.gpus
     }
     before = len(written)
     assert generator.keep_alive(END + 60) == 3
     assert generator.keep_alive(END + 61) == 0  # not due again for 10 s
+    late = len(written)
     assert generator.keep_alive(END + 500) == 3  # a late call does not burst
     fresh = written[before:]
-    assert all(isinstance(e.data, GpuHeartbeat) for e in fresh)
+    assert all(isinstance(e.data, NodeAlive | GpuHeartbeat) for e in fresh)
+    assert sum(isinstance(e.data, NodeAlive) for e in fresh) == 6
+    beats = sum(isinstance(e.data, GpuHeartbeat) for e in written[late:])
+    assert beats == 3, "over 5 minutes later: every node's heartbeat is due again"
     assert {g.occupant for e in fresh for g in e.data.gpus} == running
     assert not any(isinstance(e.data, LedgerCharge) for e in fresh)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from events.models import (
     GpuHeartbeat,
+    NodeAlive,
     NodeCordoned,
     NodeUncordoned,
     WorkloadFinished,
@@ -249,12 +250,12 @@ def test_a_job_whose_run_the_log_no_longer_has_is_cancelled_after_a_grace() -> N
     assert h.agent.cancelled_strays == 1  # type: ignore[attr-defined]
 
 
-def test_a_node_slurm_marks_down_gets_no_heartbeats() -> None:
+def test_a_node_slurm_marks_down_gets_no_liveness_signals() -> None:
     slurm = FakeSlurm()
     h = harness(slurm)
     slurm.nodes[NODE1].state = "down"
     h.tick(10)
     h.tick(10)
-    nodes = [b.node for b in h.facts(GpuHeartbeat)]
+    nodes = [b.node for b in h.facts(NodeAlive)]
     assert nodes.count(NODE0) >= 2
     assert nodes.count(NODE1) <= 1, "at most the first round, before Slurm said down"

@@ -24,8 +24,9 @@ def test_options_reach_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
     def serve(adapter: object, kafka: str | None, prefix: str, cluster: str, pool: str,
-              hb: float, runner: object = None) -> None:  # fmt: skip
-        seen.update(adapter=adapter, kafka=kafka, cluster=cluster, pool=pool, hb=hb, runner=runner)
+              hb: float, confirm: float, runner: object = None) -> None:  # fmt: skip
+        seen.update(adapter=adapter, kafka=kafka, cluster=cluster, pool=pool, hb=hb,
+                    confirm=confirm, runner=runner)  # fmt: skip
 
     monkeypatch.setattr(cli, "_serve", serve)
     result = CliRunner().invoke(
@@ -40,12 +41,18 @@ def test_options_reach_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
             "--sbatch-option=--cpus-per-gpu=8",
             "--pending-timeout-s", "60",
             "--heartbeat-s", "5",
+            "--confirm-s", "120",
         ],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     adapter = seen["adapter"]
     assert isinstance(adapter, SlurmAdapter)
-    assert (seen["cluster"], seen["pool"], seen["hb"]) == ("gpu-a", "gpu-a", 5.0)
+    assert (seen["cluster"], seen["pool"], seen["hb"], seen["confirm"]) == (
+        "gpu-a",
+        "gpu-a",
+        5.0,
+        120.0,
+    )
     assert adapter.cluster == "gpu-a"
     assert adapter.partition == "gpu"
     assert adapter.pending_timeout_s == 60.0
