@@ -6,9 +6,10 @@ real cadence of workloads (minutes to a day each), with the charges the charging
 post. The projector folds it into fresh SQLite read models directly (no broker: the read is
 what is measured), and the API's live view folds the same facts; then ``GET /budgets`` is
 asked ``requests`` times in process, at an instant 20 minutes into an hour (the partial hour is
-read change by change, as it would be live). Heartbeats go every ``heartbeat_s`` (60 s by
-default, not the agents' 10 s): they are not projected, they only confirm charges, which then
-post up to a minute later; it makes a 4-week history quick to write.
+read change by change, as it would be live). Heartbeats and signs of life go every
+``heartbeat_s`` (60 s by default, not the agents' 10 s): they are neither projected nor read
+by ``/budgets``, they only confirm charges, which then post up to a minute later; it makes a
+4-week history quick to write.
 
 Beside it, ``exact_read_ms`` times the read of the same window change by change (every charge
 and demand interval: how ``/budgets`` read before the projector kept whole hours summed), and
@@ -32,6 +33,7 @@ from events.envelope import Envelope
 from events.models import GpuHeartbeat
 from events.positions import Delivery, Position
 from events.times import DAY
+from events.topics import TRANSIENT_KINDS
 from projections.figures import Bins, pool_figures
 from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
 from services.projector.sql_projector import SqlProjector
@@ -93,7 +95,7 @@ def _one(
     generator = HistoryGenerator(
         config,
         Topics(prefix="fleet."),
-        lambda e: None if isinstance(e.data, GpuHeartbeat) else facts.append(e),
+        lambda e: None if _unprojected(e) else facts.append(e),
     )
     generator.finish(END)
     report(f"{length}: {len(facts):,} facts ({generator.workloads:,} workloads) generated")
@@ -120,6 +122,12 @@ def _one(
     budgets = result["budgets_ms"]
     report(f"{length}: GET /budgets p50 {budgets['p50']} ms, p99 {budgets['p99']} ms")
     return result
+
+
+def _unprojected(envelope: Envelope[Any]) -> bool:
+    """Heartbeats and signs of life: no read model holds them, and ``/budgets`` reads none."""
+    data = envelope.data
+    return isinstance(data, GpuHeartbeat) or type(data).topic in TRANSIENT_KINDS
 
 
 def _project(engine: Engine, facts: list[Envelope[Any]], batch: int = 2000) -> None:
