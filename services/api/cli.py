@@ -9,6 +9,7 @@ import typer
 
 from services.runtime.cli_options import (
     DEFAULT_DATA_DIR,
+    CheckpointEveryOption,
     KafkaOption,
     PrefixOption,
     bootstrap_or_exit,
@@ -44,6 +45,7 @@ def serve_command(
             help="read models for the reports and the dashboard's usage series",
         ),
     ] = None,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
 ) -> None:
     """Serve the API over Kafka until interrupted."""
     from events import Topics
@@ -53,7 +55,15 @@ def serve_command(
     try:
         tokens_for(tokens, host)  # before Kafka: a refusal says so at once
         bootstrap = bootstrap_or_exit(kafka, Topics(prefix=topic_prefix))
-        serve(bootstrap, topic_prefix, tokens, host, port, database_url)
+        serve(
+            bootstrap,
+            topic_prefix,
+            tokens,
+            host,
+            port,
+            database_url,
+            checkpoint_every_s=checkpoint_every_s or None,
+        )
     except (TokenFileError, DemoTokensError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from services.runtime.cli_options import (
+    CheckpointEveryOption,
     KafkaOption,
     PrefixOption,
     bootstrap_or_exit,
@@ -31,13 +32,7 @@ def charging(
             "instances its own): the group shares the workloads topic's partitions out"
         ),
     ] = None,
-    checkpoint_every_s: Annotated[
-        float,
-        typer.Option(
-            help="checkpoint the fold every S seconds (and when stopped), so a restart reads "
-            "only the log's tail; 0: never (every start folds from the first offset)"
-        ),
-    ] = 300.0,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics

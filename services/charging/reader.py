@@ -94,6 +94,17 @@ class InputReader:
         self.dead_letters.flush()  # before any charge that follows them is published
         return deliveries
 
+    def ends(self) -> dict[Key, int]:
+        """The end of every partition read, as the broker has it now: what this reader has
+        caught up with once the fold's positions reach it."""
+        ends: dict[Key, int] = {}
+        for tp in self._consumer.assignment():
+            _, high = self._consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=10
+            )
+            ends[(tp.topic, tp.partition)] = int(high)
+        return ends
+
     def close(self) -> None:
         self._consumer.close()
 

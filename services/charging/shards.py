@@ -204,6 +204,8 @@ class ChargingShard:
         self.checkpoints: StateCheckpoints[ChargingState] | None = None
         self._reader: InputReader | None = None
         self._tail: LedgerTail | None = None
+        #: Since when, and up to which ends, the latest build is reading the backlog.
+        self._catching_up: tuple[float, dict[Key, int]] | None = None
 
     @property
     def speaks(self) -> bool:
@@ -234,6 +236,7 @@ class ChargingShard:
         self._tail = self._open_tail(ledger)
         known = sum(self.host.count_recorded(charge) for charge in self._tail.read_to_end())
         self._reader = self._open_reader(None if whole else owned, self.speaks, inputs)
+        self._catching_up = (time.monotonic(), self._reader.ends())
         log.info(
             "charging fold started",
             extra={
@@ -272,6 +275,7 @@ class ChargingShard:
                         host.count_recorded(charge)
                 if self.speaks:
                     host.snapshot_if_due()
+                self._note_caught_up()
                 self.checkpoint()
             host.flush_charges()
             self.checkpoint(force=True)
@@ -281,6 +285,24 @@ class ChargingShard:
             host.publisher.close()
             if self.dead_letters is not None:
                 self.dead_letters.close()
+
+    def _note_caught_up(self) -> None:
+        """Say once per build when the fold has read the backlog its inputs had when it
+        started (operators and ``fairshare bench kills`` time restarts by it)."""
+        if self._catching_up is None:
+            return
+        since, ends = self._catching_up
+        positions = self.host.positions
+        if any(positions.get(key, 0) < end for key, end in ends.items() if end > 0):
+            return
+        self._catching_up = None
+        log.info(
+            "charging caught up with the log",
+            extra={
+                "from_checkpoint": self.restored,
+                "seconds": round(time.monotonic() - since, 3),
+            },
+        )
 
     def _close_readers(self) -> None:
         for reader in (self._reader, self._tail):

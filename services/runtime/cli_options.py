@@ -31,6 +31,17 @@ PrefixOption = Annotated[
     str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
 ]
 
+CheckpointEveryOption = Annotated[
+    float,
+    typer.Option(
+        "--checkpoint-every-s",
+        envvar="FAIRSHARE_CHECKPOINT_EVERY_S",
+        min=0.0,
+        help="checkpoint the fold this often, so a restart reads only the log's tail "
+        "(0: never; every start folds from the first offset)",
+    ),
+]
+
 #: Where local state goes by default (broker data, the SQLite file, logs).
 DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
 

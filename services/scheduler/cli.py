@@ -8,7 +8,13 @@ from typing import Annotated
 
 import typer
 
-from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit, console
+from services.runtime.cli_options import (
+    CheckpointEveryOption,
+    KafkaOption,
+    PrefixOption,
+    bootstrap_or_exit,
+    console,
+)
 
 #: ``scheduler``, merged into the top level of ``fairshare``.
 scheduler_app = typer.Typer()
@@ -56,6 +62,7 @@ def scheduler(
             "long (default: twice --lease-ttl-s)"
         ),
     ] = None,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
     import time
@@ -106,6 +113,7 @@ def scheduler(
             grace_period_s=grace_period_s,
             min_pass_interval_s=min_pass_interval_s,
         ),
+        checkpoint_every_s=checkpoint_every_s or None,
     )
     mode = ""
     if lease_per_pool:

@@ -277,8 +277,17 @@ class SchedulerService:
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         try:
-            self._restore()
+            started = time.monotonic()
+            restored = self._restore()
             self._catch_up()
+            log.info(
+                "scheduler caught up with the log",
+                extra={
+                    "events": self.state.events,
+                    "from_checkpoint": restored,
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
             while not should_stop():
                 try:
                     self.step()
@@ -292,17 +301,18 @@ class SchedulerService:
         finally:
             self.close()
 
-    def _restore(self) -> None:
+    def _restore(self) -> bool:
         """The latest checkpoint of the fold, if one can be restored: its state, and a follower
-        from the positions it covers (only the tail is read)."""
+        from the positions it covers (only the tail is read). Whether one was."""
         if self.checkpoints is None or self.resume is None:
-            return
+            return False
         checkpoint = self.checkpoints.restore()
         if checkpoint is None:
-            return
+            return False
         self.follower.close()
         self.follower = self.resume(checkpoint.positions)
         self.state = checkpoint.state
+        return True
 
     def _rebuild(self) -> None:
         """Start again from the log (from its latest checkpoint where there is one)."""
