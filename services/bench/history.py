@@ -8,9 +8,11 @@ the way ``fairshare up`` does, one at a time so that each has the machine's core
 
 1. the projector on empty read models (``projector_cold``: how long a first projection takes),
    then again on what it wrote (``projector``: the restart); it stays up to serve the reads;
-2. charging, which rebuilds its fold from the first offset on every start;
-3. the scheduler (one instance, on a lease topic of its own);
-4. the API, then 50 ``GET /budgets``; then a month's charges report on the read models.
+2. charging, the scheduler (one instance, on a lease topic of its own) and the API, each first
+   on the whole history (``<name>_first_start``), then, once it has saved a checkpoint of its
+   fold (every ``checkpoint_every_s``), stopped and started again (the restart: from the
+   checkpoint and the log's tail);
+3. 50 ``GET /budgets`` on the restarted API; then a month's charges report on the read models.
 
 While the services restart, the fleet stays alive: the bench goes on sending every node's
 heartbeat every 10 s (``HistoryGenerator.keep_alive``), or the scheduler would declare every
@@ -35,7 +37,7 @@ from typing import Any
 from events import TopicKind, Topics
 from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
 from services.bench.history_measure import (
-    ChargingProof,
+    LogSays,
     ProjectorReady,
     SchedulerLeads,
     Watch,
@@ -43,6 +45,7 @@ from services.bench.history_measure import (
     broker_bytes,
     budgets_latency,
     charges_report,
+    checkpoint_interval,
     log_since,
     memory_mb,
     wait_ready,
@@ -51,6 +54,11 @@ from services.bench.history_summary import extrapolate, summarize
 
 Report = Callable[[str], None]
 PREFIX = "history."
+#: What each folding service logs once it has caught up with the log as it stood at its start.
+_CAUGHT_UP = {
+    "charging": "charging caught up with the log",
+    "scheduler": "scheduler caught up with the log",
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,8 @@ class HistoryBenchConfig:
     #: How long any one service may take to catch up before it counts as failed.
     service_timeout_s: float = 3600.0
     budgets_requests: int = 50
+    #: The services' checkpoint interval: a restart is measured once each has saved one.
+    checkpoint_every_s: float = 60.0
 
 
 def history_benchmark(
@@ -196,14 +206,14 @@ def measure_services(
         schedulers=1,
     )
     services = _Services(config, up, report)
-    try:
-        services.projector()
-        services.first_starts()
-        services.charging()
-        services.restarts()
-        reads = services.reads()
-    finally:
-        services.stop_all()
+    with checkpoint_interval(config.checkpoint_every_s):
+        try:
+            services.projector()
+            services.first_starts()
+            services.restarts()
+            reads = services.reads()
+        finally:
+            services.stop_all()
     return {
         "services": services.figures,
         **reads,
@@ -214,11 +224,10 @@ def measure_services(
 
 class _Services:
     """The services of one history, started as ``fairshare up`` starts them and measured until
-    each has caught up. The scheduler and the API checkpoint their folds every 5 minutes: each
-    is started on the history (from zero: ``first_start``), left running until it has saved a
+    each has caught up. Charging, the scheduler and the API checkpoint their folds: each is
+    started on the history (from zero: ``first_start``), left running until it has saved a
     checkpoint, and then restarted (``restart``, from that checkpoint and the log's tail).
-    Charging has no checkpoint: each of its starts is a rebuild from the first offset. The
-    projector resumes from the positions stored with its rows: first on empty read models
+    The projector resumes from the positions stored with its rows: first on empty read models
     (``projector_cold``), then on those it wrote."""
 
     def __init__(self, config: HistoryBenchConfig, up: Any, report: Report) -> None:
@@ -285,41 +294,36 @@ class _Services:
                 self.stop("projector")
 
     def first_starts(self) -> None:
-        """The scheduler and the API folding the history from its first offset; they stay up
-        until each has saved a checkpoint."""
-        watch, offset = self.start("scheduler")
-        leads = SchedulerLeads(watch, offset, restart=False)
-        self.measure("scheduler_first_start", watch, leads)
-        self.figures["scheduler_first_start"]["leading_s"] = leads.leading_s()
+        """Charging, the scheduler and the API each folding the history from its first
+        offset; they stay up until each has saved a checkpoint."""
+        for name in ("charging", "scheduler"):
+            watch, offset = self.start(name)
+            self.measure(f"{name}_first_start", watch, LogSays(watch, offset, _CAUGHT_UP[name]))
         watch, _ = self.start("api")
         health: dict[str, Any] = {}
         self.measure("api_first_start", watch, api_ready(self.up.api_url, health))
         self.figures["api_first_start"]["health"] = _health_counts(health)
 
-    def charging(self) -> None:
-        ends = self.ends((TopicKind.WORKLOADS, TopicKind.HEARTBEATS))
-        watch, _ = self.start("charging")
-        proof = ChargingProof(self.up.bootstrap, self.up.topics, ends, watch)
-        self.measure("charging", watch, proof)
-        self.figures["charging"]["snapshot_proof_s"] = proof.proof_s()
-        self.stop("charging")
-
     def restarts(self) -> None:
-        """Once each has saved a checkpoint: the scheduler, then the API, stopped and started
-        again (the API is left up for the reads)."""
-        for name in ("scheduler", "api"):
+        """Once each has saved a checkpoint: charging, the scheduler and the API stopped and
+        started again (the API is left up for the reads). The scheduler's restart also says
+        when it led again: only once its old lease ran out (the TTL, 10 s)."""
+        for name in ("charging", "scheduler", "api"):
             self._wait_for_checkpoint(name)
             self.stop(name)
             watch, offset = self.start(name)
-            if name == "scheduler":
-                leads = SchedulerLeads(watch, offset, restart=True)
-                self.measure(name, watch, leads)
-                self.figures[name]["leading_s"] = leads.leading_s()
-                self.stop(name)
-            else:
+            if name == "api":
                 self.measure(name, watch, api_ready(self.up.api_url, self.health))
+            else:
+                self.measure(name, watch, LogSays(watch, offset, _CAUGHT_UP[name]))
+            if name == "scheduler":
+                leads = SchedulerLeads(watch, offset)
+                wait_ready(watch, leads, self.config.service_timeout_s, self.report)
+                self.figures[name]["leading_s"] = leads.leading_s()
             text = log_since(watch.child.log_path, offset)
             self.figures[name]["from_checkpoint"] = "restored from a checkpoint" in text
+            if name != "api":
+                self.stop(name)
 
     def _wait_for_checkpoint(self, name: str, timeout_s: float = 900.0) -> None:
         watch = self.running[name]

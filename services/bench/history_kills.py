@@ -24,11 +24,9 @@ would: ``fairshare audit replay`` (every charge re-derived) and ``fairshare audi
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +63,7 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
     broker, _ = start_embedded_broker(directory / "broker", "apache-kafka")
     try:
         from services.bench.history import HistoryBenchConfig, write_history
+        from services.bench.history_measure import checkpoint_interval
 
         publisher = KafkaEventPublisher(broker.bootstrap, topics, client_id="bench-kills")
         try:
@@ -74,7 +73,7 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
         finally:
             publisher.close()
         result: dict[str, Any] = {"history": config.length, "generated": written}
-        with _checkpoint_interval(config.checkpoint_every_s):
+        with checkpoint_interval(config.checkpoint_every_s):
             result.update(_kills_on_stack(config, broker.bootstrap, topics, directory, report))
         result.update(_settle_and_audit(broker.bootstrap, topics, directory, report))
     finally:
@@ -85,22 +84,6 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
         and all("failed" not in kill for kill in result.get("kills", {}).values())
     )
     return result
-
-
-@contextlib.contextmanager
-def _checkpoint_interval(seconds: float) -> Iterator[None]:
-    """The services' checkpoint interval (``--checkpoint-every-s``) through the environment
-    they inherit."""
-    name = "FAIRSHARE_CHECKPOINT_EVERY_S"
-    before = os.environ.get(name)
-    os.environ[name] = str(seconds)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
 
 
 def _kills_on_stack(

@@ -6,15 +6,10 @@ command line, its own session, its log in ``logs/<name>.log``). Caught up means:
 
 * **projector**: the positions it stored in the read models (``projector_positions``, written
   in the same transaction as the rows) reach the ends its topics had when it was started;
-* **scheduler**: its log says ``scheduler leading``, which it says once it has read the log to
-  its end and then taken the lease (the bench's lease topic is fresh, so the lease is free at
-  once: no TTL is waited out);
-* **charging**: it says nothing when it has caught up, and keeps no position anywhere, so two
-  things are read together: the usage snapshots it publishes (every 30 s; each names the input
-  positions it covers) prove that it has read to the ends its inputs had at its start, and the
-  last moment before that proof at which the process was busy (its CPU time, from
-  ``/proc/<pid>/stat``, sampled every 0.25 s: a catch-up keeps a core busy, a caught-up host
-  idles) is when it got there;
+* **scheduler** and **charging**: each logs ``... caught up with the log`` once it has folded
+  the log as it stood at its start (from its checkpoint, or from the first offset); the
+  scheduler's ``scheduler leading`` (after the old holder's lease ran out, on a restart) is
+  kept beside it;
 * **API**: ``GET /health`` answers ``caught_up: true``.
 
 Peak memory is the process's ``VmHWM`` (peak resident set) from ``/proc/<pid>/status``, read
@@ -23,10 +18,10 @@ just before it is stopped.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +32,6 @@ from services.launcher.children import Child, last_log_line
 Report = Callable[[str], None]
 Key = tuple[str, int]
 _TICK = os.sysconf("SC_CLK_TCK")
-#: A sample interval in which the process used more than this share of a core is busy.
-BUSY_CORE_SHARE = 0.3
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -83,26 +76,6 @@ class Watch:
         cpu = cpu_seconds(self.child.process.pid)
         if cpu is not None:
             self.samples.append((time.monotonic(), cpu))
-
-    def caught_up_before(self, proof: float, idle_s: float = 2.0) -> float:
-        """When it caught up, given that it had by ``proof`` (a line of its log, a snapshot):
-        the start of the idle spell that ends at the proof (a caught-up service idles until it
-        says so: the scheduler waits for the lease, charging for its next snapshot), or the
-        proof itself where it was busy up to it (less than ``idle_s`` of idling before)."""
-        # the last second before the proof is left out: the work it does on saying so
-        intervals = [
-            (t0, (c1 - c0) / (t1 - t0) > BUSY_CORE_SHARE)
-            for (t0, c0), (t1, c1) in itertools.pairwise(self.samples)
-            if t0 < t1 <= proof - 1.0
-        ]
-        idle_from = None
-        for t0, busy in reversed(intervals):
-            if busy:
-                break
-            idle_from = t0
-        if idle_from is None or proof - idle_from < idle_s:
-            return proof
-        return idle_from
 
     def cpu_until(self, t: float) -> float:
         used = [c for s, c in self.samples if s <= t]
@@ -202,6 +175,22 @@ class ProjectorReady:
         return time.monotonic()
 
 
+@contextlib.contextmanager
+def checkpoint_interval(seconds: float) -> Iterator[None]:
+    """The services' checkpoint interval (``--checkpoint-every-s``) through the environment
+    they inherit from the bench."""
+    name = "FAIRSHARE_CHECKPOINT_EVERY_S"
+    before = os.environ.get(name)
+    os.environ[name] = str(seconds)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def log_since(path: Path, offset: int) -> str:
     """What a service's log says past ``offset``."""
     try:
@@ -212,23 +201,34 @@ def log_since(path: Path, offset: int) -> str:
         return ""
 
 
-class SchedulerLeads:
-    """Its log, past ``offset``, says it leads: it has read the log to its end, then taken the
-    lease. On a fresh lease topic (its first start) the lease is free and taken at once. On a
-    restart it is taken only once the previous holder's has run out, ``ttl_s`` after the new
-    instance first reads the lease topic, which it does once caught up: it idles meanwhile,
-    and the start of that idle spell (at least half the TTL long) is when it had caught up."""
+class LogSays:
+    """Its log, past ``offset``, says ``phrase`` (``scheduler caught up with the log``,
+    ``charging caught up with the log``): each says so once it has folded the log as it was
+    when it started, from its checkpoint or from the first offset."""
 
-    def __init__(self, watch: Watch, offset: int, restart: bool, ttl_s: float = 10.0) -> None:
+    def __init__(self, watch: Watch, offset: int, phrase: str) -> None:
+        self.watch, self.offset, self.phrase = watch, offset, phrase
+
+    def __call__(self) -> float | None:
+        if self.phrase not in log_since(self.watch.child.log_path, self.offset):
+            return None
+        return time.monotonic()
+
+
+class SchedulerLeads:
+    """Its log, past ``offset``, says it leads (it caught up, then took the lease: on a
+    restart only once the previous holder's ran out). Not the catch-up figure (that is
+    :class:`LogSays`), but what a failover costs on top of it."""
+
+    def __init__(self, watch: Watch, offset: int) -> None:
         self.watch, self.offset = watch, offset
-        self.idle_s = ttl_s / 2 if restart else float("inf")
         self.leading_at: float | None = None
 
     def __call__(self) -> float | None:
         if "scheduler leading" not in log_since(self.watch.child.log_path, self.offset):
             return None
-        self.leading_at = time.monotonic()
-        return self.watch.caught_up_before(self.leading_at, self.idle_s)
+        self.leading_at = self.leading_at or time.monotonic()
+        return self.leading_at
 
     def leading_s(self) -> float | None:
         at = self.leading_at
@@ -250,62 +250,6 @@ def api_ready(url: str, seen: dict[str, Any]) -> Callable[[], float | None]:
         return time.monotonic() if seen.get("caught_up") else None
 
     return ready
-
-
-class ChargingProof:
-    """The first usage snapshot published after the start whose positions reach the ends the
-    charging host's inputs had then. It caught up at the start of the idle spell that ended
-    with it (it idles until its next snapshot is due, every 30 s), but not before its first
-    snapshot, which it publishes after its first batch (the idle spell may reach back to its
-    joining its group, before that)."""
-
-    def __init__(self, bootstrap: str, topics: Topics, ends: dict[Key, int], watch: Watch) -> None:
-        from confluent_kafka import Consumer, TopicPartition
-
-        from services.bus.export import end_offsets
-
-        self.topics, self.watch = topics, watch
-        self.ends = {key: end for key, end in ends.items() if end}
-        usage = topics.name(TopicKind.USAGE)
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": f"bench-history-{time.time_ns()}"}
-        )
-        self.consumer.assign(
-            [TopicPartition(t, p, o) for (t, p), o in end_offsets(bootstrap, [usage]).items()]
-        )
-        self.first_at: float | None = None
-        self.proved_at: float | None = None
-
-    def __call__(self) -> float | None:
-        from events.models import UsageSnapshot
-        from services.bus.records import check, raw_record
-
-        if self.proved_at is None:
-            for message in self.consumer.consume(500, 0.05):
-                if message.error() is not None:
-                    continue
-                checked = check(raw_record(message), self.topics)
-                envelope = getattr(checked, "envelope", None)
-                snapshot = None if envelope is None else envelope.data
-                if not isinstance(snapshot, UsageSnapshot):
-                    continue
-                self.first_at = self.first_at or time.monotonic()
-                if self._covers(snapshot):
-                    self.proved_at = time.monotonic()
-                    self.consumer.close()
-                    break
-        if self.proved_at is None or self.first_at is None:
-            return None
-        idle_from = self.watch.caught_up_before(self.proved_at)
-        return min(self.proved_at, max(self.first_at, idle_from))
-
-    def _covers(self, snapshot: Any) -> bool:
-        seen = {(p.topic, p.partition): p.offset for p in snapshot.as_of}
-        return all(seen.get(key, 0) >= end for key, end in self.ends.items())
-
-    def proof_s(self) -> float | None:
-        at = self.proved_at
-        return None if at is None else round(at - self.watch.started, 2)
 
 
 # -- the other figures ------------------------------------------------------------------------

@@ -4,9 +4,11 @@ history's to the shortest's, and each against the targets of issue 23."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from events import TopicKind
+from events.topics import TRANSIENT_KINDS
 
 TARGET_RESTART_S = 30.0
 TARGET_RATIO = 1.5
@@ -18,6 +20,7 @@ SERVICES = ("projector", "charging", "scheduler", "api")
 #: charges); the others (budgets, usage snapshots per pool) do not.
 _PER_NODE = (
     TopicKind.HEARTBEATS,
+    TopicKind.LIVENESS,
     TopicKind.WORKLOADS,
     TopicKind.COMMANDS,
     TopicKind.LEDGER,
@@ -27,19 +30,31 @@ _PER_NODE = (
 
 def extrapolate(on_disk: dict[str, int], length_s: int, nodes: int) -> dict[str, Any]:
     """Bytes on the broker, per fleet-day, and per day for 1,000 nodes of 8 GPUs: the topics
-    that grow with the nodes scaled by ``1000 / nodes``, the others as they are."""
+    that grow with the nodes scaled by ``1000 / nodes``, the others as they are. The durable
+    log leaves out the transient topics (liveness: kept for its retention only), which are
+    given apart."""
     days = length_s / 86_400
+
+    def per_day_1000(kinds: Sequence[str]) -> float:
+        grows = sum(on_disk.get(k, 0) for k in kinds if TopicKind(k) in _PER_NODE)
+        flat = sum(on_disk.get(k, 0) for k in kinds if TopicKind(k) not in _PER_NODE)
+        return round((grows * FLEET_NODES / nodes + flat) / days / 1e9, 3)
+
+    kinds = [kind.value for kind in TopicKind if kind.value in on_disk]
+    durable = [k for k in kinds if TopicKind(k) not in TRANSIENT_KINDS]
+    transient = [k for k in kinds if TopicKind(k) in TRANSIENT_KINDS]
     total = sum(on_disk.values())
-    per_node = sum(on_disk.get(kind.value, 0) for kind in _PER_NODE)
-    fleet = (per_node * FLEET_NODES / nodes + (total - per_node)) / days
     return {
         "bytes": total,
         "by_topic": {kind: size for kind, size in on_disk.items() if size},
         "bytes_per_fleet_day": round(total / days),
-        "gb_per_day_1000_nodes": round(fleet / 1e9, 3),
+        "durable_bytes_per_fleet_day": round(sum(on_disk.get(k, 0) for k in durable) / days),
+        "gb_per_day_1000_nodes": per_day_1000(durable),
+        "transient_gb_per_day_1000_nodes": per_day_1000(transient),
         "extrapolation": (
-            f"heartbeats, workloads, commands, ledger and cluster x {FLEET_NODES}/{nodes} "
-            "nodes; budgets and usage as measured; per day of history"
+            f"topics that grow with the fleet x {FLEET_NODES}/{nodes} nodes; budgets and usage "
+            "as measured; per day of history; gb_per_day_1000_nodes is the durable log "
+            "(liveness apart: kept for its retention only)"
         ),
     }
 
@@ -55,7 +70,7 @@ def _figures(histories: list[dict[str, Any]]) -> dict[str, list[float | None]]:
     figures["projector_cold_s"] = [
         h["services"]["projector_cold"]["caught_up_s"] for h in histories
     ]
-    for service in ("scheduler", "api"):
+    for service in ("charging", "scheduler", "api"):
         figures[f"first_start_s.{service}"] = [
             h["services"][f"{service}_first_start"]["caught_up_s"] for h in histories
         ]

@@ -26,7 +26,6 @@ from events.serde import decode_binary, encode_binary
 from projections.live_state import LiveState
 from services.audit.replay import replay
 from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
-from services.bench.history_measure import Watch
 from services.bench.history_summary import extrapolate, summarize
 
 END = 1_796_000_000.0  # 2026-11-29, a few days before these tests were written
@@ -189,21 +188,12 @@ def test_lengths() -> None:
             parse_length(bad)
 
 
-def test_a_service_caught_up_when_it_began_idling_before_its_proof() -> None:
-    watch = Watch.__new__(Watch)
-    watch.started = 0.0
-    # busy (a core) until 5 s, idle until 15 s, then a blip as it says it leads
-    watch.samples = [(t / 4, min(t / 4, 5.0) + (0.2 if t >= 60 else 0.0)) for t in range(62)]
-    assert watch.caught_up_before(15.25, idle_s=5) == pytest.approx(5.0)
-    assert watch.caught_up_before(15.25, idle_s=20) == 15.25  # no idle spell that long
-    assert watch.caught_up_before(4.0, idle_s=1) == 4.0  # busy up to the proof
-
-
 def _fake(length: str, restart: float, rss: float, p99: float, disk: int) -> dict[str, Any]:
     service = {"caught_up_s": restart, "peak_rss_mb": rss}
     services = {name: dict(service) for name in ("projector", "charging", "scheduler", "api")}
     services |= {
         "projector_cold": service,
+        "charging_first_start": service,
         "scheduler_first_start": service,
         "api_first_start": service,
     }
@@ -214,7 +204,9 @@ def _fake(length: str, restart: float, rss: float, p99: float, disk: int) -> dic
         "services": services,
         "budgets_ms": {"p50": p99 / 2, "p99": p99},
         "charges_report": {"s": 0.1},
-        "broker": extrapolate({"heartbeats": disk, "usage": 1000}, parse_length(length), 2),
+        "broker": extrapolate(
+            {"heartbeats": disk, "liveness": 30 * disk, "usage": 1000}, parse_length(length), 2
+        ),
         "rejected_facts": {"api_rejected": 0, "in_service_logs": {"scheduler": 1}},
     }
 
@@ -235,6 +227,9 @@ def test_the_summary_puts_each_figure_against_its_target() -> None:
     assert figures["budgets_p99_ms"]["met"] is True
     # 240 kB a day of heartbeats for 2 nodes: 120 MB for 1,000 (usage as it is)
     assert figures["gb_per_day_1000_nodes"]["by_history"]["1d"] == 0.12
+    # liveness is kept for its retention only: apart from the durable log
+    broker = _fake("1d", 40.0, 120, 90, 240_000)["broker"]
+    assert broker["transient_gb_per_day_1000_nodes"] == 3.6
     assert "restart_s.charging" in summary["missed"]
     assert "closed_period_audit" in summary["missed"]
     assert "budgets_p99_ms" not in summary["missed"]
