@@ -79,6 +79,8 @@ class LiveView:
         self._folded: dict[Key, int] = dict(self._follower.positions) if self._follower else {}
         #: Checkpoints of the fold, saved now and then by the consumer thread (None: never).
         self.checkpoints: FoldCheckpoints | None = None
+        #: Whether the state was restored from a checkpoint (else it is saved once caught up).
+        self._restored = False
         self._caught_up = self._follower is None
         #: A pending check for held facts: (hold mark, end offsets captured after it).
         self._settling: tuple[int, dict[Key, int]] | None = None
@@ -114,6 +116,7 @@ class LiveView:
             state=restored.state if restored is not None else None,
         )
         view.checkpoints = checkpoints
+        view._restored = restored is not None
         return view
 
     # -- folding ------------------------------------------------------------------------------
@@ -153,6 +156,8 @@ class LiveView:
             self._caught_up = True
             self._changed.notify_all()
         log.info("view caught up with the log", extra={"events": self.state.events})
+        if self.checkpoints is not None and not self._restored:
+            self.checkpoints.due_now()
 
     def _has_folded(self, ends: dict[Key, int]) -> bool:
         return all(self._folded.get(key, 0) >= end for key, end in ends.items())

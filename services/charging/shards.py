@@ -303,6 +303,8 @@ class ChargingShard:
                 "seconds": round(time.monotonic() - since, 3),
             },
         )
+        if self.checkpoints is not None and not self.restored:
+            self.checkpoints.due_now()  # the backlog just read is not read again after a crash
 
     def _close_readers(self) -> None:
         for reader in (self._reader, self._tail):

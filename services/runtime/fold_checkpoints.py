@@ -97,6 +97,12 @@ class StateCheckpoints(Generic[S]):
     def due(self) -> bool:
         return self.clock() - self._saved_at >= self.every_s
 
+    def due_now(self) -> None:
+        """The next save is due at once: a fold that has just read a long history from its
+        first offset saves it now, not an interval later (a crash meanwhile would read it
+        all again)."""
+        self._saved_at = float("-inf")
+
     def save(
         self,
         state: S,

@@ -288,6 +288,8 @@ class SchedulerService:
                     "seconds": round(time.monotonic() - started, 3),
                 },
             )
+            if self.checkpoints is not None and not restored:
+                self.checkpoints.due_now()
             while not should_stop():
                 try:
                     self.step()

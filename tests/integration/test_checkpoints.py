@@ -5,6 +5,8 @@ log's tail and ends up with the fold of the whole log."""
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -101,3 +103,35 @@ def test_the_api_view_restarts_from_its_checkpoint(bus: KafkaBus) -> None:
     assert _facts(resumed.state) == _facts(from_zero.state)
     resumed.stop()
     from_zero.stop()
+
+
+def test_a_view_that_read_the_log_from_its_first_offset_checkpoints_at_once(
+    bus: KafkaBus,
+) -> None:
+    """A first start on a long history must not be read again after a crash an interval
+    later: the fold saves a checkpoint as soon as it has caught up, then every interval; one
+    restored from a checkpoint waits the interval."""
+    from services.api.view import LiveView
+
+    _publish(bus, _lab(nodes=2))
+    first = LiveView.from_kafka(bus.broker.bootstrap, bus.topics, checkpoint_every_s=3600)
+    first.start()
+    assert first.wait_caught_up(30)
+    assert first.checkpoints is not None
+    _until_true(lambda: first.checkpoints is not None and first.checkpoints.saved == 1)
+    first.stop()
+    again = LiveView.from_kafka(bus.broker.bootstrap, bus.topics, checkpoint_every_s=3600)
+    assert again.state.events > 0
+    again.start()
+    assert again.wait_caught_up(30)
+    time.sleep(1.0)
+    assert again.checkpoints is not None
+    assert again.checkpoints.saved == 0, "restored: the next one is an interval away"
+    again.stop()
+
+
+def _until_true(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
