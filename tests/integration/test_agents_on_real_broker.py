@@ -157,7 +157,7 @@ def test_the_simulated_agent_runs_a_placed_workload_through_kafka(bus: KafkaBus)
     second = AgentThread(bus)
     try:
         _wait(lambda: second.agent.started, "the restarted agent to catch up")
-        _wait(lambda: second.agent.published["heartbeat"] >= 4, "two rounds of heartbeats")
+        _wait(lambda: second.agent.published["alive"] >= 4, "two rounds of liveness signals")
         assert second.agent.state.cluster.workloads["w1"].status == "succeeded"
     finally:
         second.stop()
