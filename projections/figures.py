@@ -18,8 +18,8 @@ simulation) and asks :func:`pool_figures`; the rules below are the only ones:
 * **owed over a range**: :func:`projections.owed.owed_pieces`, ``min(share x capacity, wanted)``
   moment by moment, counted to the same instant as delivered.
 
-A reader gives each hour either change by change (charges, demand steps) or, for a whole hour
-in which no share and no capacity changes, summed (:class:`SettledHour`: what the projector
+A reader gives each hour either change by change (charges, demand steps) or, for whole hours
+over which no share and no capacity changes, summed (:class:`SettledSpan`: what the projector
 keeps, so a long window costs its hours, not its runs); the rules above apply to both alike.
 
 An inner budget's figures are the sums of its leaves'.
@@ -130,17 +130,18 @@ class Charge:
 
 
 @dataclass(frozen=True, slots=True)
-class SettledHour:
-    """One leaf's whole hour, summed: its charges (corrections included, signed), and how long
-    it wanted how many GPUs (:mod:`projections.demand_hours`). Only for an hour in which no
-    share and no capacity changes: then ``min(share x capacity, level)`` is one number per
-    level, and owed is exact from the histogram alone."""
+class SettledSpan:
+    """One leaf's whole hours ``[start, end)``, summed: its charges (corrections included,
+    signed), and how long it wanted how many GPUs (:mod:`projections.demand_hours`). Only for
+    hours within one bin over which no share and no capacity changes: then ``min(share x
+    capacity, level)`` is one number per level, and owed is exact from the histogram alone."""
 
     leaf: str
-    hour: int
+    start: int
+    end: int
     delivered: float = 0.0
     free: float = 0.0
-    #: ``(GPUs wanted, seconds at that level)`` within the hour.
+    #: ``(GPUs wanted, seconds at that level)`` within the span.
     demand: tuple[tuple[int, int], ...] = ()
 
 
@@ -156,7 +157,7 @@ class PoolHistory:
     charges: list[Charge] = field(default_factory=list)
     open_runs: list[OpenRun] = field(default_factory=list)
     #: Whole hours given summed; ``charges`` and ``demand`` then hold nothing of them.
-    hours: list[SettledHour] = field(default_factory=list)
+    settled: list[SettledSpan] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -287,11 +288,11 @@ def pool_figures(
         _integrate_into(of(leaf).demand, steps, bins)
     capacity = [0.0] * count
     _integrate_into(capacity, history.capacity, bins)
-    for hour in history.hours:
-        of(hour.leaf)
+    for span in history.settled:
+        of(span.leaf)
     _entitled_into(per_leaf, history, tree, bins)
     _owed_into(per_leaf, history, tree, bins)
-    _hours_into(per_leaf, history, tree, bins)
+    _settled_into(per_leaf, history, tree, bins)
     budgets: dict[str, BudgetSeries] = {}
     total = BudgetSeries.zeros(count)
     for leaf in sorted(per_leaf):
@@ -368,31 +369,31 @@ def _owed_into(
             per_leaf[leaf].owed[i] += gpu_s
 
 
-def _hours_into(
+def _settled_into(
     per_leaf: dict[str, BudgetSeries],
     history: PoolHistory,
     tree: BudgetTree,
     bins: Bins,
 ) -> None:
-    """The summed hours: delivered and free as charged; demand and owed from the level
+    """The summed spans: delivered and free as charged; demand and owed from the level
     histogram, owed per level ``min(entitled x seconds, level x seconds)`` as
     :func:`~projections.owed.owed_pieces` counts each piece (entitled is constant over the
-    hour, so the pieces at one level add up to the same)."""
+    span, so the pieces at one level add up to the same)."""
     entitled: dict[int, Mapping[str, float]] = {}
-    for hour in history.hours:
-        if not bins.bounds[0] <= hour.hour < bins.stop:
+    for span in history.settled:
+        if not bins.bounds[0] <= span.start < bins.stop:
             continue
-        i = bins.index(hour.hour)
-        series = per_leaf[hour.leaf]
-        series.delivered[i] += hour.delivered
-        series.free[i] += hour.free
-        series.demand[i] += sum(level * seconds for level, seconds in hour.demand)
-        wanted = [(level * seconds, seconds) for level, seconds in hour.demand if level > 0]
+        i = bins.index(span.start)
+        series = per_leaf[span.leaf]
+        series.delivered[i] += span.delivered
+        series.free[i] += span.free
+        series.demand[i] += sum(level * seconds for level, seconds in span.demand)
+        wanted = [(level * seconds, seconds) for level, seconds in span.demand if level > 0]
         if not wanted:
             continue
-        if hour.hour not in entitled:
-            shares = tree.shares(history.pool, hour.hour)
-            gpus = history.capacity.at(hour.hour)
-            entitled[hour.hour] = {leaf: share * gpus for leaf, share in shares.items()}
-        gpus_entitled = entitled[hour.hour].get(hour.leaf, 0.0)
+        if span.start not in entitled:
+            shares = tree.shares(history.pool, span.start)
+            gpus = history.capacity.at(span.start)
+            entitled[span.start] = {leaf: share * gpus for leaf, share in shares.items()}
+        gpus_entitled = entitled[span.start].get(span.leaf, 0.0)
         series.owed[i] += sum(min(gpus_entitled * seconds, w) for w, seconds in wanted)

@@ -20,7 +20,7 @@ from events.times import HOUR
 from projections.figures import Charge, OpenRun, PoolHistory, in_capacity
 from projections.steps import Steps
 from services.read_models.tables import demand_intervals, ledger_entries, node_states, runs
-from services.reports.summed_hours import exact_hours, summed_hours
+from services.reports.summed_hours import exact_hours, summed_spans
 
 
 def pool_histories(
@@ -30,12 +30,13 @@ def pool_histories(
     *,
     summed: bool = False,
     share_changes: Sequence[float] = (),
+    bounds: Sequence[float] | None = None,
 ) -> dict[str, PoolHistory]:
     """Every pool's history over ``[lo, at)``. ``summed`` (``lo`` on an hour, and bins cut on
     hours): whole hours summed where no share (``share_changes``: when any changes) and no
-    capacity changes."""
+    capacity changes, over each bin (``bounds``; None: hour by hour)."""
     if summed and int(lo) == lo and int(lo) % HOUR == 0:
-        return _summed(connection, int(lo), at, share_changes)
+        return _summed(connection, int(lo), at, share_changes, bounds)
     histories: dict[str, PoolHistory] = {}
 
     def of(pool: str) -> PoolHistory:
@@ -178,7 +179,11 @@ def _open_runs(connection: Connection, at: float) -> list[tuple[str, OpenRun]]:
 
 
 def _summed(
-    connection: Connection, lo: int, at: float, share_changes: Sequence[float]
+    connection: Connection,
+    lo: int,
+    at: float,
+    share_changes: Sequence[float],
+    bounds: Sequence[float] | None,
 ) -> dict[str, PoolHistory]:
     capacity = _capacity(connection, lo, at)
     exact: dict[str, set[int]] = {}
@@ -201,9 +206,15 @@ def _summed(
 
     for pool in capacity:
         of(pool)
-    for pool, hours in summed_hours(connection, lo, at, exact_of).items():
-        of(pool).hours = hours
-    ranges = _ranges({hour for pool in histories for hour in exact_of(pool)}, at)
+    # Every pool's partial hour and share-change hours, whatever it holds; and its own.
+    every = exact_hours(lo, at, share_changes).union(*(exact_of(p) for p in histories))
+    cuts = None
+    if bounds is not None:
+        changes = [c for steps in capacity.values() for c in steps.cuts(lo, at)]
+        cuts = [*bounds, *share_changes, *changes, *every, *(h + HOUR for h in every)]
+    for pool, spans in summed_spans(connection, lo, at, exact_of, cuts).items():
+        of(pool).settled = spans
+    ranges = _ranges(every, at)
     for a, b in ranges:
         for (pool, budget), steps in _demand(connection, a, b, clip=True).items():
             if a // HOUR * HOUR in exact_of(pool):

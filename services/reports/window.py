@@ -75,6 +75,7 @@ def figures_in(
         stop,
         summed=all(b % HOUR == 0 for b in bins.bounds if b < stop),
         share_changes=tree.change_times(lo, stop),
+        bounds=bins.bounds,
     )
     wanted = sorted(histories) if pools is None else sorted(pools)
     leaves = [leaf for leaf in tree.leaves() if open_during(tree, leaf, bins.bounds[0], bins.stop)]

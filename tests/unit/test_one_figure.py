@@ -211,7 +211,7 @@ def test_the_surfaces_compared_read_both_whole_hours_summed_and_hours_change_by_
         history = pool_histories(
             connection, lo, at, summed=True, share_changes=tree.change_times(lo, at)
         )[POOL]
-    summed = {hour.hour for hour in history.hours}
+    summed = {hour for span in history.settled for hour in range(span.start, span.end, HOUR)}
     exact = {charge.bucket_start for charge in history.charges}
     assert len(summed) >= 3
     weight_change, node_down = (T0 + timedelta(hours=h) for h in (3.25, 4.5))

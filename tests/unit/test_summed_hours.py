@@ -6,6 +6,7 @@ backfill)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from datetime import timedelta
@@ -62,15 +63,21 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Iterator[En
     engine.dispose()
 
 
-def _figures(engine: Engine, bins: Bins, *, summed: bool) -> dict[str, PoolFigures]:
+def _figures(engine: Engine, bins: Bins, *, summed: bool | str) -> dict[str, PoolFigures]:
+    """``summed``: False (change by change), True (hour by hour) or "bins" (over each bin)."""
     with engine.connect() as connection:
         tree = read_tree(connection)
         lo, stop = bins.bounds[0], bins.stop
         histories = pool_histories(
-            connection, lo, stop, summed=summed, share_changes=tree.change_times(lo, stop)
+            connection,
+            lo,
+            stop,
+            summed=summed is not False,
+            share_changes=tree.change_times(lo, stop),
+            bounds=bins.bounds if summed == "bins" else None,
         )
         if summed:
-            assert any(h.hours for h in histories.values()), "whole hours came summed"
+            assert any(h.settled for h in histories.values()), "whole hours came summed"
     return {pool: pool_figures(h, tree, bins, tree.leaves()) for pool, h in histories.items()}
 
 
@@ -84,6 +91,12 @@ def _ranges(engine: Engine) -> Iterator[Bins]:
     yield Bins.one(float(hour), float(hour + 7 * DAY + 1234))  # /budgets: a week to mid-hour
     yield Bins(tuple(float(hour + i * HOUR) for i in range(200)), float(hour + 150 * HOUR + 77))
     yield Bins(tuple(float(hour + i * 6 * HOUR) for i in range(60)), float(hour + 20 * DAY))
+    with engine.connect() as connection:
+        last = int(connection.execute(select(func.max(demand_levels.c.since))).scalar_one())
+    now = last + 3 * HOUR + 1234  # after the latest demand change, as /budgets reads live
+    week = (now - 7 * DAY) // HOUR * HOUR
+    yield Bins.one(float(week), float(now))
+    yield Bins(tuple(float(week + i * HOUR) for i in range(7 * 24 + 1)), float(now))
 
 
 def _first(engine: Engine) -> int:
@@ -92,11 +105,14 @@ def _first(engine: Engine) -> int:
 
 
 def test_summed_hours_give_the_figures_of_every_charge_and_interval(engine: Engine) -> None:
-    for bins in _ranges(engine):
-        exact, summed = _figures(engine, bins, summed=False), _figures(engine, bins, summed=True)
-        assert set(exact) == set(summed)
+    for bins, summed in itertools.product(_ranges(engine), (True, "bins")):
+        exact, other_pools = (
+            _figures(engine, bins, summed=False),
+            _figures(engine, bins, summed=summed),
+        )
+        assert set(exact) == set(other_pools)
         for pool, figures in exact.items():
-            other = summed[pool]
+            other = other_pools[pool]
             assert set(figures.budgets) == set(other.budgets)
             for budget, series in figures.budgets.items():
                 for mine, theirs in zip(
