@@ -8,6 +8,7 @@ from typing import Any
 from events.envelope import Envelope, new_event
 from events.models import (
     ALL_EVENT_MODELS,
+    AccountBalance,
     BudgetClosed,
     BudgetCreated,
     BudgetStanding,
@@ -30,6 +31,7 @@ from events.models import (
     NodeRegistered,
     NodeUncordoned,
     NodeUp,
+    PeriodClosed,
     PlaceCommand,
     Placement,
     PreemptCommand,
@@ -190,6 +192,21 @@ def sample_payloads() -> list[EventData]:
             credit_account="capacity:a100",
             gpu_seconds=7200,
             amount=7200,
+        ),
+        PeriodClosed(
+            period="2026-11",
+            start=datetime(2026, 11, 1, tzinfo=UTC),
+            end=datetime(2026, 12, 1, tzinfo=UTC),
+            opening=(AccountBalance(account="budget:lab/vision", amount=-3600),),
+            closing=(AccountBalance(account="budget:lab/vision", amount=-10800),),
+            charges=1,
+            charges_digest="a" * 64,
+            previous_digest="b" * 64,
+            digest="c" * 64,
+            as_of=(InputPosition(topic="fairshare.ledger", partition=0, offset=12),),
+            inputs=(InputPosition(topic="fairshare.workloads", partition=0, offset=40),),
+            opened=(InputPosition(topic="fairshare.workloads", partition=0, offset=3),),
+            checkpoint="charging-period-2026-11",
         ),
         DeadLetter(
             source_position="fairshare.workloads/0/3",

@@ -31,6 +31,7 @@ from events.models.deadletter import DeadLetter
 from events.models.heartbeats import GpuHeartbeat, GpuReading
 from events.models.ledger import LedgerCharge, charge_id
 from events.models.liveness import NodeAlive
+from events.models.periods import AccountBalance, PeriodClosed
 from events.models.placement import NodeGpus, Placement
 from events.models.usage import BudgetUsage, UsageSnapshot
 from events.models.workloads import (
@@ -72,12 +73,14 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     NodeAlive,
     UsageSnapshot,
     LedgerCharge,
+    PeriodClosed,
     DeadLetter,
 )
 
 __all__ = [
     "ALL_EVENT_MODELS",
     "COMMAND_UPCASTERS",
+    "AccountBalance",
     "BudgetClosed",
     "BudgetCreated",
     "BudgetStanding",
@@ -102,6 +105,7 @@ __all__ = [
     "NodeRegistered",
     "NodeUncordoned",
     "NodeUp",
+    "PeriodClosed",
     "PlaceCommand",
     "Placement",
     "PreemptCommand",

@@ -47,6 +47,14 @@ class PeriodClosed(EventData):
     #: Per ledger partition, the first offset after the cut: a charge before it for an hour
     #: of the period belongs to it; one after it, even for such an hour, to an open period.
     as_of: tuple[InputPosition, ...]
+    #: Per input partition (workloads, heartbeats), the first offset charging had not folded
+    #: at the cut: the facts whose charges lie before ``as_of``.
+    inputs: tuple[InputPosition, ...]
+    #: Where charging stood when its fold first passed the period's start (inputs, and the
+    #: ledger: no charge for an hour of the period lies before it), and the name of the
+    #: checkpoint of its fold kept there: an audit of the period starts from it.
+    opened: tuple[InputPosition, ...]
+    checkpoint: str = Field(max_length=200)
 
     @model_validator(mode="after")
     def _consistent(self) -> PeriodClosed:
