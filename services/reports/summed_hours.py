@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
@@ -40,13 +41,51 @@ def exact_hours(lo: int, at: float, changes: Iterable[float]) -> set[int]:
 _MOST_CASES = 48
 
 
-def span_starts(lo: int, end: int, cuts: Iterable[float] | None) -> list[int]:
-    """Where the spans of ``[lo, end)`` start: at ``lo`` and every cut on an hour inside it
-    (``None``: every hour)."""
-    if cuts is None:
-        return list(range(lo, end, HOUR)) or [lo]
-    inside = {int(c) for c in cuts if lo < c < end and c % HOUR == 0}
-    return sorted({lo, *inside})
+@dataclass(frozen=True)
+class Spans:
+    """``[lo, end)`` cut at ``starts`` (``None``: hour by hour; a report over all the data
+    does not list every hour since 1970)."""
+
+    lo: int
+    end: int
+    starts: list[int] | None
+
+    @classmethod
+    def of(cls, lo: int, end: int, cuts: Iterable[float] | None) -> Spans:
+        """Cut at every cut on an hour inside the range."""
+        if cuts is None:
+            return cls(lo, end, None)
+        inside = {int(c) for c in cuts if lo < c < end and c % HOUR == 0}
+        return cls(lo, end, sorted({lo, *inside}))
+
+    def column(self, column: Any) -> Any:
+        """What the database groups ``column`` (an hour) by: its span's start, or the hour."""
+        starts = self.starts
+        if starts is None or len(starts) > _MOST_CASES:
+            return column
+        branches = [(column < b, a) for a, b in pairwise(starts)]
+        return case(*branches, else_=starts[-1]) if branches else literal(starts[0])
+
+    def start_of(self, hour: int) -> int:
+        if self.starts is None:
+            return hour // HOUR * HOUR
+        return self.starts[bisect_right(self.starts, hour) - 1]
+
+    def end_of(self, start: int) -> int:
+        if self.starts is None:
+            return min(start + HOUR, self.end)
+        i = bisect_right(self.starts, start)
+        return self.starts[i] if i < len(self.starts) else self.end
+
+    def after(self, since: int) -> Iterator[tuple[int, int]]:
+        """``(span start, its seconds from since on)`` of every span that ends after it."""
+        if since >= self.end:
+            return
+        start = self.start_of(max(self.lo, since))
+        while start < self.end:
+            stop = self.end_of(start)
+            yield start, stop - max(start, since)
+            start = stop
 
 
 def summed_spans(
@@ -59,59 +98,45 @@ def summed_spans(
     """Per pool, the whole hours of ``[lo, at)`` but its ``exact`` ones, summed over spans cut
     at ``cuts`` (bin bounds, every instant a share or capacity changes, the exact hours and
     their ends; ``None``: hour by hour)."""
-    end = max(lo, int(at) // HOUR * HOUR)
-    starts = span_starts(lo, end, cuts)
-    grouped = len(starts) <= _MOST_CASES
-
-    def span_of(column: Any) -> Any:
-        if not grouped:
-            return column
-        branches = [(column < b, a) for a, b in pairwise(starts)]
-        return case(*branches, else_=starts[-1]) if branches else literal(starts[0])
-
-    def start_of(value: int) -> int:
-        return starts[bisect_right(starts, value) - 1]
-
+    spans = Spans.of(lo, max(lo, int(at) // HOUR * HOUR), cuts)
     usage = hourly_usage.c
-    span = span_of(usage.bucket_start).label("span")
+    span = spans.column(usage.bucket_start).label("span")
     rows: Iterable[Any] = connection.execute(
         select(usage.pool, usage.budget, span)
         .add_columns(func.sum(usage.allocated_gpu_s), func.sum(usage.unallocated_gpu_s))
-        .where(usage.bucket_start >= lo, usage.bucket_start < end)
+        .where(usage.bucket_start >= spans.lo, usage.bucket_start < spans.end)
         .group_by(usage.pool, usage.budget, span)
     )
     charged: dict[tuple[str, str, int], list[int]] = defaultdict(lambda: [0, 0])
-    for pool, budget, at_, allocated, unallocated in rows:
-        sums = charged[(pool, budget, start_of(at_))]
+    for pool, budget, hour, allocated, unallocated in rows:
+        sums = charged[(pool, budget, spans.start_of(hour))]
         sums[0] += int(allocated)
         sums[1] += int(unallocated)
     kept = demand_hours.c
-    span = span_of(kept.hour).label("span")
+    span = spans.column(kept.hour).label("span")
     rows = connection.execute(
         select(kept.pool, kept.budget, span, kept.level)
         .add_columns(func.sum(kept.seconds))
-        .where(kept.hour >= lo, kept.hour < end)
+        .where(kept.hour >= spans.lo, kept.hour < spans.end)
         .group_by(kept.pool, kept.budget, span, kept.level)
     )
     histograms: dict[tuple[str, str, int], dict[int, int]] = defaultdict(dict)
-    for pool, budget, at_, level, seconds in rows:
-        histogram = histograms[(pool, budget, start_of(at_))]
-        histogram[level] = histogram.get(level, 0) + int(seconds)
-    bounds = [*starts, end]
+
+    def count(key: tuple[str, str, int], level: int, seconds: int) -> None:
+        histograms[key][level] = histograms[key].get(level, 0) + seconds
+
+    for pool, budget, hour, level, seconds in rows:
+        count((pool, budget, spans.start_of(hour)), level, int(seconds))
     for pool, budget, level, since in connection.execute(select(demand_levels)):
-        for a, b in pairwise(bounds) if level else ():
-            if b > since:
-                histogram = histograms[(pool, budget, a)]
-                histogram[level] = histogram.get(level, 0) + b - max(a, since)
+        for start, seconds in spans.after(since) if level else ():
+            count((pool, budget, start), level, seconds)
     found: dict[str, list[SettledSpan]] = defaultdict(list)
-    ends = dict(pairwise(bounds))
     for key in sorted(charged.keys() | histograms.keys()):
         pool, leaf, start = key
         if start in exact(pool):
             continue
         allocated, unallocated = charged.get(key, (0, 0))
         demand = tuple(sorted(histograms.get(key, {}).items()))
-        found[pool].append(
-            SettledSpan(leaf, start, ends[start], float(allocated), float(unallocated), demand)
-        )
+        settled = SettledSpan(leaf, start, spans.end_of(start), allocated, unallocated, demand)
+        found[pool].append(settled)
     return dict(found)
