@@ -31,6 +31,7 @@ from events.models.ledger import parse_charge_id
 from events.times import DEFAULT_WINDOW_S, HOUR
 from events.topics import TopicKind
 from projections.ledger import Ledger
+from projections.period_book import PeriodBook
 from projections.usage_snapshots import count_charge
 from projections.usage_window import UsageWindow
 
@@ -51,6 +52,8 @@ class ChargingState:
     events: int = 0
     #: The hour (epoch s) of the horizon the fold was last pruned at.
     pruned_at: int = 0
+    #: Its closed periods (``projections.period_book``; driven by the host that seals).
+    periods: PeriodBook = field(default_factory=PeriodBook)
 
     @classmethod
     def new(
@@ -58,9 +61,13 @@ class ChargingState:
         window_s: int = DEFAULT_WINDOW_S,
         owns: Callable[[str], bool] | None = None,
         horizon_s: int | None = DEFAULT_WINDOW_S,
+        period_length: str = "month",
     ) -> ChargingState:
         """An empty fold; ``owns`` as for :class:`Ledger` (a shard's workloads)."""
-        return cls(Ledger(keep_entries=False, owns=owns), UsageWindow(window_s), horizon_s)
+        ledger = Ledger(keep_entries=False, owns=owns)
+        return cls(
+            ledger, UsageWindow(window_s), horizon_s, periods=PeriodBook(length=period_length)
+        )
 
     def fold(
         self, data: EventData, at: float, source: Key | None = None, time: float | None = None

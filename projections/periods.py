@@ -37,11 +37,13 @@ from itertools import pairwise
 
 import orjson
 
-from events.models import LedgerCharge
+from events.models import InputPosition, LedgerCharge, PeriodClosed
+from events.models.periods import AccountBalance
 from events.times import DAY, HOUR
 
 LENGTHS = ("month", "day", "hour")
 Balances = dict[str, int]
+Key = tuple[str, int]
 
 
 def period_start(t: float, length: str = "month") -> int:
@@ -96,6 +98,24 @@ def held_by(
     if not before_cut or hour >= end:
         return False
     return hour >= start or after_previous_cut
+
+
+def held(
+    charges: Iterable[tuple[Key, int, LedgerCharge]],
+    start: int,
+    end: int,
+    previous_cut: Mapping[Key, int],
+    cut: Mapping[Key, int],
+) -> list[LedgerCharge]:
+    """The charges the period [start, end) holds, of ``charges`` read from the ledger with
+    their (topic, partition) and offset, given the previous seal's cut (empty for the first
+    period: every offset lies after it) and its own. Charging seals what this returns; the
+    audit of the period checks the seal against it."""
+    return [
+        charge
+        for key, offset, charge in charges
+        if held_by(charge, start, end, offset < cut.get(key, 0), offset >= previous_cut.get(key, 0))
+    ]
 
 
 def balances(opening: Mapping[str, int], charges: Iterable[LedgerCharge]) -> Balances:
@@ -183,6 +203,56 @@ def seal(
     digest = seal_digest(period, start, end, opening, closing, len(charges), of_charges, previous)
     return Seal(
         period, start, end, dict(opening), closing, len(charges), of_charges, previous, digest
+    )
+
+
+def seal_of(closed: PeriodClosed) -> Seal:
+    """The seal a ``PeriodClosed`` event states."""
+    return Seal(
+        closed.period,
+        int(closed.start.timestamp()),
+        int(closed.end.timestamp()),
+        {b.account: b.amount for b in closed.opening},
+        {b.account: b.amount for b in closed.closing},
+        closed.charges,
+        closed.charges_digest,
+        closed.previous_digest,
+        closed.digest,
+    )
+
+
+def closed_event(
+    sealed: Seal,
+    as_of: Mapping[Key, int],
+    inputs: Mapping[Key, int],
+    opened: Mapping[Key, int],
+    checkpoint: str,
+) -> PeriodClosed:
+    """The event that publishes ``sealed``, cut at ``as_of`` (ledger) and ``inputs``, opened
+    at ``opened`` where the checkpoint ``checkpoint`` was kept."""
+
+    def positions(of: Mapping[Key, int]) -> tuple[InputPosition, ...]:
+        return tuple(
+            InputPosition(topic=t, partition=p, offset=o) for (t, p), o in sorted(of.items())
+        )
+
+    def accounts(of: Mapping[str, int]) -> tuple[AccountBalance, ...]:
+        return tuple(AccountBalance(account=a, amount=n) for a, n in sorted(of.items()))
+
+    return PeriodClosed(
+        period=sealed.period,
+        start=datetime.fromtimestamp(sealed.start, UTC),
+        end=datetime.fromtimestamp(sealed.end, UTC),
+        opening=accounts(sealed.opening),
+        closing=accounts(sealed.closing),
+        charges=sealed.charges,
+        charges_digest=sealed.charges_digest,
+        previous_digest=sealed.previous,
+        digest=sealed.digest,
+        as_of=positions(as_of),
+        inputs=positions(inputs),
+        opened=positions(opened),
+        checkpoint=checkpoint,
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +84,28 @@ def read_to_end(
     """Every record of ``topic_names`` from the first offset up to the end offsets seen when
     called, partition by partition in offset order; commits nothing. A fatal client error
     raises :class:`~services.bus.fatal.FatalBusError`, as from every Kafka reader."""
+    return _read(bootstrap, topic_names, None, timeout_s)
+
+
+def read_range(
+    bootstrap: str,
+    ranges: Mapping[tuple[str, int], tuple[int, int]],
+    *,
+    timeout_s: float = 10.0,
+) -> Iterator[RawRecord]:
+    """The records of each (topic, partition) in ``ranges`` from its first offset up to, not
+    including, its last (``ranges``: (first, stop)), as :func:`read_to_end` reads (a stop past
+    the partition's end is its end now). What an audit of one closed period reads."""
+    names = sorted({topic for topic, _ in ranges})
+    return _read(bootstrap, names, ranges, timeout_s)
+
+
+def _read(
+    bootstrap: str,
+    topic_names: list[str],
+    ranges: Mapping[tuple[str, int], tuple[int, int]] | None,
+    timeout_s: float,
+) -> Iterator[RawRecord]:
     fatal = FatalLatch("reader")
     consumer = Consumer(
         {
@@ -104,9 +126,12 @@ def read_to_end(
                 continue
             for partition in sorted(metadata[name].partitions):
                 low, high = watermarks(consumer, TopicPartition(name, partition), timeout_s)
-                if high > low:
-                    remaining[(name, partition)] = high
-                    assignments.append(TopicPartition(name, partition, OFFSET_BEGINNING))
+                wanted = (low, high) if ranges is None else ranges.get((name, partition), (0, 0))
+                first, stop = max(wanted[0], low), min(wanted[1], high)
+                if stop > first:
+                    remaining[(name, partition)] = stop
+                    offset = OFFSET_BEGINNING if ranges is None else first
+                    assignments.append(TopicPartition(name, partition, offset))
         if not assignments:
             return
         consumer.assign(assignments)

@@ -33,6 +33,13 @@ def charging(
         ),
     ] = None,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    period_length: Annotated[
+        str,
+        typer.Option(
+            help="the ledger's closed periods: month (default), or day or hour (tests, "
+            "benches); each is sealed once the horizon has passed its end (docs/design.md 4.5)"
+        ),
+    ] = "month",
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics
@@ -49,16 +56,25 @@ def charging(
     if host != "plain":
         err_console.print("[red]--host:[/] plain or faust")
         raise typer.Exit(2)
+    from projections.periods import LENGTHS
+
+    if period_length not in LENGTHS:
+        err_console.print(f"[red]--period-length:[/] one of {', '.join(LENGTHS)}")
+        raise typer.Exit(2)
     from services.charging.kafka import kafka_charging_host, kafka_charging_shard
     from services.runtime.signals import stop_requested_on_signals
 
     every = checkpoint_every_s or None
     if instance is not None:
-        shard = kafka_charging_shard(bootstrap, topics, instance, checkpoint_every_s=every)
+        shard = kafka_charging_shard(
+            bootstrap, topics, instance, checkpoint_every_s=every, period_length=period_length
+        )
         group = shard.membership.group
         console.print(f"charging shard {instance} from {bootstrap} (group {group}); Ctrl-C stops")
     else:
-        shard = kafka_charging_host(bootstrap, topics, checkpoint_every_s=every)
+        shard = kafka_charging_host(
+            bootstrap, topics, checkpoint_every_s=every, period_length=period_length
+        )
         console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
     with stop_requested_on_signals() as stop:
         shard.run(stop)

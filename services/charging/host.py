@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from events import new_event
 from events.envelope import Envelope, derived_event_id, envelope_class
@@ -56,6 +56,17 @@ SOURCE = "fairshare/charging"
 Key = tuple[str, int]
 
 
+class PeriodSealer(Protocol):
+    """Seals closed periods for a host (``services.charging.periods``): the host says when,
+    from its fold's period book, the sealer does the I/O."""
+
+    def open(self, start: int) -> None:
+        """The fold is about to fold its first fact at or after ``start``."""
+
+    def close(self, start: int) -> None:
+        """The horizon has passed the end of the period that starts at ``start``."""
+
+
 class ChargingHost:
     def __init__(
         self,
@@ -67,15 +78,20 @@ class ChargingHost:
         horizon_s: int | None = DEFAULT_WINDOW_S,
         snapshot_every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        period_length: str = "month",
     ) -> None:
         """``recorded_charges`` reads the charges already on the ledger topic; ``subscribe``
         opens a subscriber of the input topics from their first offset (needed by :meth:`run`
         only: a faust worker feeds :meth:`handle` itself); ``horizon_s``: how long after its
-        end a run leaves the fold (``ChargingState``; None: never)."""
+        end a run leaves the fold (``ChargingState``; None: never); ``period_length``: of the
+        ledger's closed periods (month, day or hour), sealed while a :attr:`sealer` is set."""
         self._recorded_charges = recorded_charges
         self._subscribe = subscribe
         self.window_s = window_s
         self.horizon_s = horizon_s
+        self.period_length = period_length
+        #: Who seals closed periods (None: no one; only a fold of every partition may).
+        self.sealer: PeriodSealer | None = None
         self.published = 0
         self.snapshot_every_s = snapshot_every_s
         self.clock = clock
@@ -89,7 +105,7 @@ class ChargingHost:
         """Start the fold over (a shard whose partitions changed rebuilds it), charging only
         the workloads ``owns`` accepts (default: every one)."""
         # The host publishes each charge as it is posted and keeps no copy of the ledger.
-        self.state = ChargingState.new(self.window_s, owns, self.horizon_s)
+        self.state = ChargingState.new(self.window_s, owns, self.horizon_s, self.period_length)
         #: Per input (topic, partition): the first offset the state has not folded.
         self.positions: dict[Key, int] = {}
 
@@ -99,6 +115,12 @@ class ChargingHost:
         """Continue from a checkpoint: ``state`` has folded every input before ``positions``
         (``owns`` is no state: it is the caller's partitions)."""
         state.ledger.owns = owns
+        if state.periods.length != self.period_length:
+            log.warning(
+                "the checkpoint's periods are of another length: a new chain of seals starts",
+                extra={"checkpoint": state.periods.length, "now": self.period_length},
+            )
+            state.periods = ChargingState.new(period_length=self.period_length).periods
         self.state = state
         self.positions = dict(positions)
 
@@ -121,9 +143,19 @@ class ChargingHost:
         return self.state.count_recorded(charge)
 
     def handle(self, delivery: Delivery) -> list[LedgerCharge]:
+        """Fold one delivery; with a sealer, open the periods it enters first (their
+        positions exclude it) and close those its horizon passes after (theirs include it)."""
         key = (delivery.position.topic, delivery.position.partition)
+        sealer = self.sealer
+        if sealer is not None:
+            for start in self.state.periods.entering(delivery.envelope.epoch_seconds):
+                sealer.open(start)
         self.positions[key] = delivery.position.offset + 1
-        return self._fold(delivery.envelope, key)
+        fresh = self._fold(delivery.envelope, key)
+        if sealer is not None:
+            while (due := self.state.periods.due(self.state.horizon())) is not None:
+                sealer.close(due)
+        return fresh
 
     def take(self, batch: list[Delivery]) -> None:
         """Fold one polled batch. Nothing is committed from here (what was read is what the

@@ -20,6 +20,7 @@ from services.bus.export import end_offsets, read_to_end
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.records import check, skip
 from services.charging.host import ChargingHost
+from services.charging.periods import kafka_ledger
 from services.charging.reader import GROUP, InputReader, LedgerTail
 from services.charging.shards import ChargingShard, Membership, ShardMembership, WholeLog
 from services.runtime.fold_checkpoints import StateCheckpoints
@@ -114,4 +115,5 @@ def _charging(
         topics.name(TopicKind.LEDGER),
         dead_letters,
         open_checkpoints if checkpoint_every_s is not None else None,
+        kafka_ledger(bootstrap, topics),
     )

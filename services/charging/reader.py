@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from events import TopicKind, Topics
-from events.models import LedgerCharge
+from events.models import LedgerCharge, PeriodClosed
 from events.positions import Delivery
 from services.bus.deadletters import DeadLetters
 from services.bus.follower import KafkaPartitions
@@ -122,15 +122,25 @@ class LedgerTail:
         )
         #: Per partition, the first offset not read yet.
         self.positions = {key: (start or {}).get(key, 0) for key in self.source.partitions()}
+        #: Seals of closed periods read and not taken yet (:meth:`take_seals`).
+        self.seals: list[PeriodClosed] = []
 
     def read(self, timeout_s: float = 0.0) -> list[LedgerCharge]:
         charges = []
         for item in self.source.fetch(timeout_s, 5000):
             position = item.position if isinstance(item, Delivery) else item
             self.positions[(position.topic, position.partition)] = position.offset + 1
-            if isinstance(item, Delivery) and isinstance(item.envelope.data, LedgerCharge):
-                charges.append(item.envelope.data)
+            if isinstance(item, Delivery):
+                data = item.envelope.data
+                if isinstance(data, LedgerCharge):
+                    charges.append(data)
+                elif isinstance(data, PeriodClosed):
+                    self.seals.append(data)
         return charges
+
+    def take_seals(self) -> list[PeriodClosed]:
+        seals, self.seals = self.seals, []
+        return seals
 
     def read_to_end(self, stall_timeout_s: float = 60.0) -> Iterator[LedgerCharge]:
         """Up to the end the topic has now, as read (never the whole ledger in one list); gives

@@ -46,6 +46,7 @@ from projections.charging_state import ChargingState
 from services.bus.kafka import FatalLatch
 from services.bus.partitioning import partition_for_key
 from services.charging.host import ChargingHost
+from services.charging.periods import ReadLedger, Sealer
 from services.charging.reader import GROUP, InputReader, LedgerTail
 from services.runtime.fold_checkpoints import StateCheckpoints
 from services.runtime.gc_pause import gc_paused
@@ -184,11 +185,14 @@ class ChargingShard:
         ledger_topic: str,
         dead_letters: Any = None,
         open_checkpoints: OpenCheckpoints | None = None,
+        ledger: tuple[Callable[[], dict[Key, int]], ReadLedger] | None = None,
     ) -> None:
         """``ledger_topic``: its name (a checkpoint's positions on it are the tail's);
         ``dead_letters``: the office every reader of this shard posts to (closed at the end of
         :meth:`run`); ``open_checkpoints``: the checkpoints of a fold by name (None: every
-        start rebuilds from the first offset)."""
+        start rebuilds from the first offset); ``ledger``: the ledger's ends and a reader of a
+        range of it, to seal closed periods while this shard holds every partition
+        (``services.charging.periods``; None: it seals none)."""
         self.host = host
         self.ledger_topic = ledger_topic
         self.dead_letters = dead_letters
@@ -196,6 +200,7 @@ class ChargingShard:
         self._open_reader = open_reader
         self._open_tail = open_tail
         self._open_checkpoints = open_checkpoints
+        self._ledger = ledger
         #: The partitions the fold was built for; how often it was (re)built; whether the
         #: latest build started from a checkpoint.
         self.built_for: frozenset[int] = frozenset()
@@ -219,6 +224,7 @@ class ChargingShard:
         whole = owned == frozenset(range(partitions))
         owns = None if whole else owner_test(owned, partitions)
         self.host.reset(owns=owns)
+        self.host.sealer = self._sealer() if whole else None
         self.restored = False
         if not owned:
             return
@@ -235,6 +241,7 @@ class ChargingShard:
             self.restored = True
         self._tail = self._open_tail(ledger)
         known = sum(self.host.count_recorded(charge) for charge in self._tail.read_to_end())
+        self._note_seals()
         self._reader = self._open_reader(None if whole else owned, self.speaks, inputs)
         self._catching_up = (time.monotonic(), self._reader.ends())
         log.info(
@@ -245,6 +252,25 @@ class ChargingShard:
                 "charges_read": known,
             },
         )
+
+    def _sealer(self) -> Sealer | None:
+        if self._ledger is None:
+            return None
+        ends, read = self._ledger
+        return Sealer(
+            self.host,
+            self.ledger_topic,
+            ends,
+            read,
+            self._open_checkpoints,
+            lambda: self.checkpoint(force=True),
+        )
+
+    def _note_seals(self) -> None:
+        """Seals on the ledger: a rebuilt fold adopts them when it reaches their period."""
+        if self._tail is not None:
+            for closed in self._tail.take_seals():
+                self.host.state.periods.note_on_log(closed)
 
     def checkpoint(self, force: bool = False) -> bool:
         """Save the fold with the positions it covers when one is due (``force``: now), once
@@ -273,6 +299,7 @@ class ChargingShard:
                     host.take(self._reader.poll(timeout_s=poll_s, max_records=5000))
                     for charge in self._tail.read():
                         host.count_recorded(charge)
+                    self._note_seals()
                 if self.speaks:
                     host.snapshot_if_due()
                 self._note_caught_up()
