@@ -136,6 +136,8 @@ class ClusterAgent:
         if len(self.node_specs) != len(adapter.nodes()):
             raise ValueError("adapter.nodes(): node names must be distinct")
         self.state = LiveState()
+        #: How many events the last catch-up read (all of the log, or a checkpoint's tail).
+        self.caught_up_events = 0
         #: Runs of this incarnation, by workload id (one attempt at a time).
         self.runs: dict[str, Run] = {}
         #: Ids published and not yet read back: never published twice while in flight.
@@ -175,6 +177,7 @@ class ClusterAgent:
             self.observe(envelope)
             count += 1
         log.info("caught up with the log", extra={"cluster": self.cluster, "events": count})
+        self.caught_up_events = count
         return count
 
     def pump(self, subscriber: EventSubscriber, poll_s: float = 0.2) -> int:
@@ -230,6 +233,7 @@ class ClusterAgent:
         *,
         poll_s: float = 0.2,
         history: Iterable[Envelope[Any]] | None = None,
+        after_step: Callable[[], None] | None = None,
     ) -> None:
         """Catch up (``history``, or the subscriber until a poll comes back empty: right for
         the in-memory bus, not for a consumer group that is still joining), register the
@@ -244,6 +248,8 @@ class ClusterAgent:
             while not should_stop():
                 self.pump(subscriber, poll_s)
                 self.step()
+                if after_step is not None:
+                    after_step()  # the host's checkpoint of the fold, when one is due
         finally:
             self.adapter.close()
 

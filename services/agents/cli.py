@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit
+from services.runtime.cli_options import (
+    CheckpointEveryOption,
+    KafkaOption,
+    PrefixOption,
+    bootstrap_or_exit,
+)
 
 if TYPE_CHECKING:
     from events import Topics
@@ -66,6 +71,7 @@ def _serve(
     pool: str,
     hb: float,
     confirm: float,
+    checkpoint_every_s: float = 300.0,
     runner: AgentRunner | None = None,
 ) -> None:
     """Run ``adapter``'s agent until Ctrl-C or SIGTERM: the generic agent, or ``runner``'s."""
@@ -95,6 +101,7 @@ def _serve(
                 pool=pool,
                 heartbeat_s=hb,
                 confirm_s=confirm,
+                checkpoint_every_s=checkpoint_every_s or None,
             )
     summary = ", ".join(f"{k} {v}" for k, v in sorted(agent.published.items())) or "nothing"
     console.print(f"stopped; published {summary}")
@@ -111,6 +118,7 @@ def simulated(
     gpu_type: Annotated[str, typer.Option("--gpu-type")] = "sim",
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
     pools: Annotated[
         str,
         typer.Option(
@@ -134,7 +142,16 @@ def simulated(
     specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several)
     adapter = SimulatedAdapter(specs)
     default_pool = pool or (several[0] if several else cluster)
-    _serve(adapter, kafka, topic_prefix, cluster, default_pool, heartbeat_s, confirm_s)
+    _serve(
+        adapter,
+        kafka,
+        topic_prefix,
+        cluster,
+        default_pool,
+        heartbeat_s,
+        confirm_s,
+        checkpoint_every_s,
+    )
 
 
 @agent_app.command()
@@ -160,6 +177,7 @@ def local(
     ] = Path(".fairshare/agent-logs"),
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
     run_as: Annotated[
         list[str] | None,
         typer.Option(
@@ -193,7 +211,16 @@ def local(
     else:
         users = ", ".join(f"{s} as {u}" for s, u in mapping.submitters.items())
         console.print(f"commands run as their submitter's unix user: {users}", markup=False)
-    _serve(adapter, kafka, topic_prefix, cluster, pool or cluster, heartbeat_s, confirm_s)
+    _serve(
+        adapter,
+        kafka,
+        topic_prefix,
+        cluster,
+        pool or cluster,
+        heartbeat_s,
+        confirm_s,
+        checkpoint_every_s,
+    )
 
 
 @agent_app.command()
@@ -211,6 +238,7 @@ def slurm(
     ] = None,
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
     drain_in_slurm: Annotated[
         bool,
         typer.Option(
@@ -306,6 +334,7 @@ def slurm(
             heartbeat_s=heartbeat_s,
             confirm_s=confirm_s,
             drain_in_slurm=drain_in_slurm,
+            checkpoint_every_s=checkpoint_every_s or None,
         )
 
     _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)

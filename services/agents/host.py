@@ -5,8 +5,9 @@ every reader of LiveState: every topic it needs from the first offset still ther
 and liveness signals included, for the last time a run it cannot recover was seen), partitions
 merged by event time up to each partition's end, each kept in offset order, so that a node is
 known before the work placed on it. It first reads to the end offsets seen on start, then
-keeps following with the same follower (no consumer group: the state is rebuilt from the log
-every start, nothing is committed).
+keeps following with the same follower (no consumer group, nothing is committed: the state is
+the fold of the log, rebuilt on every start from the latest checkpoint of it, or from the first
+offset).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from events.envelope import Envelope
 from services.agents.adapter import ClusterAdapter
 from services.agents.agent import CATCH_UP_TOPICS, ClusterAgent
 from services.agents.cadence import DEFAULT_CONFIRM_S
+from services.bus.checkpoints import KafkaCheckpoints
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
+from services.runtime.fold_checkpoints import FoldCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +57,41 @@ def run_on_kafka(
     should_stop: Callable[[], bool],
     *,
     poll_s: float = 0.2,
+    checkpoint_every_s: float | None = None,
 ) -> None:
-    """Catch ``agent`` up with the log, then run its loop until ``should_stop()``."""
-    follower = LogFollower(bootstrap, CATCH_UP_TOPICS, topics, eager=True)
+    """Catch ``agent`` up with the log, then run its loop until ``should_stop()``. With
+    ``checkpoint_every_s``: from the latest checkpoint of its fold (then only the log's tail),
+    saving one that often (and at once after a catch-up from the first offset)."""
+    checkpoints, start = _restore(agent, bootstrap, topics, checkpoint_every_s)
+    follower = LogFollower(bootstrap, CATCH_UP_TOPICS, topics, eager=True, start=start)
+
+    def after_step() -> None:
+        if checkpoints is not None and checkpoints.due():
+            checkpoints.save(agent.state, follower.positions)
+
     try:
         # folded as it is read (never the whole log in memory at once)
         history = (d.envelope for batch in follower.catch_up_in_batches() for d in batch)
-        agent.run(follower, should_stop, poll_s=poll_s, history=history)
+        agent.run(follower, should_stop, poll_s=poll_s, history=history, after_step=after_step)
     finally:
         follower.close()
+
+
+def _restore(
+    agent: ClusterAgent, bootstrap: str, topics: Topics, every_s: float | None
+) -> tuple[FoldCheckpoints | None, dict[tuple[str, int], int] | None]:
+    """The agent's fold from its latest checkpoint (one per cluster), and where the log's tail
+    starts; or no checkpoints at all."""
+    if not every_s:
+        return None, None
+    name = f"agent-{agent.cluster}"
+    checkpoints = FoldCheckpoints(KafkaCheckpoints(bootstrap, topics, name), every_s, name=name)
+    restored = checkpoints.restore()
+    if restored is None:
+        checkpoints.due_now()  # the whole log is about to be read: keep it once read
+        return checkpoints, None
+    agent.state = restored.state
+    return checkpoints, dict(restored.positions)
 
 
 def serve(
@@ -76,6 +105,7 @@ def serve(
     heartbeat_s: float = 10.0,
     confirm_s: float = DEFAULT_CONFIRM_S,
     poll_s: float = 0.2,
+    checkpoint_every_s: float | None = None,
 ) -> ClusterAgent:
     """An agent for ``adapter`` publishing to ``bootstrap``, run until ``should_stop()``."""
     publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
@@ -88,7 +118,14 @@ def serve(
         confirm_s=confirm_s,
     )
     try:
-        run_on_kafka(agent, bootstrap, topics, should_stop, poll_s=poll_s)
+        run_on_kafka(
+            agent,
+            bootstrap,
+            topics,
+            should_stop,
+            poll_s=poll_s,
+            checkpoint_every_s=checkpoint_every_s,
+        )
     finally:
         publisher.close()
     return agent

@@ -254,6 +254,7 @@ def serve_slurm(
     confirm_s: float = DEFAULT_CONFIRM_S,
     drain_in_slurm: bool = False,
     poll_s: float = 0.2,
+    checkpoint_every_s: float | None = None,
 ) -> SlurmAgent:
     """A Slurm agent publishing to ``bootstrap``, run until ``should_stop()``."""
     publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
@@ -267,7 +268,14 @@ def serve_slurm(
         drain_in_slurm=drain_in_slurm,
     )
     try:
-        run_on_kafka(agent, bootstrap, topics, should_stop, poll_s=poll_s)
+        run_on_kafka(
+            agent,
+            bootstrap,
+            topics,
+            should_stop,
+            poll_s=poll_s,
+            checkpoint_every_s=checkpoint_every_s,
+        )
     finally:
         publisher.close()
     return agent

@@ -43,7 +43,7 @@ def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> 
 
 
 class AgentThread:
-    def __init__(self, bus: KafkaBus) -> None:
+    def __init__(self, bus: KafkaBus, checkpoint_every_s: float | None = None) -> None:
         self.agent = ClusterAgent(
             SimulatedAdapter(simulated_nodes(CLUSTER, 2, 4, "h100")),
             bus.publisher(),
@@ -57,7 +57,12 @@ class AgentThread:
         def run() -> None:
             try:
                 run_on_kafka(
-                    self.agent, bus.broker.bootstrap, bus.topics, self._stop.is_set, poll_s=0.1
+                    self.agent,
+                    bus.broker.bootstrap,
+                    bus.topics,
+                    self._stop.is_set,
+                    poll_s=0.1,
+                    checkpoint_every_s=checkpoint_every_s,
                 )
             except BaseException as error:  # surfaced by stop()
                 self.errors.append(error)
@@ -165,3 +170,39 @@ def test_the_simulated_agent_runs_a_placed_workload_through_kafka(bus: KafkaBus)
     assert len(_published(bus, WorkloadFinished)) == 1
     assert len(_published(bus, NodeRegistered)) == 2
     assert second.agent.published["registered"] == 0
+
+
+def test_a_restarted_agent_reads_only_the_tail_after_its_checkpoint(bus: KafkaBus) -> None:
+    """Issue 23: an agent killed on a long history is back from the latest checkpoint of its
+    fold (saved as soon as its first catch-up ended), reading only what came after it."""
+    from services.bus.checkpoints import KafkaCheckpoints
+
+    now = datetime.now(UTC)
+    publisher = bus.publisher()
+    for n in range(50):
+        submission = WorkloadSubmitted(
+            workload_id=f"c{n}",
+            budget="lab/a",
+            pools=(POOL,),
+            gpus=1,
+            min_runtime_s=60,
+            submitter="bo",
+        )
+        publisher.publish(new_event(submission, source="tests", time=now))
+    publisher.flush()
+    store = KafkaCheckpoints(bus.broker.bootstrap, bus.topics, f"agent-{CLUSTER}")
+    first = AgentThread(bus, checkpoint_every_s=3600)
+    try:
+        _wait(lambda: first.agent.started, "the first catch-up")
+        _wait(lambda: store.load() is not None, "its checkpoint, saved once caught up")
+    finally:
+        first.stop()
+    assert first.agent.caught_up_events >= 50
+    second = AgentThread(bus, checkpoint_every_s=3600)
+    try:
+        _wait(lambda: second.agent.started, "the restart's catch-up")
+        assert second.agent.state.cluster.workloads.keys() >= {f"c{n}" for n in range(50)}
+    finally:
+        second.stop()
+    assert second.agent.caught_up_events < first.agent.caught_up_events
+    assert second.agent.published["registered"] == 0, "its nodes came with the checkpoint"
