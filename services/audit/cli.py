@@ -74,10 +74,23 @@ def audit_replay(
             "none of which can change a charge); the live topics are always read strictly",
         ),
     ] = False,
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="audit one closed period only (2026-11, 2026-11-05 or 2026-11-05T13; needs "
+            "--kafka): re-derived from where it opened and its own facts, its seal and its "
+            "chain to the previous seal checked",
+        ),
+    ] = None,
 ) -> None:
     """Recompute every charge from the facts and compare, entry by entry, with the charges
-    recorded in the log (or stored in the read models, with --database-url)."""
+    recorded in the log (or stored in the read models, with --database-url; or one closed
+    period's, with --period)."""
     from services.audit.sources import audit_log
+
+    if period is not None:
+        _audit_period(period, kafka, topic_prefix)
+        return
 
     result = audit_log(_log(events, kafka, topic_prefix, strict), database_url)
     for bad in result.bad_lines:
@@ -93,6 +106,25 @@ def audit_replay(
         console.print("identical")
         return
     raise typer.Exit(1)
+
+
+def _audit_period(period: str, kafka: str | None, topic_prefix: str) -> None:
+    from events import Topics
+    from services.audit.period import audit_period
+    from services.audit.period_report import report_lines
+
+    if not kafka:
+        err_console.print("[red]--period needs --kafka BOOTSTRAP[/] (the seals are on the log)")
+        raise typer.Exit(2)
+    try:
+        result = audit_period(kafka, Topics(prefix=topic_prefix), period)
+    except ValueError as error:
+        err_console.print(f"[red]--period:[/] {error}")
+        raise typer.Exit(2) from error
+    for line in report_lines(result):
+        console.print(line, highlight=False, soft_wrap=True)
+    if not result.identical:
+        raise typer.Exit(1)
 
 
 from services.audit.decisions_cli import audit_decisions  # noqa: E402
