@@ -24,6 +24,7 @@ would: ``fairshare audit replay`` (every charge re-derived) and ``fairshare audi
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -262,8 +263,9 @@ def _charge_to_the_end(bootstrap: str, topics: Topics, directory: Path, report: 
     log_path = directory / "logs" / "charging-settle.log"
     command = [sys.executable, "-m", "services.cli", "charging", "--kafka", bootstrap]
     command += ["--topic-prefix", topics.prefix]
+    env = {**os.environ, "FAIRSHARE_LOG_LEVEL": "INFO"}  # its caught-up line is an info
     with log_path.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 300
         while not _CAUGHT_UP.search(_since(log_path, 0)):
