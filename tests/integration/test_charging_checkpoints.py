@@ -32,9 +32,10 @@ def test_charging_restarts_from_its_checkpoint_and_reads_only_the_tail(bus: Kafk
 
     _publish(bus, first)
     saver = kafka_charging_host(bootstrap, bus.topics, **options)
-    _run_until(saver, len(_expected(first)))  # it saves a checkpoint as it stops
+    # it saves a checkpoint once it has caught up from the first offset, and as it stops
+    _run_until(saver, len(_expected(first)))
     assert saver.checkpoints is not None
-    assert saver.checkpoints.saved == 1
+    assert 1 <= saver.checkpoints.saved <= 2
 
     # A run that publishes the second batch's charges and is killed before any checkpoint
     # (one that never saves: the checkpoint stays the first run's).
