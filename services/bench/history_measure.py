@@ -176,19 +176,24 @@ class ProjectorReady:
 
 
 @contextlib.contextmanager
-def checkpoint_interval(seconds: float) -> Iterator[None]:
-    """The services' checkpoint interval (``--checkpoint-every-s``) through the environment
+def service_env(**settings: str) -> Iterator[None]:
+    """Settings of the services (``FAIRSHARE_CHECKPOINT_EVERY_S``, ...) through the environment
     they inherit from the bench."""
-    name = "FAIRSHARE_CHECKPOINT_EVERY_S"
-    before = os.environ.get(name)
-    os.environ[name] = str(seconds)
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def checkpoint_interval(seconds: float) -> contextlib.AbstractContextManager[None]:
+    """The services' checkpoint interval (``--checkpoint-every-s``)."""
+    return service_env(FAIRSHARE_CHECKPOINT_EVERY_S=str(seconds))
 
 
 def log_since(path: Path, offset: int) -> str:
@@ -264,6 +269,36 @@ def broker_bytes(broker_dir: Path, topics: Topics) -> dict[str, int]:
         if kind is not None:
             sizes[kind.value] += segment.stat().st_size
     return sizes
+
+
+def closed_period_audit(bootstrap: str, topics: Topics) -> dict[str, Any]:
+    """``fairshare audit replay --period`` of the latest period charging has sealed, timed
+    (its function, as the command runs it); the seals are found by reading the ledger (the
+    bench's cost, not the audit's)."""
+    from events.models import PeriodClosed
+    from services.audit.period import audit_period
+    from services.bus.export import read_to_end
+    from services.bus.records import check
+
+    sealed = []
+    for record in read_to_end(bootstrap, [topics.name(TopicKind.LEDGER)]):
+        envelope = getattr(check(record, topics), "envelope", None)
+        if envelope is not None and isinstance(envelope.data, PeriodClosed):
+            sealed.append(envelope.data.period)
+    if not sealed:
+        return {"period": None, "sealed": 0, "note": "no period closed yet in this history"}
+    result = audit_period(bootstrap, topics, max(sealed))
+    return {
+        "period": result.period,
+        "sealed": len(sealed),
+        "s": round(result.seconds, 3),
+        "identical": result.identical,
+        "from_checkpoint": result.from_checkpoint,
+        "facts": result.facts,
+        "ledger_records": result.ledger_records,
+        "charges": result.recorded,
+        "differences": result.differences[:5],
+    }
 
 
 def budgets_latency(url: str, requests: int = 50) -> dict[str, Any]:

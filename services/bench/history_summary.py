@@ -74,6 +74,9 @@ def _figures(histories: list[dict[str, Any]]) -> dict[str, list[float | None]]:
         figures[f"first_start_s.{service}"] = [
             h["services"][f"{service}_first_start"]["caught_up_s"] for h in histories
         ]
+    figures["closed_period_audit_s"] = [
+        (h.get("closed_period_audit") or {}).get("s") for h in histories
+    ]
     figures["budgets_p50_ms"] = [h["budgets_ms"]["p50"] for h in histories]
     figures["budgets_p99_ms"] = [h["budgets_ms"]["p99"] for h in histories]
     figures["charges_report_s"] = [h["charges_report"]["s"] for h in histories]
@@ -82,7 +85,11 @@ def _figures(histories: list[dict[str, Any]]) -> dict[str, list[float | None]]:
     return figures
 
 
-def _ratio(values: list[float | None]) -> float | None:
+def _ratio(values: list[float | None], skip_missing: bool = False) -> float | None:
+    """The longest history's figure over the shortest's (``skip_missing``: over the shortest
+    that has one: a day's history has no closed period yet)."""
+    if skip_missing:
+        values = [v for v in values if v is not None]
     if len(values) < 2 or values[0] is None or values[-1] is None or values[0] <= 0:
         return None
     return round(values[-1] / values[0], 2)
@@ -104,7 +111,7 @@ def _verdict(name: str, values: list[float | None], ratio: float | None) -> dict
         verdict["target"] = limit
         verdict["met"] = worst is not None and worst <= limit
         verdict["worst_over_target"] = None if worst is None else round(worst / limit, 2)
-    if name.startswith(("restart_s.", "peak_rss_mb.")):
+    if name.startswith(("restart_s.", "peak_rss_mb.")) or name == "closed_period_audit_s":
         verdict["ratio_target"] = TARGET_RATIO
         # one history has no ratio: not judged (None), neither met nor missed
         verdict["ratio_met"] = None if ratio is None else ratio <= TARGET_RATIO
@@ -122,7 +129,7 @@ def summarize(histories: list[dict[str, Any]], nodes: int) -> dict[str, Any]:
     table: dict[str, Any] = {}
     missed = []
     for name, values in _figures(histories).items():
-        ratio = _ratio(values)
+        ratio = _ratio(values, skip_missing=name == "closed_period_audit_s")
         row: dict[str, Any] = {
             "by_history": dict(zip(lengths, values, strict=True)),
             "ratio_longest_to_shortest": ratio,
@@ -139,8 +146,17 @@ def summarize(histories: list[dict[str, Any]], nodes: int) -> dict[str, Any]:
         "histories": lengths,
         "records": {h["history"]: h["generated"]["records"] for h in histories},
         "figures": table,
-        "closed_period_audit": "not built: closed periods do not exist yet",
+        "closed_period_audit": {h["history"]: h.get("closed_period_audit") for h in histories},
         "rejected_facts": rejected,
-        "missed": [*missed, "closed_period_audit"],
+        "missed": [*missed, *_audits_not_identical(histories)],
         "machine": {"cpus": os.cpu_count(), "load_avg_1m_end": round(os.getloadavg()[0], 2)},
     }
+
+
+def _audits_not_identical(histories: list[dict[str, Any]]) -> list[str]:
+    """A closed period whose audit found differences is a miss, whatever it cost."""
+    return [
+        f"closed_period_audit.{h['history']}"
+        for h in histories
+        if (h.get("closed_period_audit") or {}).get("identical") is False
+    ]

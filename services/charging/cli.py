@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from events.times import DEFAULT_WINDOW_S
 from services.runtime.cli_options import (
     CheckpointEveryOption,
     KafkaOption,
@@ -36,10 +37,21 @@ def charging(
     period_length: Annotated[
         str,
         typer.Option(
+            envvar="FAIRSHARE_PERIOD_LENGTH",
             help="the ledger's closed periods: month (default), or day or hour (tests, "
-            "benches); each is sealed once the horizon has passed its end (docs/design.md 4.5)"
+            "benches); each is sealed once the horizon has passed its end (docs/design.md 4.5)",
         ),
     ] = "month",
+    horizon_s: Annotated[
+        int,
+        typer.Option(
+            envvar="FAIRSHARE_CHARGING_HORIZON_S",
+            min=3600,
+            help="a run's charges are final this long after its end: it leaves the fold, and "
+            "a period is sealed once the horizon has passed its end (default: a week, the "
+            "usage window; shorter for tests and benches)",
+        ),
+    ] = DEFAULT_WINDOW_S,
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics
@@ -67,13 +79,22 @@ def charging(
     every = checkpoint_every_s or None
     if instance is not None:
         shard = kafka_charging_shard(
-            bootstrap, topics, instance, checkpoint_every_s=every, period_length=period_length
+            bootstrap,
+            topics,
+            instance,
+            checkpoint_every_s=every,
+            period_length=period_length,
+            horizon_s=horizon_s,
         )
         group = shard.membership.group
         console.print(f"charging shard {instance} from {bootstrap} (group {group}); Ctrl-C stops")
     else:
         shard = kafka_charging_host(
-            bootstrap, topics, checkpoint_every_s=every, period_length=period_length
+            bootstrap,
+            topics,
+            checkpoint_every_s=every,
+            period_length=period_length,
+            horizon_s=horizon_s,
         )
         console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
     with stop_requested_on_signals() as stop:

@@ -208,6 +208,9 @@ def _fake(length: str, restart: float, rss: float, p99: float, disk: int) -> dic
             {"heartbeats": disk, "liveness": 30 * disk, "usage": 1000}, parse_length(length), 2
         ),
         "rejected_facts": {"api_rejected": 0, "in_service_logs": {"scheduler": 1}},
+        "closed_period_audit": (
+            {"period": None} if length == "1h" else {"s": 1.0, "identical": length != "1w"}
+        ),
     }
 
 
@@ -231,7 +234,9 @@ def test_the_summary_puts_each_figure_against_its_target() -> None:
     broker = _fake("1d", 40.0, 120, 90, 240_000)["broker"]
     assert broker["transient_gb_per_day_1000_nodes"] == 3.6
     assert "restart_s.charging" in summary["missed"]
-    assert "closed_period_audit" in summary["missed"]
+    audit = figures["closed_period_audit_s"]
+    assert audit["by_history"] == {"1h": None, "1d": 1.0}
+    assert "closed_period_audit.1d" not in summary["missed"]
     assert "budgets_p99_ms" not in summary["missed"]
     assert summary["rejected_facts"] == {"1h": 1, "1d": 1}
 
@@ -256,3 +261,17 @@ def test_the_end_places_and_starts_only_what_was_submitted_by_then() -> None:
         state.apply(envelope)
     assert (state.rejected, state.waiting) == ([], [])
     assert "pending" not in {w.status for w in state.cluster.workloads.values()}
+
+
+def test_the_closed_period_audit_is_judged_from_the_first_history_that_has_one() -> None:
+    histories = [
+        _fake("1h", 2.0, 100, 40, 10_000),
+        _fake("1d", 2.0, 100, 40, 240_000),
+        _fake("1w", 2.0, 100, 40, 1_680_000),
+    ]
+    histories[2]["closed_period_audit"] = {"s": 1.2, "identical": False}
+    summary = summarize(histories, 2)
+    audit = summary["figures"]["closed_period_audit_s"]
+    assert audit["ratio_longest_to_shortest"] == 1.2
+    assert audit["ratio_met"] is True
+    assert summary["missed"] == ["closed_period_audit.1w"]
