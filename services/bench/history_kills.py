@@ -29,6 +29,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,17 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
         try:
             partitions = ensure_topics(broker.bootstrap, topics)
             bench = HistoryBenchConfig(nodes=config.nodes, gpus_per_node=config.gpus_per_node)
-            _, written = write_history(bench, config.length, topics, partitions, publisher, report)
+            generator, written = write_history(
+                bench, config.length, topics, partitions, publisher, report
+            )
+            written_until = generator.now
         finally:
             publisher.close()
         result: dict[str, Any] = {"history": config.length, "generated": written}
         with checkpoint_interval(config.checkpoint_every_s):
             result.update(_kills_on_stack(config, broker.bootstrap, topics, directory, report))
-        result.update(_settle_and_audit(broker.bootstrap, topics, directory, report))
+        live_from = datetime.fromtimestamp(written_until, UTC)
+        result.update(_settle_and_audit(broker.bootstrap, topics, directory, live_from, report))
     finally:
         broker.stop()
     result["ok"] = bool(
@@ -228,9 +233,11 @@ def _ends(bootstrap: str, topics: Topics) -> dict[tuple[str, int], int]:
 
 
 def _settle_and_audit(
-    bootstrap: str, topics: Topics, directory: Path, report: Report
+    bootstrap: str, topics: Topics, directory: Path, live_from: datetime, report: Report
 ) -> dict[str, Any]:
-    """Charging once more, alone, until it has read every fact; then both audits."""
+    """Charging once more, alone, until it has read every fact; then both audits: every
+    charge, and every pass the stack's schedulers made (the history's were the generator's,
+    not this policy's: they are folded as stated)."""
     from services.audit.decisions_live import audit_live_decisions
     from services.audit.replay import replay
     from services.audit.sources import deliveries_from_kafka
@@ -238,7 +245,7 @@ def _settle_and_audit(
     _charge_to_the_end(bootstrap, topics, directory, report)
     deliveries, invalid = deliveries_from_kafka(bootstrap, topics)
     charges = replay(d.envelope for d in deliveries)
-    decisions = audit_live_decisions(deliveries)
+    decisions = audit_live_decisions(deliveries, since=live_from)
     report(
         f"audit: {charges.recorded_count} charges recorded, {charges.recomputed_count} "
         f"recomputed, {len(charges.differences)} differences; decisions: {decisions.passes} "

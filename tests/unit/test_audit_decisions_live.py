@@ -131,3 +131,30 @@ def test_a_pass_decided_on_a_cut_that_hides_a_fact_fails(log: Log) -> None:
     tampered = deliveries[place].envelope.model_copy(update={"data": forged})
     deliveries[place] = Delivery(tampered, deliveries[place].position)
     assert "re-derived" in {p.rule for p in audit_live_decisions(deliveries).problems}
+
+
+def test_passes_before_since_are_folded_as_stated_and_the_later_ones_checked(log: Log) -> None:
+    """A history written by a generator (``fairshare bench kills``) was not decided by this
+    policy: with ``since`` its passes are folded as the facts they stated, and only the passes
+    from then on are re-derived. A forged pass before ``since`` is not judged; after, it is."""
+    deliveries = as_live(log)
+    commands = [i for i, d in enumerate(deliveries) if isinstance(d.envelope.data, PlaceCommand)]
+    middle = deliveries[commands[len(commands) // 2]].envelope.time
+    clean = audit_live_decisions(deliveries, since=middle)
+    assert clean.problems == []
+    assert clean.not_checked > 0
+    assert 0 < clean.passes < audit_live_decisions(deliveries).passes
+
+    def forge(index: int) -> list[Delivery]:
+        changed = list(deliveries)
+        command = changed[index].envelope.data
+        assert isinstance(command, PlaceCommand)
+        reason = command.decision.model_copy(update={"reason": "forged"})
+        forged = command.model_copy(update={"decision": reason})
+        envelope = changed[index].envelope.model_copy(update={"data": forged})
+        changed[index] = Delivery(envelope, changed[index].position)
+        return changed
+
+    early, late = commands[1], commands[-2]
+    assert audit_live_decisions(forge(early), since=middle).problems == []
+    assert audit_live_decisions(forge(late), since=middle).problems != []
