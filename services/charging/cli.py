@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from events.times import DEFAULT_WINDOW_S
 from services.runtime.cli_options import (
     CheckpointEveryOption,
     KafkaOption,
@@ -43,7 +42,7 @@ def charging(
         ),
     ] = "month",
     horizon_s: Annotated[
-        int,
+        int | None,
         typer.Option(
             envvar="FAIRSHARE_CHARGING_HORIZON_S",
             min=3600,
@@ -51,7 +50,7 @@ def charging(
             "a period is sealed once the horizon has passed its end (default: a week, the "
             "usage window; shorter for tests and benches)",
         ),
-    ] = DEFAULT_WINDOW_S,
+    ] = None,
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics
@@ -73,7 +72,10 @@ def charging(
     if period_length not in LENGTHS:
         err_console.print(f"[red]--period-length:[/] one of {', '.join(LENGTHS)}")
         raise typer.Exit(2)
+    from events.times import DEFAULT_WINDOW_S
     from services.charging.kafka import kafka_charging_host, kafka_charging_shard
+
+    horizon_s = DEFAULT_WINDOW_S if horizon_s is None else horizon_s
     from services.runtime.signals import stop_requested_on_signals
 
     every = checkpoint_every_s or None
