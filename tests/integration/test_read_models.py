@@ -329,3 +329,32 @@ def test_migration_0005_builds_the_histograms_of_projected_intervals(
     assert _histograms(old) == _histograms(kept)
     kept.dispose()
     old.dispose()
+
+
+def test_whole_hours_read_summed_give_the_figures_of_every_charge(
+    engine: Engine, deliveries: list[Delivery]
+) -> None:
+    """On both backends: the database sums a bin's hours (one CASE branch per span) and the
+    figures equal those read charge by charge and interval by interval."""
+    from events.times import DAY, HOUR
+    from projections.figures import Bins, pool_figures
+    from services.reports.history import pool_histories
+    from services.reports.window import read_tree, window_figures
+
+    SqlProjector(engine).apply(deliveries)
+    first = min(int(d.envelope.time.timestamp()) for d in deliveries) // HOUR * HOUR
+    for bins in (
+        Bins.one(float(first), float(first + 7 * DAY + 1234)),
+        Bins(tuple(float(first + i * 6 * HOUR) for i in range(29)), float(first + 7 * DAY - 99)),
+    ):
+        summed = window_figures(engine, bins)
+        with engine.connect() as connection:
+            tree = read_tree(connection)
+            exact = pool_histories(connection, bins.bounds[0], bins.stop)
+        assert any(f.total.owed_total > 0 for f in summed.pools.values()), "something was owed"
+        for pool, figures in summed.pools.items():
+            other = pool_figures(exact[pool], tree, bins, tree.leaves())
+            for budget, series in other.budgets.items():
+                mine = figures.budgets[budget]
+                for a, b in zip(mine.columns(), series.columns(), strict=True):
+                    assert a == pytest.approx(b, rel=1e-9, abs=1e-6), (pool, budget)
