@@ -147,6 +147,9 @@ class LiveState:
     beyond_horizon: int = 0
     #: Ended workloads forgotten so far, and the tidying period of ``latest_time`` last tidied in.
     forgotten: int = 0
+    #: Ended work that ended before this instant has left memory (the horizon at the last
+    #: tidying; what ended since is all still here).
+    forgotten_before: float = float("-inf")
     _tidied_day: int = field(default=0, init=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -195,6 +198,7 @@ class LiveState:
         from the same state the leader had)."""
         self._tidied_day = int(self.latest_time // self._tidy_every_s)
         horizon = self.horizon
+        self.forgotten_before = max(self.forgotten_before, horizon)
         self.event_ids.forget_before(horizon)
         for workload_id in self.cluster.forget_ended_before(horizon):
             self.forgotten += 1

@@ -229,6 +229,9 @@ def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.
             earlier = app.submissions.unseen(workload_id)
             if earlier is None:
                 check_submission(state, who, body, app.clock())
+            forgot_some = state.forgotten_before > float("-inf")
+        if earlier is None and forgot_some:
+            _not_forgotten(app, workload_id)
         if earlier is not None:
             _same_submission(earlier.model_dump(), data)
             return Result(Outcome.ACCEPTED, m.AlreadyAccepted(workload_id=workload_id))
@@ -281,6 +284,19 @@ def _fields(workload: WorkloadState) -> dict[str, Any]:
         "submitter": workload.submitter,
         "spec": workload.spec,
     }
+
+
+def _not_forgotten(app: Application, workload_id: str) -> None:
+    """A workload id is for ever: one the view has forgotten (its work ended a window ago) is
+    still taken, as the read models show."""
+    from services.api.past_work import past_workload
+
+    past = past_workload(app.read_model_engine(), workload_id)
+    if past is not None:
+        raise Conflict(
+            f"workload {workload_id} was already submitted (it ended {past.ended_at}); "
+            "choose a new workload_id"
+        )
 
 
 def _same_submission(existing: dict[str, Any], data: WorkloadSubmitted) -> None:

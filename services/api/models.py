@@ -176,6 +176,9 @@ class WorkloadView(Answer):
     #: (unallocated) GPU-seconds, as far as the ledger has posted them.
     charged_gpu_s: int = 0
     burst_gpu_s: int = 0
+    #: It ended before the live window: answered from the read models, which keep no spec,
+    #: placement or exit code (the log does: ``fairshare audit explain``).
+    archived: bool = False
 
 
 class WorkloadList(Answer):

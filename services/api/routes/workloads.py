@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from services.api import application, queries
 from services.api.application import Outcome
 from services.api.deps import Context, User
-from services.api.errors import Invalid
+from services.api.errors import Invalid, NotFound
 from services.api.models import (
     CancelAnswer,
     CancelRequest,
@@ -21,6 +21,7 @@ from services.api.models import (
     WorkloadStatus,
     WorkloadView,
 )
+from services.api.past_work import past_history, past_workload
 from services.reports.periods import parse_time
 
 router = APIRouter(tags=["workloads"])
@@ -96,16 +97,37 @@ def history(
         raise Invalid("since", str(error), location="query", user=who.user) from error
     now = ctx.clock()
     with ctx.view.read() as state:
-        return queries.history(
+        live = queries.history(
             state, now, budget=budget, submitter=submitter, pool=pool, since=start, limit=limit
         )
+        forgotten_before = state.forgotten_before
+    if start is not None and start >= forgotten_before:
+        return live
+    # what the view forgot (ended before it last tidied) comes after all it holds
+    total, past = past_history(
+        ctx.read_model_engine(),
+        before=forgotten_before,
+        budget=budget,
+        submitter=submitter,
+        pool=pool,
+        since=start,
+        limit=limit - len(live.workloads),
+    )
+    return WorkloadList(total=live.total + total, workloads=[*live.workloads, *past])
 
 
 @router.get("/workloads/{workload_id}")
 def get_workload(workload_id: str, who: User, ctx: Context) -> WorkloadView:
+    """A workload; one that ended before the live window, from the read models (archived)."""
     now = ctx.clock()
     with ctx.view.read() as state:
-        return queries.workload_view(state, queries.workload_or_404(state, workload_id), now)
+        workload = state.cluster.workloads.get(workload_id)
+        if workload is not None:
+            return queries.workload_view(state, workload, now)
+    past = past_workload(ctx.read_model_engine(), workload_id)
+    if past is None:
+        raise NotFound(f"unknown workload {workload_id!r}")
+    return past
 
 
 @router.post("/workloads/{workload_id}/cancel")

@@ -1,0 +1,139 @@
+"""Work that ended before the live view's horizon, as the read models keep it.
+
+The API's view forgets work a window and a day after it ended
+(``projections.live_state.FORGET_AFTER_S``): a view that kept every workload ever submitted
+grew with the fleet's age. The projector's read models keep it, so ``GET /workloads/{id}`` and
+``/history`` answer from them for what the view no longer holds, and a submission cannot take
+the id of work the view forgot. What the read models do not keep (the spec, the placement, the
+exit code) is in the log: ``fairshare audit explain <workload>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine, case, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.api import models as m
+from services.api.sentences import iso
+from services.read_models.tables import ledger_entries, workloads
+
+
+def past_workload(engine: Engine | None, workload_id: str) -> m.WorkloadView | None:
+    """``workload_id`` as the read models have it, or None (unknown there, or no read models)."""
+    found = _views(engine, workloads.c.workload_id == workload_id, limit=1)
+    return found[0] if found else None
+
+
+def past_history(
+    engine: Engine | None,
+    *,
+    before: float,
+    budget: str | None,
+    submitter: str | None,
+    pool: str | None,
+    since: float | None,
+    limit: int,
+) -> tuple[int, list[m.WorkloadView]]:
+    """Work that ended before ``before`` (what the view has forgotten), the latest end first,
+    filtered as ``/history`` filters; how many match, and the first ``limit``."""
+    conditions: list[Any] = [
+        workloads.c.ended_at.is_not(None),
+        workloads.c.ended_at < int(before),
+        workloads.c.status.in_(("succeeded", "failed", "cancelled", "preempted", "lost")),
+    ]
+    if since is not None:
+        conditions.append(workloads.c.ended_at >= int(since))
+    if budget is not None:
+        conditions.append(
+            (workloads.c.budget == budget) | workloads.c.budget.startswith(budget + "/")
+        )
+    if submitter is not None:
+        conditions.append(workloads.c.submitter == submitter)
+    if pool is not None:
+        conditions.append(workloads.c.pool == pool)
+    if engine is None or before == float("-inf"):
+        return 0, []
+    try:
+        with engine.connect() as connection:
+            total = (
+                connection.scalar(select(func.count()).select_from(workloads).where(*conditions))
+                or 0
+            )
+    except SQLAlchemyError:
+        return 0, []
+    return int(total), _views(engine, *conditions, limit=limit)
+
+
+def _views(engine: Engine | None, *conditions: Any, limit: int) -> list[m.WorkloadView]:
+    if engine is None:
+        return []
+    query = (
+        select(workloads)
+        .where(*conditions)
+        .order_by(workloads.c.ended_at.desc(), workloads.c.workload_id)
+        .limit(limit)
+    )
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(query).mappings().all()
+            charged = _charged(connection, [row["workload_id"] for row in rows])
+    except SQLAlchemyError:  # no read models yet (a fresh database): nothing archived
+        return []
+    return [_view(row, charged.get(row["workload_id"], {})) for row in rows]
+
+
+def _charged(connection: Any, ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """GPU-seconds charged per workload and kind, corrections included (a reversal debits
+    capacity: it subtracts), as the view's totals count them."""
+    if not ids:
+        return {}
+    signed = case(
+        (ledger_entries.c.debit_account.startswith("capacity:"), -ledger_entries.c.gpu_seconds),
+        else_=ledger_entries.c.gpu_seconds,
+    )
+    query = (
+        select(ledger_entries.c.workload_id, ledger_entries.c.kind, func.sum(signed))
+        .where(ledger_entries.c.workload_id.in_(ids))
+        .group_by(ledger_entries.c.workload_id, ledger_entries.c.kind)
+    )
+    totals: dict[str, dict[str, int]] = {}
+    for workload_id, kind, seconds in connection.execute(query):
+        totals.setdefault(workload_id, {})[kind] = int(seconds or 0)
+    return totals
+
+
+def _view(row: Any, charged: dict[str, int]) -> m.WorkloadView:
+    started, ended = row["started_at"], row["ended_at"]
+    elapsed = None if started is None or ended is None else max(0, int(ended - started))
+    return m.WorkloadView(
+        workload_id=row["workload_id"],
+        budget=row["budget"],
+        submitter=row["submitter"],
+        status=row["status"],
+        pools=list(row["pools"]),
+        gpus=row["gpus"],
+        gang=row["gang"],
+        min_runtime_s=row["min_runtime_s"],
+        allocated=row["min_runtime_s"] > 0,
+        resumable=row["resumable"],
+        priority=row["priority"],
+        spec={},
+        attempt=row["attempt"],
+        pool=row["pool"],
+        placement=[],
+        submitted_at=iso(float(row["submitted_at"])),
+        placed_at=None,
+        started_at=iso(None if started is None else float(started)),
+        contract_ends_at=None,
+        preempting=False,
+        cancel_requested=bool(row["cancel_requested"]),
+        preemptions=row["preemptions"],
+        ended_at=iso(None if ended is None else float(ended)),
+        archived=True,
+        elapsed_s=elapsed,
+        charged_gpu_s=charged.get("allocated", 0),
+        burst_gpu_s=charged.get("unallocated", 0),
+    )
