@@ -42,6 +42,7 @@ from events.models.ledger import parse_charge_id
 from events.positions import Delivery
 from events.times import HOUR
 from projections.figures import wanted_gpus
+from services.read_models import usage_upkeep
 from services.read_models.demand_upkeep import Change, apply_changes
 from services.read_models.tables import (
     budget_weights,
@@ -175,6 +176,7 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
     )
     inserted = set(connection.execute(statement, list(rows.values())).scalars())
     _charged_until(connection, [by_id[c] for c in sorted(inserted)])
+    usage_upkeep.add_entries(connection, _insert, inserted)
     usage: dict[tuple[str, str, int], list[int]] = {}
     for charge_id in inserted:
         charge = by_id[charge_id]
@@ -371,7 +373,7 @@ def _both(*effects: Effect) -> Effect:
 
 
 def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) -> None:
-    connection.execute(
+    created = connection.execute(
         _insert(connection, workloads)
         .values(
             workload_id=e.workload_id,
@@ -389,7 +391,10 @@ def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) 
             preemptions=0,
         )
         .on_conflict_do_nothing(index_elements=["workload_id"])
-    )
+        .returning(workloads.c.workload_id)
+    ).first()
+    if created is not None:  # charges read ahead of it move to its submitter
+        usage_upkeep.submitted(connection, _insert, e.workload_id, e.submitter)
 
 
 def _workload_update(

@@ -9,6 +9,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
@@ -176,6 +177,8 @@ decision_records = Table(
     Column("preemptor", String(256)),
     Column("record", JSON, nullable=False),
     Column("event_time", BigInteger, nullable=False, index=True),
+    #: A report reads the preemptions of its range, not every decision in it.
+    Index("ix_decision_records_kind_event_time", "kind", "event_time"),
 )
 
 #: Per pool, leaf budget and hour: how many seconds its allocated work wanted how many GPUs
@@ -201,4 +204,23 @@ demand_levels = Table(
     Column("budget", String(512), primary_key=True),
     Column("level", BigInteger, nullable=False),
     Column("since", BigInteger, nullable=False),
+)
+
+#: Per report period (``kind``: hour, day, week, month; ``period_start``), pool, leaf budget,
+#: submitter and line (``correction``): GPU-seconds the ledger charged allocated and free, and
+#: how many workloads have entries there (:mod:`projections.period_usage`). Kept by the
+#: projector in the transaction that inserts the entries, so that a report reads periods x
+#: budgets x pools rows, not every entry of its range.
+period_usage = Table(
+    "period_usage",
+    metadata,
+    Column("kind", String(8), primary_key=True),
+    Column("period_start", BigInteger, primary_key=True),
+    Column("pool", String(128), primary_key=True),
+    Column("budget", String(512), primary_key=True),
+    Column("submitter", String(256), primary_key=True),
+    Column("correction", Boolean, primary_key=True),
+    Column("allocated_gpu_s", BigInteger, nullable=False),
+    Column("unallocated_gpu_s", BigInteger, nullable=False),
+    Column("workloads", BigInteger, nullable=False),
 )

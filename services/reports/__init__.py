@@ -35,7 +35,7 @@ def build_report(
         periods.check_span(start, end, period)
     lo = None if start is None else periods.floor(start, period)
     hi = None if end is None else periods.ceil(end, period)
-    snapshot = load(engine, lo, hi)
+    snapshot = load(engine, period, lo, hi)
     if name == "charges":
         return compute.charges(snapshot, period, lo, hi, pool=pool, budget=budget)
     if name == "utilisation":

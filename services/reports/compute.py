@@ -22,6 +22,7 @@ from events.times import HOUR
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.figures import Bins, PoolHistory, pool_figures
 from services.reports import periods
+from services.reports.charged import Usage
 from services.reports.model import Column, Report, Value
 from services.reports.periods import Period
 from services.reports.source import Snapshot
@@ -105,11 +106,9 @@ def report_range(
     """``[start, end)`` on period boundaries; by default from the first ledger bucket or
     submission to the horizon. None when the read models are empty."""
     if start is None:
-        candidates = [e.bucket_start for e in snap.entries]
-        candidates += [w.submitted_at for w in snap.workloads.values()]
-        if not candidates:
+        if snap.first is None:
             return None
-        start = min(candidates)
+        start = snap.first
     if end is None:
         if snap.horizon is None:
             return None
@@ -155,41 +154,27 @@ def build_tree(snap: Snapshot) -> BudgetTree:
     return tree_of(snap.budgets, snap.weights)
 
 
-def _preemption_pool(snap: Snapshot, workload_id: str, attempt: int) -> str | None:
-    pools = snap.charged_pools.get((workload_id, attempt)) or snap.workload_pools.get(workload_id)
-    if pools:
-        return min(pools)
-    workload = snap.workloads.get(workload_id)
-    return workload.pools[0] if workload is not None and workload.pools else None
-
-
 def _preemptions(snap: Snapshot, key: PeriodKey) -> dict[tuple[int, str, str, str], int]:
-    """(period start, pool, budget, submitter) -> preemptions suffered (cancellations are the
-    submitter's own doing and not counted)."""
+    """(period start, pool, budget, submitter) -> preemptions suffered."""
     counts: dict[tuple[int, str, str, str], int] = defaultdict(int)
     for p in snap.preemptions:
-        if p.reason == "cancel":
-            continue
-        workload = snap.workloads.get(p.workload_id)
-        pool = _preemption_pool(snap, p.workload_id, p.attempt)
-        if workload is None or pool is None:
-            continue
-        counts[(key(p.event_time), pool, workload.budget, workload.submitter)] += 1
+        counts[(key(p.event_time), p.pool, p.budget, p.submitter)] += 1
     return counts
 
 
 @dataclass
 class _Line:
+    """Charged and free GPU-seconds and the workloads with entries (each workload has one
+    submitter, so the counts of a line's submitters add up to its own)."""
+
     allocated: int = 0
     unallocated: int = 0
-    workloads: set[str] = field(default_factory=set)
+    workloads: int = 0
 
-    def add(self, allocated: bool, seconds: int, workload_id: str) -> None:
-        if allocated:
-            self.allocated += seconds
-        else:
-            self.unallocated += seconds
-        self.workloads.add(workload_id)
+    def add(self, usage: Usage) -> None:
+        self.allocated += usage.allocated
+        self.unallocated += usage.unallocated
+        self.workloads += usage.workloads
 
 
 # -- charges ------------------------------------------------------------------------------------
@@ -215,7 +200,7 @@ class _Figures:
             "demand": self.demand,
             "owed": self.owed,
             "uncharged": self.uncharged,
-            "workloads": len(self.charges.workloads),
+            "workloads": self.charges.workloads,
             "preemptions": self.preemptions,
         }
 
@@ -265,10 +250,9 @@ def _period_key(period: Period) -> PeriodKey:
 def _charged(snap: Snapshot, key: PeriodKey) -> _FigureMap:
     """The ledger's charges and corrections, and the preemptions, per leaf and period."""
     figures: _FigureMap = defaultdict(_Figures)
-    for entry in snap.entries:
-        at = (key(entry.bucket_start), entry.pool, entry.budget)
-        line = figures[at].corrections if entry.correction else figures[at].charges
-        line.add(entry.allocated, entry.gpu_s, entry.workload_id)
+    for usage in snap.usage:
+        at = (key(usage.period_start), usage.pool, usage.budget)
+        (figures[at].corrections if usage.correction else figures[at].charges).add(usage)
     for (at_, pool, leaf, _user), count in _preemptions(snap, key).items():
         figures[(at_, pool, leaf)].preemptions += count
     return figures
@@ -422,7 +406,7 @@ class _Block:
                 "delivered_over_owed": _ratio(
                     f.charges.allocated + f.corrections.allocated + f.uncharged, f.owed
                 ),
-                "workloads": len(f.charges.workloads),
+                "workloads": f.charges.workloads,
                 "preemptions": f.preemptions,
             }
         ]
@@ -437,7 +421,7 @@ class _Block:
                     "owed": None,
                     "delivered": None,
                     "delivered_over_owed": None,
-                    "workloads": len(f.corrections.workloads),
+                    "workloads": f.corrections.workloads,
                     "preemptions": None,
                 }
             )
@@ -464,10 +448,8 @@ def utilisation(
     report.start, report.end = bounds
     pools = [p for p in snap.pools() if pool is None or p == pool]
     used: dict[tuple[int, str], _Line] = defaultdict(_Line)
-    for entry in snap.entries:
-        used[(periods.floor(entry.bucket_start, period), entry.pool)].add(
-            entry.allocated, entry.gpu_s, entry.workload_id
-        )
+    for usage in snap.usage:
+        used[(usage.period_start, usage.pool)].add(usage)
     position = _position_values(snap)
     for period_start, period_end in periods.tiles(*bounds, period):
         lo, hi = _covered(snap, period_start, period_end)
@@ -541,14 +523,12 @@ def users(
         return report
     report.start, report.end = bounds
     lines: dict[tuple[int, str, str, str], tuple[_Line, _Line]] = {}
-    for entry in snap.entries:
-        if (pool is not None and entry.pool != pool) or not _in_subtree(entry.budget, budget):
+    for usage in snap.usage:
+        if (pool is not None and usage.pool != pool) or not _in_subtree(usage.budget, budget):
             continue
-        workload = snap.workloads.get(entry.workload_id)
-        submitter = "(unknown)" if workload is None else workload.submitter
-        key = (periods.floor(entry.bucket_start, period), entry.pool, entry.budget, submitter)
+        key = (usage.period_start, usage.pool, usage.budget, usage.submitter)
         pair = lines.setdefault(key, (_Line(), _Line()))
-        pair[1 if entry.correction else 0].add(entry.allocated, entry.gpu_s, entry.workload_id)
+        pair[1 if usage.correction else 0].add(usage)
     preempted = {
         k: v
         for k, v in _preemptions(snap, _period_key(period)).items()
@@ -571,7 +551,7 @@ def users(
                 values = {
                     "allocated": charged.allocated,
                     "unallocated": charged.unallocated,
-                    "workloads": len(charged.workloads),
+                    "workloads": charged.workloads,
                     "preemptions": count,
                 }
                 rows.append({"submitter": user, "line": "charges", **values})
@@ -582,7 +562,7 @@ def users(
                             "line": "correction",
                             "allocated": corrected.allocated,
                             "unallocated": corrected.unallocated,
-                            "workloads": len(corrected.workloads),
+                            "workloads": corrected.workloads,
                             "preemptions": None,
                         }
                     )

@@ -6,13 +6,14 @@ calendar months. Times are integer epoch seconds throughout.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
-from typing import Literal, get_args
+from datetime import UTC, date, datetime
 
 from events.times import DAY, HOUR, WEEK
-
-Period = Literal["hour", "day", "week", "month"]
-PERIODS: tuple[str, ...] = get_args(Period)
+from projections.report_periods import PERIODS as PERIODS
+from projections.report_periods import Period as Period
+from projections.report_periods import floor as floor
+from projections.report_periods import to_datetime as _dt
+from projections.report_periods import to_ts as _ts
 
 #: The times a report may name: 1970-01-01 up to 2100-01-01 (UTC). Outside, there is no data,
 #: and calendar arithmetic on year 9999 overflows.
@@ -43,28 +44,6 @@ def check_span(start: int, end: int, period: Period) -> None:
             f"from..to covers about {count} {period}s; a report covers at most {MAX_PERIODS} "
             "periods: narrow from/to or choose a longer period"
         )
-
-
-def _dt(ts: int) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
-
-
-def _ts(moment: datetime) -> int:
-    return int(moment.timestamp())
-
-
-def floor(ts: int, period: Period) -> int:
-    """Start of the period containing ``ts``."""
-    if period == "hour":
-        return ts // HOUR * HOUR
-    if period == "day":
-        return ts // DAY * DAY
-    day = _dt(ts // DAY * DAY)
-    if period == "week":
-        return _ts(day - timedelta(days=day.weekday()))
-    if period == "month":
-        return _ts(day.replace(day=1))
-    raise ValueError(f"period: one of {', '.join(PERIODS)}, not {period!r}")
 
 
 def following(start: int, period: Period) -> int:

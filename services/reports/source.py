@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
-from events.models.ledger import parse_charge_id
 from events.times import HOUR
 from projections.figures import PoolHistory
+from projections.report_periods import Period
 from services.projector.sql_projector import PROJECTOR_NAME
 from services.read_models.tables import (
     budget_weights,
@@ -33,40 +33,18 @@ from services.read_models.tables import (
     projector_positions,
     workloads,
 )
+from services.reports.charged import (
+    Preemption,
+    Usage,
+    first_instant,
+    read_preemptions,
+    read_usage,
+)
 from services.reports.history import pool_histories
 
 DEFAULT_PROJECTOR = PROJECTOR_NAME
 #: Workload statuses after which it wants no GPUs (until a requeue makes it pending again).
 ENDED = ("succeeded", "failed", "cancelled", "preempted", "lost")
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One ledger entry, signed as it adds to its budget (a reversal is negative)."""
-
-    workload_id: str
-    budget: str
-    pool: str
-    bucket_start: int
-    allocated: bool
-    correction: bool
-    gpu_s: int
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    workload_id: str
-    budget: str
-    pools: tuple[str, ...]
-    gpus: int
-    allocated: bool
-    submitter: str
-    status: str
-    submitted_at: int
-    ended_at: int | None
-    #: The current attempt and when it started (None until it has).
-    attempt: int = 1
-    started_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,32 +84,24 @@ class Budget:
     closed_at: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    workload_id: str
-    attempt: int
-    reason: str
-    event_time: int
-
-
 @dataclass
 class Snapshot:
     positions: list[tuple[str, int, int]]
     horizon: int | None
-    entries: list[Entry]
-    workloads: dict[str, Workload]
+    #: What the ledger charged in each period of the range (of the report's period kind).
+    usage: list[Usage]
     nodes: list[Node]
     budgets: list[Budget]
+    #: The preemptions suffered in the range.
     preemptions: list[Preemption]
     #: Every weight each budget has had, in time order (empty before migration 0002's data).
     weights: list[WeightChange] = field(default_factory=list)
-    #: Every state each node has been in, in time order.
+    #: Every state each node has been in during the range, in time order, after the state
+    #: each was in as the range starts.
     node_history: list[NodeChange] = field(default_factory=list)
-    #: Pools each (workload, attempt) was charged in (from the charge ids).
-    charged_pools: dict[tuple[str, int], set[str]] = field(default_factory=dict)
-    #: Pools each workload was charged in, any attempt.
-    workload_pools: dict[str, set[str]] = field(default_factory=dict)
-    #: The first instant the ledger entries were loaded for (None: from the first).
+    #: The first ledger bucket or submission (the range's default start).
+    first: int | None = None
+    #: The first instant the range was loaded for (None: from the first).
     start: int | None = None
     #: Each pool's history from ``start`` to the horizon (:mod:`projections.figures`).
     histories: dict[str, PoolHistory] = field(default_factory=dict)
@@ -143,7 +113,7 @@ class Snapshot:
         return ";".join(f"{t}/{p}@{o}" for t, p, o in self.positions)
 
     def pools(self) -> list[str]:
-        found = {n.pool for n in self.nodes} | {e.pool for e in self.entries}
+        found = {n.pool for n in self.nodes} | {u.pool for u in self.usage}
         return sorted(found)
 
     def capacity(self, pool: str) -> int:
@@ -213,35 +183,29 @@ def window_start(horizon: int, window_s: int) -> int:
 
 def load(
     engine: Engine,
+    period: Period,
     start: int | None = None,
     end: int | None = None,
     projector: str = DEFAULT_PROJECTOR,
-    *,
-    window_s: int | None = None,
 ) -> Snapshot:
-    """Read the read models; ledger entries only of hour buckets in ``[start, end)``. With
-    ``window_s`` (and no ``start``), from the first hour of that window up to the horizon, read
-    in the same transaction."""
+    """Read what a report of ``period``s over ``[start, end)`` (on period boundaries; None:
+    from the first data, up to the horizon) needs, in one transaction."""
     with engine.connect() as connection:
         if connection.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
-            return _load(connection, start, end, projector, window_s)
+            return _load(connection, period, start, end, projector)
 
 
 def _load(
     connection: Connection,
+    period: Period,
     start: int | None,
     end: int | None,
     projector: str,
-    window_s: int | None = None,
 ) -> Snapshot:
     where = positions(connection, projector)
     latest = horizon(connection)
-    if start is None and window_s is not None and latest is not None:
-        start = window_start(latest, window_s)
-    entries = _entries(connection, start, end)
-    charged_pools, workload_pools = _charged_pools(connection)
     found, weights = read_budgets(connection), read_weights(connection)
     histories: dict[str, PoolHistory] = {}
     if latest is not None:
@@ -252,15 +216,13 @@ def _load(
     return Snapshot(
         positions=where,
         horizon=latest,
-        entries=entries,
-        workloads=_workloads(connection),
+        usage=read_usage(connection, period, start, end),
         nodes=_nodes(connection),
         budgets=found,
-        node_history=_node_history(connection),
+        node_history=_node_history(connection, start, end),
         weights=weights,
-        preemptions=_preemptions(connection),
-        charged_pools=charged_pools,
-        workload_pools=workload_pools,
+        preemptions=read_preemptions(connection, start, end),
+        first=first_instant(connection, end) if start is None else None,
         start=start,
         histories=histories,
     )
@@ -305,78 +267,6 @@ def horizon(connection: Connection) -> int | None:
     )
 
 
-def _entries(connection: Connection, start: int | None, end: int | None) -> list[Entry]:
-    query = select(
-        ledger_entries.c.charge_id,
-        ledger_entries.c.workload_id,
-        ledger_entries.c.budget,
-        ledger_entries.c.pool,
-        ledger_entries.c.bucket_start,
-        ledger_entries.c.kind,
-        ledger_entries.c.debit_account,
-        ledger_entries.c.gpu_seconds,
-        ledger_entries.c.corrects,
-    )
-    if start is not None:
-        query = query.where(ledger_entries.c.bucket_start >= start)
-    if end is not None:
-        query = query.where(ledger_entries.c.bucket_start < end)
-    entries: list[Entry] = []
-    for row in connection.execute(query.order_by(ledger_entries.c.charge_id)):
-        seconds = int(row.gpu_seconds)
-        if str(row.debit_account).startswith("capacity:"):
-            seconds = -seconds  # a reversal: capacity debited, the budget credited
-        entries.append(
-            Entry(
-                workload_id=row.workload_id,
-                budget=row.budget,
-                pool=row.pool,
-                bucket_start=int(row.bucket_start),
-                allocated=row.kind == "allocated",
-                correction=row.corrects is not None,
-                gpu_s=seconds,
-            )
-        )
-    return entries
-
-
-def _charged_pools(
-    connection: Connection,
-) -> tuple[dict[tuple[str, int], set[str]], dict[str, set[str]]]:
-    """Pools charged per (workload, attempt) and per workload, from every ledger entry (not
-    only those of the report's range: a workload's pools do not depend on the range)."""
-    charged_pools: dict[tuple[str, int], set[str]] = {}
-    workload_pools: dict[str, set[str]] = {}
-    for charge, pool in connection.execute(
-        select(ledger_entries.c.charge_id, ledger_entries.c.pool)
-    ):
-        workload_pools.setdefault(_workload_of(charge), set()).add(pool)
-        parsed = parse_charge_id(charge)
-        if parsed is not None:
-            attempt = (parsed[0], parsed[1])
-            charged_pools.setdefault(attempt, set()).add(pool)
-    return charged_pools, workload_pools
-
-
-def _workloads(connection: Connection) -> dict[str, Workload]:
-    return {
-        row.workload_id: Workload(
-            workload_id=row.workload_id,
-            budget=row.budget,
-            pools=tuple(row.pools),
-            gpus=int(row.gpus),
-            allocated=int(row.min_runtime_s) > 0,
-            submitter=row.submitter,
-            status=row.status,
-            submitted_at=int(row.submitted_at),
-            ended_at=None if row.ended_at is None else int(row.ended_at),
-            attempt=int(row.attempt),
-            started_at=None if row.started_at is None else int(row.started_at),
-        )
-        for row in connection.execute(select(workloads).order_by(workloads.c.workload_id))
-    }
-
-
 def _nodes(connection: Connection) -> list[Node]:
     return [
         Node(row.node, row.pool, int(row.gpus), row.state, int(row.changed_at))
@@ -397,14 +287,32 @@ def read_budgets(connection: Connection) -> list[Budget]:
     ]
 
 
-def _node_history(connection: Connection) -> list[NodeChange]:
+def _node_history(connection: Connection, start: int | None, end: int | None) -> list[NodeChange]:
+    """Each node's state as ``[start, end)`` begins (its latest change at or before ``start``)
+    and its changes during it, in time order: within the range, the same segments and the
+    same capacity as the whole history gives."""
+    states = node_states.c
+    during = select(node_states)
+    if end is not None:
+        during = during.where(states.effective_at < end)
+    rows: list[Any] = []
+    if start is not None:
+        latest = (
+            select(states.node, func.max(states.effective_at).label("at"))
+            .where(states.effective_at <= start)
+            .group_by(states.node)
+            .subquery()
+        )
+        before = select(node_states).join(
+            latest, and_(states.node == latest.c.node, states.effective_at == latest.c.at)
+        )
+        rows.extend(connection.execute(before))
+        during = during.where(states.effective_at > start)
+    rows.extend(connection.execute(during))
+    rows.sort(key=lambda r: (int(r.effective_at), str(r.node), str(r.event_id)))
     return [
         NodeChange(row.node, row.pool, int(row.gpus), row.state, int(row.effective_at))
-        for row in connection.execute(
-            select(node_states).order_by(
-                node_states.c.effective_at, node_states.c.node, node_states.c.event_id
-            )
-        )
+        for row in rows
     ]
 
 
@@ -420,24 +328,3 @@ def read_weights(connection: Connection) -> list[WeightChange]:
             )
         )
     ]
-
-
-def _preemptions(connection: Connection) -> list[Preemption]:
-    return [
-        Preemption(row.workload_id, int(row.attempt), row.reason, int(row.event_time))
-        for row in connection.execute(
-            select(
-                decision_records.c.workload_id,
-                decision_records.c.attempt,
-                decision_records.c.reason,
-                decision_records.c.event_time,
-            )
-            .where(decision_records.c.kind == "preempt")
-            .order_by(decision_records.c.command_id)
-        )
-    ]
-
-
-def _workload_of(charge: str) -> str:
-    parsed = parse_charge_id(charge)
-    return charge if parsed is None else parsed[0]

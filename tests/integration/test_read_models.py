@@ -43,6 +43,11 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 @pytest.fixture(scope="module")
 def deliveries() -> list[Delivery]:
+    return simulated_deliveries()
+
+
+def simulated_deliveries() -> list[Delivery]:
+    """A simulated run's events (150 trace rows, with preemptions), each at its position."""
     jobs = load_trace(TRACES / "philly-2017-09.csv", limit=150)
     log: list[Any] = []
 
@@ -321,8 +326,10 @@ def test_migration_0005_builds_the_histograms_of_projected_intervals(
     SqlProjector(kept).apply(deliveries)
     old = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate(old, "0004")
-    # A projector of before 0005: the intervals, no histograms.
+    # A projector of before 0005: the intervals, no histograms (nor the period sums of 0006).
     monkeypatch.setattr(projector_module, "apply_changes", lambda *_args: None)
+    monkeypatch.setattr(projector_module.usage_upkeep, "add_entries", lambda *_args: None)
+    monkeypatch.setattr(projector_module.usage_upkeep, "submitted", lambda *_args: None)
     SqlProjector(old).apply(deliveries)
     monkeypatch.undo()
     migrate(old)

@@ -1,0 +1,149 @@
+"""The projector's upkeep of ``period_usage``: what the ledger charged per report period, pool,
+leaf budget, submitter and line (:mod:`projections.period_usage`), kept in the transaction that
+inserts the entries.
+
+New entries add their GPU-seconds, and count their workload in each period where it had no
+entry yet, which the workload's earlier entries tell (read by ``ledger_entries``'s workload
+index: a few dozen rows). Entries of a workload whose submission is not projected yet (the
+ledger read ahead of the workloads topic, as a rebuild may) are filed under
+:data:`~projections.period_usage.UNKNOWN_SUBMITTER`, as the reports name it, and moved to the
+submitter when the submission is projected. So the sums are a function of ``ledger_entries``
+and ``workloads``: a redelivered charge adds nothing (the projector inserts only new charge
+ids), a crash rolls both back together, and :func:`rebuild` (migration 0006) writes the same
+rows from the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, delete, select
+
+from projections.period_usage import UNKNOWN_SUBMITTER, Entry, Key, Sums, added, signed_seconds
+from services.read_models.tables import ledger_entries, period_usage, workloads
+
+#: Workload ids per ``IN (...)`` (SQLite's older builds allow 999 parameters).
+_CHUNK = 500
+_KEY_COLUMNS = ["kind", "period_start", "pool", "budget", "submitter", "correction"]
+
+
+def entry_of(row: Any) -> Entry:
+    """An entry from a ``ledger_entries`` row."""
+    return Entry(
+        workload_id=str(row.workload_id),
+        pool=str(row.pool),
+        budget=str(row.budget),
+        bucket_start=int(row.bucket_start),
+        allocated=row.kind == "allocated",
+        correction=row.corrects is not None,
+        gpu_s=signed_seconds(int(row.gpu_seconds), str(row.debit_account)),
+    )
+
+
+_ENTRY_COLUMNS = (
+    ledger_entries.c.charge_id,
+    ledger_entries.c.workload_id,
+    ledger_entries.c.pool,
+    ledger_entries.c.budget,
+    ledger_entries.c.bucket_start,
+    ledger_entries.c.kind,
+    ledger_entries.c.corrects,
+    ledger_entries.c.gpu_seconds,
+    ledger_entries.c.debit_account,
+)
+
+
+def add_entries(connection: Connection, insert: Any, charge_ids: Iterable[str]) -> None:
+    """File the entries just inserted (``charge_ids``); ``insert`` makes the dialect's INSERT
+    (with ON CONFLICT) for a table."""
+    new_ids = set(charge_ids)
+    if not new_ids:
+        return
+    ids = sorted(new_ids)
+    new: list[Entry] = []
+    for chunk in _chunks(ids):
+        query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.charge_id.in_(chunk))
+        new.extend(entry_of(row) for row in connection.execute(query.order_by("charge_id")))
+    owners = sorted({e.workload_id for e in new})
+    earlier: list[Entry] = []
+    submitters: dict[str, str] = {}
+    for chunk in _chunks(owners):
+        query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.workload_id.in_(chunk))
+        earlier.extend(
+            entry_of(row) for row in connection.execute(query) if row.charge_id not in new_ids
+        )
+        who = select(workloads.c.workload_id, workloads.c.submitter)
+        submitters.update(connection.execute(who.where(workloads.c.workload_id.in_(chunk))).all())
+    sums = added(new, earlier, lambda w: str(submitters.get(w, UNKNOWN_SUBMITTER)))
+    _upsert(connection, insert, sums)
+
+
+def submitted(connection: Connection, insert: Any, workload_id: str, submitter: str) -> None:
+    """A submission newly projected: its entries filed under the unknown submitter (if the
+    ledger was read ahead of it) move to ``submitter``."""
+    query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.workload_id == workload_id)
+    entries = [entry_of(row) for row in connection.execute(query)]
+    if not entries or submitter == UNKNOWN_SUBMITTER:
+        return
+    moved = added(entries, [], lambda _w: UNKNOWN_SUBMITTER)
+    _upsert(connection, insert, moved, sign=-1)
+    _upsert(connection, insert, added(entries, [], lambda _w: submitter))
+    for kind, start, pool, budget, _who, correction in moved:
+        connection.execute(
+            delete(period_usage).where(
+                period_usage.c.kind == kind,
+                period_usage.c.period_start == start,
+                period_usage.c.pool == pool,
+                period_usage.c.budget == budget,
+                period_usage.c.submitter == UNKNOWN_SUBMITTER,
+                period_usage.c.correction == correction,
+                period_usage.c.workloads == 0,
+            )
+        )
+
+
+def rebuild(connection: Connection, insert: Any) -> int:
+    """Every row again from ``ledger_entries`` and ``workloads`` (migration 0006, and the
+    tests' check that the upkeep equals it); how many rows."""
+    connection.execute(delete(period_usage))
+    who = dict(connection.execute(select(workloads.c.workload_id, workloads.c.submitter)).all())
+    query = select(*_ENTRY_COLUMNS).order_by(ledger_entries.c.charge_id)
+    entries = [entry_of(row) for row in connection.execute(query)]
+    sums = added(entries, [], lambda w: str(who.get(w, UNKNOWN_SUBMITTER)))
+    rows = _rows(sums)
+    if rows:
+        connection.execute(insert(connection, period_usage), rows)
+    return len(rows)
+
+
+def _rows(sums: dict[Key, Sums], sign: int = 1) -> list[dict[str, Any]]:
+    return [
+        {
+            **dict(zip(_KEY_COLUMNS, key, strict=True)),
+            "allocated_gpu_s": sign * s.allocated,
+            "unallocated_gpu_s": sign * s.unallocated,
+            "workloads": sign * s.workloads,
+        }
+        for key, s in sorted(sums.items())
+    ]
+
+
+def _upsert(connection: Connection, insert: Any, sums: dict[Key, Sums], sign: int = 1) -> None:
+    rows = _rows(sums, sign)
+    if not rows:
+        return
+    statement = insert(connection, period_usage)
+    statement = statement.on_conflict_do_update(
+        index_elements=_KEY_COLUMNS,
+        set_={
+            name: period_usage.c[name] + statement.excluded[name]
+            for name in ("allocated_gpu_s", "unallocated_gpu_s", "workloads")
+        },
+    )
+    connection.execute(statement, rows)
+
+
+def _chunks(values: Sequence[str]) -> Iterable[Sequence[str]]:
+    for i in range(0, len(values), _CHUNK):
+        yield values[i : i + _CHUNK]
