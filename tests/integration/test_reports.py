@@ -346,3 +346,16 @@ def test_utilisation_integrates_nodes_joining_going_down_and_cordoned(database_u
     assert row["cordoned"] == 2 * 600
     assert row["idle"] == row["capacity"] - row["down"] - row["cordoned"]
     assert row["gpus"] == 6
+
+
+@pytest.mark.parametrize("name", ["charges", "users", "utilisation"])
+def test_a_report_of_one_period_is_that_period_of_the_whole(engine: Engine, name: str) -> None:
+    """A report reads its range alone (the period sums, the preemptions and node states of
+    the range): each hour's report is the whole report's rows of that hour."""
+    whole = build_report(engine, name, "hour")
+    assert whole.start is not None
+    assert whole.end is not None
+    assert any(r.get("preemptions") for r in whole.rows) or name == "utilisation"
+    for start, end in periods.tiles(whole.start, whole.end, "hour"):
+        one = build_report(engine, name, "hour", start, end)
+        assert one.rows == [r for r in whole.rows if r["period_start"] == periods.iso(start)]
