@@ -40,11 +40,6 @@ class Entry:
     gpu_s: int
 
 
-def signed_seconds(gpu_seconds: int, debit_account: str) -> int:
-    """GPU-seconds as they add to the budget: a reversal (capacity debited) subtracts."""
-    return -gpu_seconds if debit_account.startswith("capacity:") else gpu_seconds
-
-
 #: (period kind, period start, pool, leaf budget, submitter, correction)
 Key = tuple[str, int, str, str, str, bool]
 

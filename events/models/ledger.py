@@ -39,6 +39,12 @@ def charge_id(workload_id: str, attempt: int, bucket: int, revision: int = 0) ->
     return f"charge:{workload_id}:{attempt}:{bucket * HOUR}:{revision}"
 
 
+def signed_seconds(gpu_seconds: int, debit_account: str) -> int:
+    """GPU-seconds as they add to the budget: a reversal (capacity debited) subtracts. Every
+    reader of the ledger, event or row, signs an entry here."""
+    return -gpu_seconds if debit_account.startswith("capacity:") else gpu_seconds
+
+
 def parse_charge_id(value: str) -> tuple[str, int, int, int] | None:
     """(workload, attempt, hour start, revision) of an id made by :func:`charge_id`."""
     if not value.startswith("charge:"):
@@ -92,7 +98,7 @@ class LedgerCharge(EventData):
     @property
     def signed_gpu_seconds(self) -> int:
         """GPU-seconds as they add to the budget: a reversal (capacity debited) subtracts."""
-        return -self.gpu_seconds if self.debit_account.startswith("capacity:") else self.gpu_seconds
+        return signed_seconds(self.gpu_seconds, self.debit_account)
 
     @property
     def signed_amount(self) -> int:

@@ -20,7 +20,8 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
-from projections.period_usage import UNKNOWN_SUBMITTER, Entry, Key, Sums, added, signed_seconds
+from events.models.ledger import signed_seconds
+from projections.period_usage import UNKNOWN_SUBMITTER, Entry, Key, Sums, added
 from services.read_models.tables import ledger_entries, period_usage, workloads
 
 #: Workload ids per ``IN (...)`` (SQLite's older builds allow 999 parameters).

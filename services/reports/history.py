@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, and_, func, select
 
+from events.models.ledger import signed_seconds
 from events.times import HOUR
 from projections.figures import Charge, OpenRun, PoolHistory, in_capacity
 from projections.steps import Steps
@@ -142,9 +143,7 @@ def _charges(connection: Connection, lo: float, at: float) -> list[tuple[str, Ch
     )
     found = []
     for row in connection.execute(query):
-        seconds = int(row.gpu_seconds)
-        if str(row.debit_account).startswith("capacity:"):
-            seconds = -seconds  # a reversal: capacity debited, the budget credited
+        seconds = signed_seconds(int(row.gpu_seconds), str(row.debit_account))
         charge = Charge(
             leaf=str(row.budget),
             allocated=row.kind == "allocated",
