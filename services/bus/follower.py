@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -99,6 +99,11 @@ def in_time_order(deliveries: list[Delivery], topics: Topics) -> list[Delivery]:
         return deliveries
     order = time_order(topics)
     return list(heapq.merge(*(by_partition[k] for k in sorted(by_partition)), key=order))
+
+
+#: Records a partition may hold in the merge's buffer while the merge waits on another
+#: (:meth:`Follower._flow_control`).
+MAX_BUFFERED = 500
 
 
 class TimeMerge:
@@ -174,6 +179,10 @@ class TimeMerge:
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values())
 
+    def sizes(self) -> dict[Key, int]:
+        """Records waiting per partition."""
+        return {key: len(buffer) for key, buffer in self._buffers.items()}
+
 
 class PartitionSource(Protocol):
     """Raw reading of partitions from their first offset, each in offset order."""
@@ -190,6 +199,16 @@ class PartitionSource(Protocol):
         reading thread last saw it, without asking the broker (unknown ones left out)."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    """A source that can stop fetching some partitions for a while (Kafka's pause/resume):
+    what it had fetched of them ahead is dropped and fetched again on resume."""
+
+    def pause(self, keys: list[Key]) -> None: ...
+
+    def resume(self, keys: list[Key]) -> None: ...
 
 
 class Follower:
@@ -220,6 +239,8 @@ class Follower:
         self.merge.note_ends(source.end_offsets())
         self._progress_at = time.monotonic()
         self._fetched = sum(self.merge.fetched.values())
+        #: Partitions paused because their buffer is full while the merge waits on another.
+        self._paused: set[Key] = set()
 
     def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]:
         """The next records that can be handed out in merge order (maybe none)."""
@@ -231,6 +252,7 @@ class Follower:
                 self.merge.skip(item)
         self.merge.note_ends(self.source.end_offsets(cached=True))
         released = self.merge.release()
+        self._flow_control()
         fetched = sum(self.merge.fetched.values())
         if released or not self.merge.buffered or fetched != self._fetched:
             # Still reading is not a stall: during a long catch-up the client's queue is full
@@ -243,6 +265,29 @@ class Follower:
         for key in self.positions:
             self.positions[key] = self.merge.position(key)
         return released
+
+    def _flow_control(self) -> None:
+        """Bound what waits in the merge's buffers. While the merge waits for a partition
+        that is behind, the client's queue is drained of every other partition's backlog
+        into them (decoded records, ten kilobytes each for a node's signal of life): a first
+        start on a fleet's week held gigabytes that way. A partition holding
+        ``MAX_BUFFERED`` records is paused at the source (Kafka drops what it fetched ahead
+        and fetches it again on resume), so the fetches go to the one the merge waits for;
+        it is resumed once its buffer is half drained."""
+        source = self.source
+        if not isinstance(source, Pausable):
+            return
+        sizes = self.merge.sizes()
+        full = [
+            key for key, size in sizes.items() if size >= MAX_BUFFERED and key not in self._paused
+        ]
+        if full and self.merge.blocking():
+            source.pause(full)
+            self._paused.update(full)
+        drained = [key for key in self._paused if sizes.get(key, 0) < MAX_BUFFERED // 2]
+        if drained:
+            source.resume(drained)
+            self._paused.difference_update(drained)
 
     def _unstall(self) -> list[Delivery]:
         """A partition blocks but its records do not come (its end was stale, or has gaps):
@@ -344,6 +389,9 @@ class KafkaPartitions:
                 # twenty times (four idle readers at 50 ms cost the embedded broker ten points
                 # of a core). End offsets have a client of their own (below).
                 "fetch.wait.max.ms": 500,
+                # What librdkafka fetches ahead is memory too, and a merge waiting on one
+                # partition drains the rest of it into decoded buffers: 16 MiB (64 default).
+                "queued.max.messages.kbytes": 16384,
                 # An offset removed by retention between the start's query and the first
                 # fetch: read from the first one left, never jump to the end.
                 "auto.offset.reset": "earliest",
@@ -419,6 +467,12 @@ class KafkaPartitions:
                     raise
             ends[(tp.topic, tp.partition)] = high
         return ends
+
+    def pause(self, keys: list[Key]) -> None:
+        self._consumer.pause([TopicPartition(topic, partition) for topic, partition in keys])
+
+    def resume(self, keys: list[Key]) -> None:
+        self._consumer.resume([TopicPartition(topic, partition) for topic, partition in keys])
 
     def close(self) -> None:
         self._consumer.close()

@@ -127,3 +127,53 @@ def test_a_partition_queued_behind_a_long_backlog_is_waited_for_not_merged_witho
     assert len(merged) == 410
     times = [d.envelope.epoch_seconds for d in merged]
     assert times == sorted(times)
+
+
+class PausableBacklog(QueuedBehindBacklog):
+    """The same two partitions, from a source that can pause: a paused partition delivers
+    nothing until resumed (Kafka drops what it fetched ahead and fetches it again)."""
+
+    def __init__(self, big: int, small: int, per_fetch: int, fetch_s: float) -> None:
+        super().__init__(big, small, per_fetch, fetch_s)
+        self.paused: set[tuple[str, int]] = set()
+        self.pauses = 0
+
+    def pause(self, keys: list[tuple[str, int]]) -> None:
+        self.paused.update(keys)
+        self.pauses += 1
+
+    def resume(self, keys: list[tuple[str, int]]) -> None:
+        self.paused.difference_update(keys)
+
+    def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
+        time.sleep(self.fetch_s)
+        for key, of in (((TOPIC, 0), self.big), (self.SMALL, self.small)):
+            if key in self.paused or self.offsets[key] >= of:
+                continue
+            start = self.offsets[key]
+            end = min(start + self.per_fetch, of)
+            self.offsets[key] = end
+            return [self._record(key, offset, of) for offset in range(start, end)]
+        return []
+
+
+def test_a_partition_whose_buffer_is_full_while_the_merge_waits_is_paused() -> None:
+    """Issue 23: a first start on a week of a fleet held gigabytes of decoded records that the
+    merge could not hand out yet. A partition holding ``MAX_BUFFERED`` records is paused while
+    the merge waits on another, so what waits stays bounded, and the merge is still exact."""
+    from services.bus import follower as module
+
+    source = PausableBacklog(big=4 * module.MAX_BUFFERED, small=10, per_fetch=100, fetch_s=0.0)
+    follower = Follower(source, TOPICS, stall_s=5.0)
+    merged: list[Delivery] = []
+    peak = 0
+    for batch in follower.catch_up_in_batches():
+        merged += batch
+        peak = max(peak, follower.buffered)
+    assert source.pauses >= 1
+    assert peak <= module.MAX_BUFFERED + 100, "without the pause: the whole backlog, 4x that"
+    assert len(merged) == 4 * module.MAX_BUFFERED + 10
+    times = [d.envelope.epoch_seconds for d in merged]
+    assert times == sorted(times)
+    assert follower.buffered == 0
+    assert not source.paused, "resumed once drained"
