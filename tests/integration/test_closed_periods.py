@@ -25,7 +25,9 @@ from tests.integration.kafka_bus import KafkaBus
 from tests.integration.test_charging_shards import _expected, _publish, _read
 from tests.unit.test_ledger import T0, run_events
 
-pytestmark = [pytest.mark.broker]
+# Three minutes on a 2-core machine (charging runs several times over hours of facts): with
+# the slow scenarios, so that the README's default test command stays under ten minutes.
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 OPTIONS = {
     "snapshot_every_s": 3600,
