@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from events import Topics
+from services.bench.history_measure import api_ready, log_since
 
 Report = Callable[[str], None]
 #: The services killed, in this order (the scheduler: whichever holds the lease).
@@ -134,20 +135,12 @@ def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _since(path: Path, offset: int) -> str:
-    if not path.exists():
-        return ""
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        return handle.read().decode(errors="replace")
-
-
 def _wait_for_checkpoints(stack: Any, timeout_s: float, report: Report) -> None:
     deadline = time.monotonic() + timeout_s
     waiting = set(CHECKPOINTED)
     while waiting:
         stack.supervise(report)
-        waiting = {n for n in waiting if "checkpoint saved" not in _since(_log(stack, n), 0)}
+        waiting = {n for n in waiting if "checkpoint saved" not in log_since(_log(stack, n), 0)}
         if time.monotonic() > deadline:
             raise RuntimeError(f"no checkpoint saved by {', '.join(sorted(waiting))}")
         time.sleep(0.5)
@@ -189,7 +182,7 @@ def _wait_back(
     while time.monotonic() < deadline:
         stack.supervise(lambda _line: None)
         if ready():
-            text = _since(_log(stack, name), offset)
+            text = log_since(_log(stack, name), offset)
             return {
                 "back_s": round(time.monotonic() - killed_at, 1),
                 "from_checkpoint": "restored from a checkpoint" in text,
@@ -205,24 +198,16 @@ def _readiness(
     stack: Any, name: str, offset: int, ends: dict[tuple[str, int], int]
 ) -> Callable[[], bool]:
     if name == "api":
-        return lambda: _api_caught_up(stack.config.api_url)
+        seen: dict[str, Any] = {}
+        api = api_ready(stack.config.api_url, seen)
+        return lambda: api() is not None
     if name == "projector":
         from services.bench.history_measure import ProjectorReady
 
         projector = ProjectorReady(stack.config.bootstrap, stack.config.database_url, ends)
         return lambda: projector() is not None
     path = _log(stack, name)
-    return lambda: _CAUGHT_UP.search(_since(path, offset)) is not None
-
-
-def _api_caught_up(api_url: str) -> bool:
-    import httpx
-
-    try:
-        health = httpx.get(f"{api_url}/health", timeout=2)
-    except httpx.HTTPError:
-        return False
-    return health.status_code == 200 and bool(health.json().get("caught_up"))
+    return lambda: _CAUGHT_UP.search(log_since(path, offset)) is not None
 
 
 def _ends(bootstrap: str, topics: Topics) -> dict[tuple[str, int], int]:
@@ -275,7 +260,7 @@ def _charge_to_the_end(bootstrap: str, topics: Topics, directory: Path, report: 
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 300
-        while not _CAUGHT_UP.search(_since(log_path, 0)):
+        while not _CAUGHT_UP.search(log_since(log_path, 0)):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"charging did not catch up: see {log_path}")
             time.sleep(0.5)
