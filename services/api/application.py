@@ -289,12 +289,13 @@ def _fields(workload: WorkloadState) -> dict[str, Any]:
 def _not_forgotten(app: Application, workload_id: str) -> None:
     """A workload id is for ever: one the view has forgotten (its work ended a window ago) is
     still taken, as the read models show."""
-    from services.api.past_work import past_workload
+    from services.api.past_work import past_end
+    from services.api.sentences import iso
 
-    past = past_workload(app.read_model_engine(), workload_id)
-    if past is not None:
+    ended = past_end(app.read_model_engine(), workload_id)
+    if ended is not None:
         raise Conflict(
-            f"workload {workload_id} was already submitted (it ended {past.ended_at}); "
+            f"workload {workload_id} was already submitted (it ended {iso(ended)}); "
             "choose a new workload_id"
         )
 

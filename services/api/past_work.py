@@ -27,6 +27,22 @@ def past_workload(engine: Engine | None, workload_id: str) -> m.WorkloadView | N
     return found[0] if found else None
 
 
+def past_end(engine: Engine | None, workload_id: str) -> float | None:
+    """When ``workload_id`` ended, if the read models hold it as ended (one indexed row: the
+    check every submission makes once the view has forgotten anything)."""
+    if engine is None:
+        return None
+    query = select(workloads.c.ended_at).where(
+        workloads.c.workload_id == workload_id, workloads.c.ended_at.is_not(None)
+    )
+    try:
+        with engine.connect() as connection:
+            ended = connection.scalar(query)
+    except SQLAlchemyError:  # no read models yet
+        return None
+    return None if ended is None else float(ended)
+
+
 def past_history(
     engine: Engine | None,
     *,
