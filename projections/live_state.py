@@ -145,12 +145,13 @@ class LiveState:
     #: Facts stated before the horizon (``latest_time - forget_after_s``), not folded: a
     #: redelivery of one whose id was already forgotten, or a fact too late to matter here.
     beyond_horizon: int = 0
-    #: Ended workloads forgotten so far, and the tidying period of ``latest_time`` last tidied in.
+    #: Ended workloads forgotten so far.
     forgotten: int = 0
     #: Ended work that ended before this instant has left memory (the horizon at the last
     #: tidying; what ended since is all still here).
     forgotten_before: float = float("-inf")
-    _tidied_day: int = field(default=0, init=False, repr=False)
+    #: The tidying period (``latest_time // _tidy_every_s``) last tidied in.
+    _tidied_period: int = field(default=0, init=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         """For a checkpoint (``projections.checkpoint``): held facts are envelopes of a generic
@@ -182,7 +183,7 @@ class LiveState:
         applied = self._apply(envelope)
         if applied and self.waiting and not isinstance(envelope.data, _NEVER_UNBLOCKS):
             self._retry_waiting()
-        if applied and int(self.latest_time // self._tidy_every_s) > self._tidied_day:
+        if applied and int(self.latest_time // self._tidy_every_s) > self._tidied_period:
             self._tidy()
         return applied
 
@@ -196,7 +197,7 @@ class LiveState:
         Driven by event time only, so every reader of one log forgets the same things at the
         same fact (a checkpoint plus its tail is the whole fold; the audit re-derives passes
         from the same state the leader had)."""
-        self._tidied_day = int(self.latest_time // self._tidy_every_s)
+        self._tidied_period = int(self.latest_time // self._tidy_every_s)
         horizon = self.horizon
         self.forgotten_before = max(self.forgotten_before, horizon)
         self.event_ids.forget_before(horizon)
