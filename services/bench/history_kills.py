@@ -66,7 +66,7 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
     broker, _ = start_embedded_broker(directory / "broker", "apache-kafka")
     try:
         from services.bench.history import HistoryBenchConfig, write_history
-        from services.bench.history_measure import checkpoint_interval
+        from services.bench.history_measure import service_env
 
         publisher = KafkaEventPublisher(broker.bootstrap, topics, client_id="bench-kills")
         try:
@@ -79,7 +79,7 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
         finally:
             publisher.close()
         result: dict[str, Any] = {"history": config.length, "generated": written}
-        with checkpoint_interval(config.checkpoint_every_s):
+        with service_env(FAIRSHARE_CHECKPOINT_EVERY_S=str(config.checkpoint_every_s)):
             result.update(_kills_on_stack(config, broker.bootstrap, topics, directory, report))
         live_from = datetime.fromtimestamp(written_until, UTC)
         result.update(_settle_and_audit(broker.bootstrap, topics, directory, live_from, report))

@@ -191,11 +191,6 @@ def service_env(**settings: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def checkpoint_interval(seconds: float) -> contextlib.AbstractContextManager[None]:
-    """The services' checkpoint interval (``--checkpoint-every-s``)."""
-    return service_env(FAIRSHARE_CHECKPOINT_EVERY_S=str(seconds))
-
-
 def log_since(path: Path, offset: int) -> str:
     """What a service's log says past ``offset``."""
     try:
