@@ -116,7 +116,7 @@ def _audit(bootstrap: str, topics: Topics, name: str) -> PeriodAudit:
     ledger = restored.state.ledger if restored is not None else Ledger(keep_entries=False)
     ledger.recorded, ledger.owns = set(), None  # the audit derives every charge itself
     inputs_from = {k: o for k, o in opened.items() if k[0] != ledger_topic}
-    matcher = ChargeMatcher(check_order=False)
+    matcher = ChargeMatcher(check_order=False, net_revisions=True)
     for charge in recorded:
         matcher.offer_recorded(charge)
     # Facts before the previous cut: their charges for this period's hours are its own.

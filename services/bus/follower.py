@@ -41,7 +41,7 @@ from events.positions import Delivery, Position
 from events.registry import EventRegistry
 from services.bus.export import watermarks
 from services.bus.fatal import FatalLatch
-from services.bus.records import check, raw_record, skip
+from services.bus.records import Rejected, check, raw_record, skip
 
 log = logging.getLogger(__name__)
 
@@ -369,14 +369,20 @@ class KafkaPartitions:
         eager: bool = False,
         config: Mapping[str, Any] | None = None,
         start: Mapping[Key, int] | None = None,
+        only: Mapping[str, Iterable[int]] | None = None,
+        on_invalid: Callable[[Rejected], Position] | None = None,
     ) -> None:
         """``config``: more settings for both clients (tests quiet their logs); ``start``: the
         offset to read each partition from (the others from their first), or the first still
-        there when retention removed it (``self.start`` says which)."""
+        there when retention removed it (``self.start`` says which); ``only``: of the topics
+        named there, only these partitions (a charging shard's); ``on_invalid``: what to do
+        with a record that is not a valid event there (default: log and skip it; an owner of
+        the topic dead-letters it)."""
         self.timeout_s = timeout_s
         self.topics = topics or Topics()
         self.registry = registry
         self.eager = eager
+        self._on_invalid = on_invalid or (lambda rejected: skip(rejected, "follower"))
         self.fatal = FatalLatch("follower")
         self._consumer = Consumer(
             {
@@ -418,7 +424,11 @@ class KafkaPartitions:
         for name in names:
             if name not in metadata:
                 raise RuntimeError(f"topic {name} does not exist (run the topic setup first)")
-            for partition in sorted(metadata[name].partitions):
+            held = sorted(metadata[name].partitions)
+            if only is not None and name in only:
+                wanted = set(only[name])
+                held = [p for p in held if p in wanted]
+            for partition in held:
                 low, _ = watermarks(self._ends_consumer, TopicPartition(name, partition), timeout_s)
                 first = max((start or {}).get((name, partition), 0), low)
                 self.start[(name, partition)] = first
@@ -445,7 +455,7 @@ class KafkaPartitions:
             messages = self.fatal.consume(self._consumer, max_records, timeout_s)
         for message in messages:
             checked = check(raw_record(message), self.topics, self.registry)
-            items.append(checked if isinstance(checked, Delivery) else skip(checked, "follower"))
+            items.append(checked if isinstance(checked, Delivery) else self._on_invalid(checked))
         return items
 
     def end_offsets(self, cached: bool = False) -> dict[Key, int]:

@@ -108,6 +108,9 @@ class ChargingHost:
         self.state = ChargingState.new(self.window_s, owns, self.horizon_s, self.period_length)
         #: Per input (topic, partition): the first offset the state has not folded.
         self.positions: dict[Key, int] = {}
+        #: Workloads partitions with a backlog not one fact of which is folded yet, and the
+        #: end of that backlog: the horizon cannot vouch for them (:meth:`await_partitions`).
+        self.awaited: dict[Key, int] = {}
 
     def adopt(
         self, state: ChargingState, positions: Mapping[Key, int], owns: Callable[[str], bool] | None
@@ -123,6 +126,26 @@ class ChargingHost:
             state.periods = ChargingState.new(period_length=self.period_length).periods
         self.state = state
         self.positions = dict(positions)
+        self.awaited = {}
+
+    def await_partitions(self, ends: Mapping[Key, int]) -> None:
+        """No period is sealed while one of these workloads partitions, with a backlog up to
+        ``ends``, is unread: the horizon is measured on the partitions folded from (a run's
+        facts all lie on one), so a catch-up that reads one partition far ahead of another
+        it has not touched yet would otherwise see the horizon pass hours whose charges the
+        untouched partition still holds, and seal them without. A partition leaves the wait
+        at its first workload fact (the horizon then counts it) or at its backlog's end (an
+        empty one never blocks)."""
+        self.awaited = {
+            key: end
+            for key, end in ends.items()
+            if key not in self.state.progress and self.positions.get(key, 0) < end
+        }
+
+    def _still_awaited(self, key: Key) -> None:
+        end = self.awaited.get(key)
+        if end is not None and (key in self.state.progress or self.positions[key] >= end):
+            del self.awaited[key]
 
     @property
     def ledger(self) -> Ledger:
@@ -152,7 +175,9 @@ class ChargingHost:
                 sealer.open(start)
         self.positions[key] = delivery.position.offset + 1
         fresh = self._fold(delivery.envelope, key)
-        if sealer is not None:
+        if self.awaited:
+            self._still_awaited(key)
+        if sealer is not None and not self.awaited:
             while (due := self.state.periods.due(self.state.horizon())) is not None:
                 sealer.close(due)
         return fresh

@@ -116,4 +116,5 @@ def _charging(
         dead_letters,
         open_checkpoints if checkpoint_every_s is not None else None,
         kafka_ledger(bootstrap, topics),
+        topics.name(TopicKind.WORKLOADS),
     )

@@ -11,18 +11,14 @@ for the shared inputs; the others skip them).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator, Mapping
-
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge, PeriodClosed
-from events.positions import Delivery
+from events.positions import Delivery, Position
 from services.bus.deadletters import DeadLetters
-from services.bus.follower import KafkaPartitions
-from services.bus.kafka import FatalLatch
-from services.bus.records import check, raw_record, skip
+from services.bus.follower import Follower, KafkaPartitions
+from services.bus.records import Rejected, skip
 
 #: The name charging signs its dead letters with, and its consumer group's name after the
 #: deployment's topic prefix (``fairshare.charging``).
@@ -32,7 +28,16 @@ Key = tuple[str, int]
 
 class InputReader:
     """The held partitions of the workloads topic (``owned``; None: all) and every partition
-    of the heartbeats topic, each from ``start`` (others from their first offset)."""
+    of the heartbeats topic, each from ``start`` (others from their first offset), merged by
+    event time (:class:`~services.bus.follower.Follower`).
+
+    Why merged: the consumer fetches partitions evenly in bytes, not in time, so during a
+    catch-up the small workload facts ran hours or days ahead of the heartbeats, and one
+    partition could be read to its end before another was touched. The fold is the same
+    either way (its charges depend on the facts, not their interleaving), but where charging
+    stands when it enters a period is where the audit of that period starts reading: a
+    partition left far behind there made the audit read its whole history. Read abreast, the
+    fold enters a period with every partition at that period's start."""
 
     def __init__(
         self,
@@ -47,66 +52,39 @@ class InputReader:
         self.topics = topics
         self.dead_letters = dead_letters
         self.speaks = speaks
-        self.fatal = FatalLatch("charging reader")
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"fairshare-charging-reader-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                # What librdkafka fetches ahead is memory too: 16 MiB keeps a catch-up busy
-                # and keeps the process's peak from growing with the backlog (64 MiB default).
-                "queued.max.messages.kbytes": 16384,
-                "error_cb": self.fatal.on_error,
-            }
-        )
         workloads, heartbeats = (
             topics.name(k) for k in (TopicKind.WORKLOADS, TopicKind.HEARTBEATS)
         )
-        metadata = self._consumer.list_topics(timeout=10).topics
-        for name in (workloads, heartbeats):
-            if name not in metadata:
-                raise RuntimeError(f"topic {name} does not exist (run the topic setup first)")
         self._heartbeats = heartbeats
-        held = sorted(metadata[workloads].partitions) if owned is None else sorted(owned)
-        first = start or {}
-        self._consumer.assign(
-            [
-                TopicPartition(topic, p, first.get((topic, p), OFFSET_BEGINNING))
-                for topic, partitions in (
-                    (workloads, held),
-                    (heartbeats, metadata[heartbeats].partitions),
-                )
-                for p in sorted(partitions)
-            ]
+        self._source = KafkaPartitions(
+            bootstrap,
+            [workloads, heartbeats],
+            topics=topics,
+            start=start,
+            only=None if owned is None else {workloads: owned},
+            on_invalid=self._invalid,
         )
+        self.fatal = self._source.fatal
+        self._follower = Follower(self._source, topics, start=self._source.start)
+
+    def _invalid(self, rejected: Rejected) -> Position:
+        if self.speaks or rejected.record.topic != self._heartbeats:
+            self.dead_letters.reject(rejected)
+            return rejected.position
+        return skip(rejected, GROUP)
 
     def poll(self, timeout_s: float, max_records: int) -> list[Delivery]:
-        deliveries: list[Delivery] = []
-        for message in self.fatal.consume(self._consumer, max_records, timeout_s):
-            checked = check(raw_record(message), self.topics)
-            if isinstance(checked, Delivery):
-                deliveries.append(checked)
-            elif self.speaks or checked.record.topic != self._heartbeats:
-                self.dead_letters.reject(checked)
-            else:
-                skip(checked, GROUP)
+        deliveries = self._follower.poll(timeout_s, max_records)
         self.dead_letters.flush()  # before any charge that follows them is published
         return deliveries
 
     def ends(self) -> dict[Key, int]:
         """The end of every partition read, as the broker has it now: what this reader has
         caught up with once the fold's positions reach it."""
-        ends: dict[Key, int] = {}
-        for tp in self._consumer.assignment():
-            _, high = self._consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), timeout=10
-            )
-            ends[(tp.topic, tp.partition)] = int(high)
-        return ends
+        return self._follower.end_offsets()
 
     def close(self) -> None:
-        self._consumer.close()
+        self._source.close()
 
 
 class LedgerTail:

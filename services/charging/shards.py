@@ -186,13 +186,15 @@ class ChargingShard:
         dead_letters: Any = None,
         open_checkpoints: OpenCheckpoints | None = None,
         ledger: tuple[Callable[[], dict[Key, int]], ReadLedger] | None = None,
+        workloads_topic: str | None = None,
     ) -> None:
         """``ledger_topic``: its name (a checkpoint's positions on it are the tail's);
         ``dead_letters``: the office every reader of this shard posts to (closed at the end of
         :meth:`run`); ``open_checkpoints``: the checkpoints of a fold by name (None: every
         start rebuilds from the first offset); ``ledger``: the ledger's ends and a reader of a
         range of it, to seal closed periods while this shard holds every partition
-        (``services.charging.periods``; None: it seals none)."""
+        (``services.charging.periods``; None: it seals none); ``workloads_topic``: its name
+        (sealing waits for each of its partitions: ``ChargingHost.await_partitions``)."""
         self.host = host
         self.ledger_topic = ledger_topic
         self.dead_letters = dead_letters
@@ -201,6 +203,7 @@ class ChargingShard:
         self._open_tail = open_tail
         self._open_checkpoints = open_checkpoints
         self._ledger = ledger
+        self._workloads_topic = workloads_topic
         #: The partitions the fold was built for; how often it was (re)built; whether the
         #: latest build started from a checkpoint.
         self.built_for: frozenset[int] = frozenset()
@@ -243,7 +246,9 @@ class ChargingShard:
         known = sum(self.host.count_recorded(charge) for charge in self._tail.read_to_end())
         self._note_seals()
         self._reader = self._open_reader(None if whole else owned, self.speaks, inputs)
-        self._catching_up = (time.monotonic(), self._reader.ends())
+        ends = self._reader.ends()
+        self._catching_up = (time.monotonic(), ends)
+        self.host.await_partitions({k: e for k, e in ends.items() if k[0] == self._workloads_topic})
         log.info(
             "charging fold started",
             extra={
@@ -323,6 +328,7 @@ class ChargingShard:
         if any(positions.get(key, 0) < end for key, end in ends.items() if end > 0):
             return
         self._catching_up = None
+        self.host.awaited.clear()  # records dead-lettered at a backlog's end are no facts
         log.info(
             "charging caught up with the log",
             extra={

@@ -189,8 +189,13 @@ def test_the_audit_of_a_period_reads_the_period_not_the_history(broker: BrokerHa
     for audit in audits:
         assert audit.identical, audit.differences
         assert audit.from_checkpoint
+    # The period's own facts (and those up to its seal, a horizon later) whatever came before:
+    # charging reads its partitions merged by event time, so it enters the period with every
+    # partition at the period's start.
     assert audits[0].facts == audits[1].facts, "the same facts: the period's own"
-    assert audits[0].recorded == audits[1].recorded
+    # Its own charges are the same; the late ones it holds depend on where the chain began.
+    own = [a.recorded - a.late for a in audits]
+    assert own[0] == own[1], own
     print(  # the figures for the report (pytest -s)
         f"audit of {period}: {audits[0].seconds:.2f} s after 0 h of history, "
         f"{audits[1].seconds:.2f} s after 36 h; {audits[0].facts} facts each"

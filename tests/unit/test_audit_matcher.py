@@ -120,3 +120,36 @@ def test_compare_of_complete_lists_agrees_with_the_streaming_matcher() -> None:
         f"charges of w{w} are in another order" for w in range(3)
     ]
     assert compare(facts[1:], facts, check_order=False)[0].startswith("missing in the log")
+
+
+def _reversal(of: LedgerCharge) -> LedgerCharge:
+    hour = int(of.bucket_start.timestamp()) // HOUR
+    return of.model_copy(
+        update={
+            "charge_id": charge_id(of.workload_id, 1, hour, 1),
+            "debit_account": of.credit_account,
+            "credit_account": of.debit_account,
+            "corrects": of.charge_id,
+        }
+    )
+
+
+def test_revisions_of_an_hour_that_net_to_the_same_are_no_difference_when_asked() -> None:
+    """A run's hour posted then reversed by a late loss (one reading order) against never
+    posted (the other): the same GPU-seconds, other revisions."""
+    posted = charge("w", 3, 3600)
+    for net_revisions, expected in ((True, []), (False, 2)):
+        matcher = ChargeMatcher(check_order=False, net_revisions=net_revisions)
+        matcher.offer_recorded(posted)
+        matcher.offer_recorded(_reversal(posted))
+        found = matcher.differences()
+        assert (len(found) if isinstance(expected, int) else found) == expected, found
+
+
+def test_revisions_that_do_not_net_to_the_same_are_still_reported() -> None:
+    posted = charge("w", 3, 3600)
+    matcher = ChargeMatcher(check_order=False, net_revisions=True)
+    matcher.offer_recorded(posted)
+    matcher.offer_recorded(_reversal(charge("w", 3, 1800)))
+    matcher.offer_recomputed(charge("w", 3, 600).model_copy(update={"charge_id": "charge:w:1:x:9"}))
+    assert any("not supported by the facts" in d for d in matcher.differences())
