@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+import yaml
 from kubernetes import client, config, watch
-from kubernetes.client import ApiClient, CoreV1Api, V1Node, V1Pod
+from kubernetes.client import ApiClient, CoreV1Api, RbacAuthorizationV1Api, V1Node, V1Pod
 from kubernetes.client.exceptions import ApiException
 
+REPO = Path(__file__).resolve().parents[2]
 ADMIN_KUBECONFIG = Path("/var/lib/fairshare-k8s/admin.kubeconfig")
 """Where ``.ci/start-kubernetes`` writes the kubeconfig of its admin (system:masters)."""
 
@@ -255,12 +257,16 @@ def delete_namespace(core: CoreV1Api, name: str) -> None:
     would: delete its pods (grace 0: gone at once, not ended by KWOK first) and the other kinds
     tests create, then finalize it. Kinds not listed here would be left in etcd, unseen."""
     coordination = client.CoordinationV1Api(core.api_client)
+    rbac = client.RbacAuthorizationV1Api(core.api_client)
     for delete in (
         core.delete_collection_namespaced_pod,
         core.delete_collection_namespaced_config_map,
         core.delete_collection_namespaced_secret,
         core.delete_collection_namespaced_event,
+        core.delete_collection_namespaced_service_account,
         coordination.delete_collection_namespaced_lease,
+        rbac.delete_collection_namespaced_role_binding,
+        rbac.delete_collection_namespaced_role,
     ):
         with contextlib.suppress(ApiException):
             delete(name, grace_period_seconds=0)
@@ -371,6 +377,206 @@ def terminated_state(pod: V1Pod) -> client.V1ContainerStateTerminated | None:
     """How its (first) container ended, if it has."""
     statuses = pod.status.container_statuses or []
     return statuses[0].state.terminated if statuses else None
+
+
+# -- the agent's manifests and a service account of its permissions -----------------------------
+
+MANIFESTS = REPO / "deploy" / "kubernetes"
+"""The agent's deployment (``kubectl apply -f deploy/kubernetes/``): its namespaces, service
+account, RBAC and Deployment."""
+AGENT_CLUSTER_ROLE = "fairshare-agent"
+AGENT_RUNS_ROLE = "fairshare-agent-runs"
+
+
+def agent_manifests(directory: Path = MANIFESTS) -> list[dict[str, Any]]:
+    """Every object of the YAML files in ``directory``, in file then document order."""
+    objects: list[dict[str, Any]] = []
+    for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
+        with path.open(encoding="utf-8") as file:
+            objects.extend(doc for doc in yaml.safe_load_all(file) if doc is not None)
+    return objects
+
+
+def agent_manifest(kind: str, name: str, directory: Path = MANIFESTS) -> dict[str, Any]:
+    """The one object of that kind and name in the manifests."""
+    found = [
+        obj
+        for obj in agent_manifests(directory)
+        if obj.get("kind") == kind and obj.get("metadata", {}).get("name") == name
+    ]
+    assert len(found) == 1, f"{len(found)} {kind} named {name} in {directory}"
+    return found[0]
+
+
+def _allowed(
+    authorization: client.AuthorizationV1Api,
+    user: str,
+    groups: list[str],
+    verb: str,
+    resource: str,
+    namespace: str | None,
+) -> bool:
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=user,
+            groups=groups,
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb, resource=resource, namespace=namespace
+            ),
+        )
+    )
+    return bool(authorization.create_subject_access_review(review).status.allowed)
+
+
+def _kubeconfig_cluster(admin_kubeconfig: Path) -> dict[str, Any]:
+    """The cluster entry (server, CA) of the kubeconfig's current context."""
+    admin = yaml.safe_load(admin_kubeconfig.read_text(encoding="utf-8"))
+    current = admin.get("current-context")
+    contexts = {c["name"]: c["context"] for c in admin.get("contexts", [])}
+    clusters = {c["name"]: c["cluster"] for c in admin.get("clusters", [])}
+    if current in contexts:
+        return dict(clusters[contexts[current]["cluster"]])
+    assert len(clusters) == 1, f"{admin_kubeconfig}: no current context and not one cluster"
+    return dict(next(iter(clusters.values())))
+
+
+@contextmanager
+def service_account_kubeconfig(
+    core: CoreV1Api,
+    rbac_api_client: RbacAuthorizationV1Api,
+    run_namespace: str,
+    *,
+    with_role: bool,
+    directory: Path,
+    admin_kubeconfig: Path | None = None,
+    token_seconds: int = 3600,
+) -> Iterator[Path]:
+    """A kubeconfig of a new service account, as the agent's Deployment runs with.
+
+    The service account has a unique name in a scratch namespace of its own. With ``with_role``
+    it is bound to copies of the repository's ClusterRole ``fairshare-agent`` and of its Role
+    ``fairshare-agent-runs`` (the latter in ``run_namespace``, the agent's ``--namespace``), taken
+    from ``deploy/kubernetes/`` and renamed uniquely, so that tests running at once do not share
+    them; on return the API server's authorizer already applies them. Without, it has only what
+    every authenticated user has. Its token comes from the TokenRequest API (no token
+    controller runs), and the kubeconfig (in ``directory``) has the server and CA of the admin
+    kubeconfig (default :func:`kubeconfig_path`). Everything is deleted on exit."""
+    admin_path = admin_kubeconfig or kubeconfig_path()
+    authorization = client.AuthorizationV1Api(core.api_client)
+    suffix = uuid.uuid4().hex[:8]
+    account = f"fairshare-agent-{suffix}"
+    cluster_role = f"{AGENT_CLUSTER_ROLE}-{suffix}"
+    runs_role = f"{AGENT_RUNS_ROLE}-{suffix}"
+    made_cluster_role = made_binding = made_role = made_role_binding = False
+    with scratch_namespace(core, "fs-sa") as account_namespace:
+        try:
+            core.create_namespaced_service_account(
+                account_namespace,
+                client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account)),
+            )
+            subject = client.RbacV1Subject(
+                kind="ServiceAccount", name=account, namespace=account_namespace
+            )
+            user = f"system:serviceaccount:{account_namespace}:{account}"
+            groups = ["system:serviceaccounts", f"system:serviceaccounts:{account_namespace}"]
+            if with_role:
+                rules = agent_manifest("ClusterRole", AGENT_CLUSTER_ROLE)["rules"]
+                rbac_api_client.create_cluster_role(
+                    client.V1ClusterRole.from_dict(
+                        {"metadata": {"name": cluster_role}, "rules": rules}
+                    )
+                )
+                made_cluster_role = True
+                rbac_api_client.create_cluster_role_binding(
+                    client.V1ClusterRoleBinding(
+                        metadata=client.V1ObjectMeta(name=cluster_role),
+                        role_ref=client.V1RoleRef(
+                            api_group="rbac.authorization.k8s.io",
+                            kind="ClusterRole",
+                            name=cluster_role,
+                        ),
+                        subjects=[subject],
+                    )
+                )
+                made_binding = True
+                rules = agent_manifest("Role", AGENT_RUNS_ROLE)["rules"]
+                rbac_api_client.create_namespaced_role(
+                    run_namespace,
+                    client.V1Role.from_dict({"metadata": {"name": runs_role}, "rules": rules}),
+                )
+                made_role = True
+                rbac_api_client.create_namespaced_role_binding(
+                    run_namespace,
+                    client.V1RoleBinding(
+                        metadata=client.V1ObjectMeta(name=runs_role),
+                        role_ref=client.V1RoleRef(
+                            api_group="rbac.authorization.k8s.io", kind="Role", name=runs_role
+                        ),
+                        subjects=[subject],
+                    ),
+                )
+                made_role_binding = True
+                # the authorizer reads RBAC objects through a cache: wait until it has them
+                for verb, resource, namespace in (
+                    ("list", "nodes", None),
+                    ("create", "pods", run_namespace),
+                ):
+                    wait_until(
+                        lambda v=verb, r=resource, n=namespace: _allowed(
+                            authorization, user, groups, v, r, n
+                        ),
+                        f"RBAC to allow {user} to {verb} {resource}",
+                    )
+            token = core.create_namespaced_service_account_token(
+                account,
+                account_namespace,
+                client.AuthenticationV1TokenRequest(
+                    # no audiences: the API server's own
+                    spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=token_seconds)
+                ),
+            ).status.token
+            kubeconfig = {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "fairshare-test", "cluster": _kubeconfig_cluster(admin_path)}
+                ],
+                "users": [{"name": account, "user": {"token": token}}],
+                "contexts": [
+                    {
+                        "name": account,
+                        "context": {
+                            "cluster": "fairshare-test",
+                            "user": account,
+                            "namespace": run_namespace,
+                        },
+                    }
+                ],
+                "current-context": account,
+            }
+            path = directory / f"{account}.kubeconfig"
+            path.touch(mode=0o600)
+            path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False), encoding="utf-8")
+            yield path
+        finally:
+            cleanups: list[tuple[bool, Callable[[], object]]] = [
+                (
+                    made_role_binding,
+                    lambda: rbac_api_client.delete_namespaced_role_binding(
+                        runs_role, run_namespace
+                    ),
+                ),
+                (
+                    made_role,
+                    lambda: rbac_api_client.delete_namespaced_role(runs_role, run_namespace),
+                ),
+                (made_binding, lambda: rbac_api_client.delete_cluster_role_binding(cluster_role)),
+                (made_cluster_role, lambda: rbac_api_client.delete_cluster_role(cluster_role)),
+            ]
+            for made, delete in cleanups:
+                if made:
+                    with contextlib.suppress(ApiException):
+                        delete()
 
 
 # -- fixtures -------------------------------------------------------------------------------------
