@@ -1,4 +1,4 @@
-"""``fairshare agent simulated | local | slurm``: run a cluster agent against a Kafka.
+"""``fairshare agent simulated | local | slurm | kubernetes``: run a cluster agent against a Kafka.
 
 Wired into the main command as ``app.add_typer(agent_app, name="agent")``. Ctrl-C or SIGTERM
 finish the current round and stop cleanly (the local agent stops its processes: a restarted
@@ -361,3 +361,105 @@ def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:
         console.print("refusing to start: --run-as needs root (to switch users)")
         raise typer.Exit(2)
     return mapping
+
+
+@agent_app.command()
+def kubernetes(
+    kafka: KafkaOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    cluster: ClusterOption = "kubernetes",
+    pool: PoolOption = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig",
+            envvar="FAIRSHARE_KUBECONFIG",
+            help="kubeconfig of the agent's account (default: the pod's in-cluster account)",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str, typer.Option("--namespace", help="the namespace the runs' pods are created in")
+    ] = "fairshare-runs",
+    node_selector: Annotated[
+        str,
+        typer.Option(
+            "--node-selector",
+            help="label selector of the nodes this agent offers ('' for every node with GPUs)",
+        ),
+    ] = "",
+    gpu_resource: Annotated[
+        str, typer.Option("--gpu-resource", help="the extended resource of a GPU")
+    ] = "nvidia.com/gpu",
+    image: Annotated[
+        str, typer.Option("--image", help="the container image when a spec names none")
+    ] = "busybox:1.36",
+    cordon_in_kubernetes: Annotated[
+        bool,
+        typer.Option(
+            "--cordon-in-kubernetes",
+            help="make unschedulable in Kubernetes the nodes cordoned in Fairshare "
+            "(schedulable again on uncordon)",
+        ),
+    ] = False,
+    pending_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--pending-timeout-s",
+            min=0,
+            help="delete (and fail) a run whose pods stay pending this long; 0: never",
+        ),
+    ] = 600.0,
+    api_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--api-timeout-s",
+            min=1.0,
+            help="exit non-zero when the API server has not answered for this long",
+        ),
+    ] = 30.0,
+    heartbeat_s: HeartbeatOption = 10.0,
+    confirm_s: ConfirmOption = 300.0,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
+) -> None:
+    """A Kubernetes cluster: each placement becomes one pod per node, bound to it, asking its
+    GPUs; starts, ends, cordons and foreign pods are read from watches (see docs/agents.md)."""
+    from services.agents.kubernetes import KubernetesAdapter, KubernetesError, kubernetes_client
+    from services.agents.kubernetes_agent import serve_kubernetes
+    from services.agents.kubernetes_pods import PodOptions
+
+    try:
+        adapter = KubernetesAdapter(
+            kubernetes_client(str(kubeconfig) if kubeconfig else None),
+            PodOptions(cluster, namespace, gpu_resource, image),
+            node_selector=node_selector,
+            cordon_in_kubernetes=cordon_in_kubernetes,
+            pending_timeout_s=pending_timeout_s,
+            api_timeout_s=api_timeout_s,
+        )
+    except KubernetesError as error:
+        console.print(f"refusing to start: Kubernetes: {error}", markup=False)
+        raise typer.Exit(2) from error
+    except Exception as error:  # a kubeconfig that cannot be read, no in-cluster account
+        console.print(f"refusing to start: Kubernetes: {error}", markup=False)
+        raise typer.Exit(2) from error
+    the_pool = pool or cluster
+
+    def run(bootstrap: str, topics: Topics, stop: Callable[[], bool]) -> ClusterAgent:
+        return serve_kubernetes(
+            adapter,
+            bootstrap,
+            topics,
+            stop,
+            cluster=cluster,
+            pool=the_pool,
+            heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
+            cordon_in_kubernetes=cordon_in_kubernetes,
+            checkpoint_every_s=checkpoint_every_s or None,
+        )
+
+    try:
+        _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)
+    except KubernetesError as error:
+        console.print(f"stopping: Kubernetes: {error}", markup=False)
+        raise typer.Exit(3) from error

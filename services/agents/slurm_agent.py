@@ -32,16 +32,12 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any
 
 from events import Topics
-from events.envelope import Envelope, derived_event_id
-from events.models import EventData, GpuReading, NodeCordoned, NodeUncordoned
 from events.types import TEXT_PATTERN
-from projections.cluster_state import ACTIVE, WorkloadState
-from services.agents.agent import ClusterAgent
 from services.agents.cadence import DEFAULT_CONFIRM_S
 from services.agents.host import run_on_kafka
+from services.agents.shared_cluster import SharedClusterAgent
 from services.agents.slurm import SlurmAdapter
 from services.agents.slurm_parse import FAIRSHARE_REASON_PREFIX, SlurmNode
 from services.bus.kafka import KafkaEventPublisher
@@ -61,10 +57,12 @@ def _short_text(text: str, limit: int = 500) -> str:
     return cleaned if re.match(TEXT_PATTERN, cleaned) else ""
 
 
-class SlurmAgent(ClusterAgent):
+class SlurmAgent(SharedClusterAgent):
     """The agent of one Slurm cluster (see the module's docstring for what it adds)."""
 
     adapter: SlurmAdapter
+    actor = SLURM_ACTOR
+    foreign_occupant = FOREIGN_OCCUPANT
 
     def __init__(
         self,
@@ -91,30 +89,13 @@ class SlurmAgent(ClusterAgent):
             clock=clock,
             source=source,
             orphan_grace_s=orphan_grace_s,
+            stray_grace_s=stray_grace_s,
         )
         self.drain_in_slurm = drain_in_slurm
-        self.stray_grace_s = stray_grace_s
-        #: The standing Fairshare cordon of each node: (event id, by whom, reason).
-        self.cordons: dict[str, tuple[str, str, str]] = {}
         #: Cordon events already handed to Slurm as a drain (``drain_in_slurm``).
         self._handed: set[str] = set()
         #: Nodes resumed in Slurm, with the listing time it was done at (once per listing).
         self._resumed: dict[str, float] = {}
-        #: Stray jobs by id, with when they were first seen stray.
-        self._strays: dict[str, float] = {}
-        self.cancelled_strays = 0
-
-    # -- reading the log -------------------------------------------------------------------
-    def observe(self, envelope: Envelope[Any]) -> None:
-        fresh = envelope.id not in self.state.event_ids
-        super().observe(envelope)
-        data = envelope.data
-        if not fresh:
-            return
-        if isinstance(data, NodeCordoned):
-            self.cordons[data.node] = (envelope.id, data.cordoned_by, data.reason)
-        elif isinstance(data, NodeUncordoned):
-            self.cordons.pop(data.node, None)
 
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> None:
@@ -127,27 +108,31 @@ class SlurmAgent(ClusterAgent):
                 found = snapshot.nodes.get(name)
                 if found is not None and name in self.state.cluster.nodes:
                     self._sync_node(found, now)
-            self._cancel_strays(now)
+            tracked = self.adapter.tracked_job_ids()
+            self.sweep_strays(
+                now,
+                [
+                    ((tag.workload_id, tag.attempt), job.job_id)
+                    for tag, job in self.adapter.our_jobs()
+                    if not job.ended and job.job_id not in tracked
+                ],
+                self.adapter.cancel_job,
+            )
         super().step()
 
     def _sync_node(self, slurm: SlurmNode, now: float) -> None:
         name = slurm.name
-        cordoned = self.state.cluster.nodes[name].cordoned
-        standing = self.cordons.get(name) if cordoned else None
-        if slurm.drained and not slurm.drained_by_fairshare:
-            if not cordoned:
-                event_id = derived_event_id(
-                    "agent", "slurm-drain", name, slurm.reason_time, slurm.reason
-                )
-                reason = _short_text(f"drained in Slurm: {slurm.reason or slurm.state}")
-                self._publish_node(
-                    NodeCordoned(node=name, cordoned_by=SLURM_ACTOR, reason=reason), now, event_id
-                )
-        elif not slurm.drained and standing is not None and standing[1] == SLURM_ACTOR:
-            event_id = derived_event_id("agent", "slurm-resume", name, standing[0])
-            self._publish_node(NodeUncordoned(node=name, uncordoned_by=SLURM_ACTOR), now, event_id)
+        standing, cordoned = self.standing_cordon(name), self._cordoned(name)
+        if not slurm.drained_by_fairshare:  # Fairshare's own drain is no decision of Slurm's
+            reason = _short_text(f"drained in Slurm: {slurm.reason or slurm.state}")
+            decision = (slurm.reason_time, slurm.reason)
+            self.follow_cluster(name, slurm.drained, reason, decision, now)
         if self.drain_in_slurm:
             self._hand_to_slurm(slurm, standing, cordoned)
+
+    def _cordoned(self, name: str) -> bool:
+        node = self.state.cluster.nodes.get(name)
+        return node is not None and node.cordoned
 
     def _hand_to_slurm(
         self, slurm: SlurmNode, standing: tuple[str, str, str] | None, cordoned: bool
@@ -165,81 +150,6 @@ class SlurmAgent(ClusterAgent):
             if self._resumed.get(name) != taken:
                 self._resumed[name] = taken
                 self.adapter.resume(name)
-
-    def _publish_node(self, data: EventData, now: float, event_id: str) -> None:
-        if event_id in self.in_flight or event_id in self.state.event_ids:
-            return
-        kind = "cordoned" if isinstance(data, NodeCordoned) else "uncordoned"
-        self._publish(kind, data, now, event_id)
-
-    def _cancel_strays(self, now: float) -> None:
-        tracked = self.adapter.tracked_job_ids()
-        seen: dict[str, float] = {}
-        for tag, job in self.adapter.our_jobs():
-            if job.ended or job.job_id in tracked:
-                continue
-            workload = self.state.cluster.workloads.get(tag.workload_id)
-            if (
-                workload is not None
-                and workload.attempt == tag.attempt
-                and workload.status in ACTIVE
-            ):
-                continue
-            first = self._strays.get(job.job_id, now)
-            seen[job.job_id] = first
-            if now - first < self.stray_grace_s:
-                continue
-            log.warning(
-                "cancelling a Slurm job whose run the log no longer has active",
-                extra={
-                    "workload_id": tag.workload_id,
-                    "attempt": tag.attempt,
-                    "job": job.job_id,
-                    "status": None if workload is None else workload.status,
-                },
-            )
-            if self.adapter.cancel_job(job.job_id):
-                self.cancelled_strays += 1
-            seen[job.job_id] = now  # again after another grace if it is still there
-        self._strays = seen
-
-    # -- GPUs held around Fairshare --------------------------------------------------------
-    def _gpus_busy(self, workload: WorkloadState) -> bool:
-        if super()._gpus_busy(workload):
-            return True
-        for node_name, _gpus in workload.placement:
-            foreign = self.adapter.foreign_gpus(node_name)
-            node = self.state.cluster.nodes[node_name]
-            if foreign and foreign + len(node.assigned) > node.gpus:
-                self._warn_once(
-                    f"foreign:{workload.workload_id}:{workload.attempt}:{node_name}",
-                    "GPUs held in Slurm by jobs Fairshare did not submit; the run waits",
-                    workload_id=workload.workload_id,
-                    node=node_name,
-                    foreign_gpus=foreign,
-                )
-                return True
-        return False
-
-    def _readings(
-        self, name: str, occupants: dict[tuple[str, int], tuple[str, int]]
-    ) -> tuple[GpuReading, ...]:
-        """The readings with the GPUs that foreign jobs hold named ``slurm:foreign`` (in the
-        liveness signal and the heartbeat alike): Slurm does not say which indices those are,
-        so the highest ones Fairshare has not assigned (Fairshare's indices are its own
-        bookkeeping; Slurm picks the devices)."""
-        readings = super()._readings(name, occupants)
-        count = self.adapter.foreign_gpus(name)
-        if not count:
-            return readings
-        node = self.state.cluster.nodes.get(name)
-        assigned = set(node.assigned) if node is not None else set()
-        free = [g.index for g in readings if g.occupant is None and g.index not in assigned]
-        marked = set(sorted(free, reverse=True)[:count])
-        return tuple(
-            g.model_copy(update={"occupant": FOREIGN_OCCUPANT}) if g.index in marked else g
-            for g in readings
-        )
 
 
 def serve_slurm(

@@ -1,0 +1,195 @@
+"""The cluster agent over Kubernetes: the generic loop, plus what a shared cluster has
+(:mod:`services.agents.shared_cluster`), read from the adapter's watches.
+
+* **Nodes out of service in Kubernetes**: unschedulable (``kubectl cordon``), tainted against
+  the runs' pods (NoSchedule, NoExecute), or with fewer allocatable GPUs than registered (a
+  node's capacity is part of its registration, so a shrunk node is taken out of service until
+  it has them again) are cordoned in Fairshare by ``kubernetes``, and uncordoned when that
+  ends. A node that is not Ready goes silent (no signals of life): the scheduler declares it
+  down. A node newly selected is registered.
+* **Fairshare's cordons in Kubernetes** (opt-in, ``cordon_in_kubernetes``): a node cordoned in
+  Fairshare is made unschedulable, annotated as Fairshare's doing, so nothing submitted around
+  Fairshare starts there either; uncordoned when Fairshare uncordons it.
+* **Pods around Fairshare** holding GPUs are ``kubernetes:foreign``; a placement needing them
+  waits; the agent never deletes a pod it did not create.
+* **Strays**: this cluster's pods whose run the log no longer has active (finished and
+  reported, lost, cancelled) are deleted after ``stray_grace_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from events import Topics
+from events.envelope import derived_event_id
+from events.models import NodeRegistered
+from services.agents.adapter import NodeSpec
+from services.agents.cadence import DEFAULT_CONFIRM_S
+from services.agents.host import run_on_kafka
+from services.agents.kubernetes import KubernetesAdapter
+from services.agents.kubernetes_pods import NodeView
+from services.agents.shared_cluster import SharedClusterAgent
+from services.bus.kafka import KafkaEventPublisher
+from services.bus.port import EventPublisher
+
+log = logging.getLogger(__name__)
+
+KUBERNETES_ACTOR = "kubernetes"
+FOREIGN_OCCUPANT = "kubernetes:foreign"
+
+
+class KubernetesAgent(SharedClusterAgent):
+    """The agent of one Kubernetes cluster (see the module's docstring)."""
+
+    adapter: KubernetesAdapter
+    actor = KUBERNETES_ACTOR
+    foreign_occupant = FOREIGN_OCCUPANT
+
+    def __init__(
+        self,
+        adapter: KubernetesAdapter,
+        publisher: EventPublisher,
+        *,
+        cluster: str,
+        pool: str,
+        cordon_in_kubernetes: bool = False,
+        stray_grace_s: float = 10.0,
+        heartbeat_s: float = 10.0,
+        confirm_s: float = DEFAULT_CONFIRM_S,
+        clock: Callable[[], float] = time.time,
+        source: str | None = None,
+        orphan_grace_s: float = 5.0,
+    ) -> None:
+        super().__init__(
+            adapter,
+            publisher,
+            cluster=cluster,
+            pool=pool,
+            heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
+            clock=clock,
+            source=source,
+            orphan_grace_s=orphan_grace_s,
+            stray_grace_s=stray_grace_s,
+        )
+        self.cordon_in_kubernetes = cordon_in_kubernetes
+        #: Cordon events already handed to Kubernetes (``cordon_in_kubernetes``).
+        self._handed: set[str] = set()
+
+    def step(self) -> None:
+        if self.started and self.adapter.healthy():
+            now = self.clock()
+            views = self.adapter.node_views()
+            self._register_new(views, now)
+            for name in sorted(self.node_specs):
+                view = views.get(name)
+                if view is not None and name in self.state.cluster.nodes:
+                    self._sync_node(view, now)
+            self.sweep_strays(
+                now,
+                [
+                    (tag, pod.name)
+                    for tag, pod in self.adapter.our_pods()
+                    if not self.adapter.tracked(*tag)
+                ],
+                self._delete_pod,
+            )
+        super().step()
+
+    def _delete_pod(self, name: str) -> bool:
+        self.adapter.delete_pod(name)
+        return True
+
+    def _register_new(self, views: dict[str, NodeView], now: float) -> None:
+        """Nodes selected since the agent started (or since a node was first seen with GPUs)."""
+        for view in sorted(views.values(), key=lambda v: v.name):
+            if view.name in self.node_specs or view.gpus < 1:
+                continue
+            spec = NodeSpec(view.name, view.gpus, view.gpu_type)
+            self.node_specs[view.name] = spec
+            data = NodeRegistered(
+                node=view.name,
+                cluster=self.cluster,
+                pool=self.pool,
+                gpus=view.gpus,
+                gpu_type=view.gpu_type,
+            )
+            event_id = derived_event_id(
+                "agent", "registered", self.cluster, view.name, self.pool, str(view.gpus),
+                view.gpu_type,
+            )  # fmt: skip
+            self._publish("registered", data, now, event_id)
+
+    def _sync_node(self, view: NodeView, now: float) -> None:
+        name = view.name
+        registered = self.node_specs[name].gpus
+        reasons = []
+        if view.unschedulable and not view.cordoned_by_fairshare:
+            reasons.append("unschedulable in Kubernetes")
+        if view.taints:
+            reasons.append("tainted in Kubernetes: " + ", ".join(view.taints))
+        if view.gpus < registered:
+            reasons.append(f"{view.gpus} of its {registered} GPUs allocatable in Kubernetes")
+        reason = "; ".join(reasons)[:500]
+        standing, cordoned = self.standing_cordon(name), self._cordoned(name)
+        self.follow_cluster(name, bool(reasons), reason, (reason,), now)
+        if self.cordon_in_kubernetes:
+            self._hand_to_kubernetes(view, standing, cordoned)
+
+    def _cordoned(self, name: str) -> bool:
+        node = self.state.cluster.nodes.get(name)
+        return node is not None and node.cordoned
+
+    def _hand_to_kubernetes(
+        self, view: NodeView, standing: tuple[str, str, str] | None, cordoned: bool
+    ) -> None:
+        if standing is not None and standing[1] != KUBERNETES_ACTOR:
+            event_id, by, why = standing
+            if view.unschedulable or event_id in self._handed:
+                return
+            reason = f"cordoned in Fairshare by {by}" + (f": {why}" if why else "")
+            if self.adapter.set_unschedulable(view.name, True, reason[:200]):
+                self._handed.add(event_id)
+        elif not cordoned and view.cordoned_by_fairshare:
+            self.adapter.set_unschedulable(view.name, False)
+
+
+def serve_kubernetes(
+    adapter: KubernetesAdapter,
+    bootstrap: str,
+    topics: Topics,
+    should_stop: Callable[[], bool],
+    *,
+    cluster: str,
+    pool: str,
+    heartbeat_s: float = 10.0,
+    confirm_s: float = DEFAULT_CONFIRM_S,
+    cordon_in_kubernetes: bool = False,
+    poll_s: float = 0.2,
+    checkpoint_every_s: float | None = None,
+) -> KubernetesAgent:
+    """A Kubernetes agent publishing to ``bootstrap``, run until ``should_stop()``."""
+    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
+    agent = KubernetesAgent(
+        adapter,
+        publisher,
+        cluster=cluster,
+        pool=pool,
+        heartbeat_s=heartbeat_s,
+        confirm_s=confirm_s,
+        cordon_in_kubernetes=cordon_in_kubernetes,
+    )
+    try:
+        run_on_kafka(
+            agent,
+            bootstrap,
+            topics,
+            should_stop,
+            poll_s=poll_s,
+            checkpoint_every_s=checkpoint_every_s,
+        )
+    finally:
+        publisher.close()
+    return agent
