@@ -115,6 +115,8 @@ class NodeState:
     cordon_reason: str = ""
     cordoned_by: str | None = None
     cordoned_at: float | None = None
+    #: What runs the work placed there (``NodeRegistered.executor``; "" when unsaid).
+    executor: str = ""
 
     @property
     def free(self) -> int:
@@ -470,7 +472,9 @@ class ClusterState:
                 )
             self._set_schedulable(existing, existing.cordoned, False)
             return
-        node = NodeState(e.node, e.cluster, e.pool, e.gpus, e.gpu_type, last_heartbeat=now)
+        node = NodeState(
+            e.node, e.cluster, e.pool, e.gpus, e.gpu_type, last_heartbeat=now, executor=e.executor
+        )
         self.nodes[e.node] = node
         self.indexes.node_registered(node)
 

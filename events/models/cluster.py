@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from events.models.base import EventData
 from events.topics import TopicKind
@@ -19,6 +19,10 @@ class NodeRegistered(EventData):
     pool: PoolName
     gpus: GpuCount
     gpu_type: Identifier
+    #: What runs the work placed there (``kubernetes``, ``slurm``, ``local``, ``simulated``;
+    #: "" when the agent did not say): the API checks a workload's spec against what each of
+    #: its pools can run, at submit.
+    executor: Literal["", "simulated", "local", "slurm", "kubernetes"] = ""
 
 
 class NodeCordoned(EventData):

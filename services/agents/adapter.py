@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 #: GPU indices per node: ``(("node-01", (0, 1)), ...)``.
 PlacementSpec = tuple[tuple[str, tuple[int, ...]], ...]
@@ -28,6 +28,8 @@ class NodeSpec:
     gpu_type: str
     #: The node's pool; None means the agent's default pool.
     pool: str | None = None
+    #: What runs the work there (``NodeRegistered.executor``).
+    executor: Literal["", "simulated", "local", "slurm", "kubernetes"] = ""
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,12 @@ class ClusterAgent:
                     )
                 continue
             data = NodeRegistered(
-                node=name, cluster=self.cluster, pool=pool, gpus=spec.gpus, gpu_type=spec.gpu_type
+                node=name,
+                cluster=self.cluster,
+                pool=pool,
+                gpus=spec.gpus,
+                gpu_type=spec.gpu_type,
+                executor=spec.executor,
             )
             event_id = derived_event_id(
                 "agent", "registered", self.cluster, name, pool, str(spec.gpus), spec.gpu_type

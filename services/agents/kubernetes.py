@@ -325,7 +325,7 @@ class KubernetesAdapter:
             except Exception as error:
                 raise KubernetesError(f"cannot reach the API server: {error}") from error
         specs = [
-            NodeSpec(node.name, node.gpus, node.gpu_type)
+            NodeSpec(node.name, node.gpus, node.gpu_type, executor="kubernetes")
             for node in sorted(self.node_views().values(), key=lambda n: n.name)
             if node.gpus > 0 and _fairshare_id(node.name)
         ]

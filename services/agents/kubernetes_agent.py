@@ -107,7 +107,7 @@ class KubernetesAgent(SharedClusterAgent):
         for view in sorted(views.values(), key=lambda v: v.name):
             if view.name in self.node_specs or view.gpus < 1:
                 continue
-            spec = NodeSpec(view.name, view.gpus, view.gpu_type)
+            spec = NodeSpec(view.name, view.gpus, view.gpu_type, executor="kubernetes")
             self.node_specs[view.name] = spec
             data = NodeRegistered(
                 node=view.name,
@@ -115,6 +115,7 @@ class KubernetesAgent(SharedClusterAgent):
                 pool=self.pool,
                 gpus=view.gpus,
                 gpu_type=view.gpu_type,
+                executor="kubernetes",
             )
             event_id = derived_event_id(
                 "agent", "registered", self.cluster, view.name, self.pool, str(view.gpus),

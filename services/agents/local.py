@@ -253,7 +253,7 @@ class LocalAdapter:
             gpus, detected_type = virtual_gpus, "virtual"
         self.node = node or socket.gethostname().split(".")[0] or "localhost"
         self.virtual = self._nvml is None
-        self._spec = NodeSpec(self.node, gpus, gpu_type or detected_type)
+        self._spec = NodeSpec(self.node, gpus, gpu_type or detected_type, executor="local")
         self._log_dir = log_dir
         self._run_as = run_as
         self._shutdown_grace_s = shutdown_grace_s

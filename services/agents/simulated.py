@@ -59,6 +59,7 @@ def simulated_nodes(
             gpus_per_node,
             gpu_type,
             pools[i % len(pools)] if pools else pool,
+            executor="simulated",
         )
         for i in range(count)
     ]

@@ -151,7 +151,9 @@ class SlurmAdapter:
                     "Slurm node name is not a Fairshare id; skipped", extra={"node": node.name}
                 )
                 continue
-            specs.append(NodeSpec(node.name, node.gpus, gpu_type or node.gpu_type or "gpu"))
+            specs.append(
+                NodeSpec(node.name, node.gpus, gpu_type or node.gpu_type or "gpu", executor="slurm")
+            )
         if not specs:
             where = f"partition {partition}" if partition else "Slurm"
             raise SlurmError(f"no node with GPUs (GRES gpu) in {where}")

@@ -41,6 +41,7 @@ from events.times import DEFAULT_WINDOW_S, utc_from_epoch
 from projections.budget_tree import ROOT, BudgetNode, parent_of
 from projections.cluster_state import TERMINAL, WorkloadState
 from projections.live_state import LiveState
+from services.agents.spec_checks import spec_problems
 from services.api import auth, queries
 from services.api import models as m
 from services.api.auth import Principal
@@ -264,6 +265,16 @@ def check_submission(state: LiveState, who: Principal, body: m.SubmitRequest, no
         if pool not in state.cluster.pools:
             known = ", ".join(sorted(state.cluster.pools)) or "none"
             raise Invalid(("pools", index), f"unknown pool {pool!r} (known: {known})")
+    for index, pool in enumerate(body.pools):
+        executors = sorted({n.executor for n in state.cluster.nodes.values() if n.pool == pool})
+        for executor in executors:
+            problems = spec_problems(executor, body.spec)
+            if problems:
+                raise Invalid(
+                    "spec",
+                    f"pool {pool!r} (pools[{index}]) runs on {executor}, where this spec "
+                    "cannot run: " + "; ".join(problems),
+                )
     refusal = auth.may_submit(who, state.tree, body.budget)
     if refusal is not None:
         raise Forbidden(refusal, user=who.user)
