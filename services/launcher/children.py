@@ -91,6 +91,15 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
         if config.slurm_jobcomp_log is not None:
             slurm_agent += ["--jobcomp-log", str(config.slurm_jobcomp_log)]
         slurm = {"agent-slurm": slurm_agent}
+    kubernetes: dict[str, list[str]] = {}
+    if config.kubernetes_cluster:
+        kubernetes_agent = ["agent", "kubernetes", *common, "--cluster", config.kubernetes_cluster]
+        kubernetes_agent += ["--heartbeat-s", str(config.heartbeat_s)]
+        kubernetes_agent += ["--namespace", config.kubernetes_namespace]
+        kubernetes_agent += ["--node-selector", config.kubernetes_node_selector]
+        if config.kubeconfig is not None:
+            kubernetes_agent += ["--kubeconfig", str(config.kubeconfig.resolve())]
+        kubernetes = {"agent-kubernetes": kubernetes_agent}
     shards = config.charging_shards
     charging = (
         {"charging": ["charging", *common]}
@@ -106,6 +115,7 @@ def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
         **schedulers,
         "agent": agent,
         **slurm,
+        **kubernetes,
         "api": [
             "api",
             "serve",

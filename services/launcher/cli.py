@@ -92,6 +92,22 @@ _UpSlurmCluster = Annotated[
     str | None,
     typer.Option(help="also run this Slurm cluster (fairshare agent slurm) as a second pool"),
 ]
+_UpKubernetesCluster = Annotated[
+    str | None,
+    typer.Option(
+        help="also run this Kubernetes cluster (fairshare agent kubernetes) as a pool of its own"
+    ),
+]
+_UpKubeconfig = Annotated[
+    Path | None,
+    typer.Option(help="the Kubernetes agent's kubeconfig (default: in-cluster account)"),
+]
+_UpKubernetesNamespace = Annotated[
+    str, typer.Option(help="the namespace of the Kubernetes runs' pods")
+]
+_UpKubernetesNodeSelector = Annotated[
+    str, typer.Option(help="label selector of the Kubernetes nodes offered ('' for all)")
+]
 _UpSlurmJobcompLog = Annotated[
     Path | None,
     typer.Option(help="Slurm's jobcomp/filetxt log (exit codes of jobs gone from squeue)"),
@@ -117,6 +133,10 @@ def up(
     tokens: _UpTokens = None,
     slurm_cluster: _UpSlurmCluster = None,
     slurm_jobcomp_log: _UpSlurmJobcompLog = None,
+    kubernetes_cluster: _UpKubernetesCluster = None,
+    kubeconfig: _UpKubeconfig = None,
+    kubernetes_namespace: _UpKubernetesNamespace = "fairshare-runs",
+    kubernetes_node_selector: _UpKubernetesNodeSelector = "",
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
@@ -142,6 +162,8 @@ def up(
 
     if slurm_cluster is not None:
         _check_slurm(slurm_cluster)
+    if kubernetes_cluster is not None:
+        _check_kubernetes(kubernetes_cluster, kubeconfig)
     config = UpConfig(
         bootstrap="",  # known once the broker runs
         topics=Topics(prefix=topic_prefix),
@@ -158,6 +180,10 @@ def up(
         tokens_file=tokens,
         slurm_cluster=slurm_cluster,
         slurm_jobcomp_log=slurm_jobcomp_log,
+        kubernetes_cluster=kubernetes_cluster,
+        kubeconfig=kubeconfig,
+        kubernetes_namespace=kubernetes_namespace,
+        kubernetes_node_selector=kubernetes_node_selector,
     )
     try:
         with exclusive_data_dir(data_dir):
@@ -186,6 +212,28 @@ def _check_slurm(cluster: str) -> None:
             "one with `bash .ci/start-slurm`, or leave the option out"
         )
         raise typer.Exit(2)
+
+
+def _check_kubernetes(cluster: str, kubeconfig: Path | None) -> None:
+    """A Kubernetes cluster was asked for: its API server must answer with that kubeconfig, or
+    nothing starts (exit 2). Its agent checks its permissions itself when it starts."""
+    from rich.markup import escape
+
+    from services.agents.kubernetes import kubernetes_client
+
+    try:
+        from kubernetes.client import VersionApi
+
+        VersionApi(kubernetes_client(str(kubeconfig) if kubeconfig else None)).get_code(
+            _request_timeout=(5, 10)
+        )
+    except Exception as error:
+        err_console.print(
+            f"[red]--kubernetes-cluster {cluster}:[/] its API server does not answer "
+            f"({escape(str(error)[:200])}); start one with `bash .ci/start-kubernetes` and "
+            "pass --kubeconfig, or leave the option out"
+        )
+        raise typer.Exit(2) from error
 
 
 def _checked_tokens_file(path: Path) -> Path:

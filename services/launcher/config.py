@@ -43,6 +43,13 @@ class UpConfig:
     slurm_cluster: str | None = None
     #: Slurm's jobcomp/filetxt log, for exit codes of jobs that left squeue.
     slurm_jobcomp_log: Path | None = None
+    #: A Kubernetes cluster run beside them (its own pool), by ``fairshare agent kubernetes``
+    #: with ``kubeconfig``; None: none.
+    kubernetes_cluster: str | None = None
+    kubeconfig: Path | None = None
+    #: Where its runs' pods go, and which nodes it offers ('' for every node with GPUs).
+    kubernetes_namespace: str = "fairshare-runs"
+    kubernetes_node_selector: str = ""
     agent: str = "simulated"
     cluster: str = "demo"
     nodes: int = 4
@@ -76,7 +83,8 @@ class UpConfig:
     @property
     def pools(self) -> tuple[str, ...]:
         """The pools this stack's agents register (each agent's pool is its cluster's name)."""
-        return (self.cluster, *([self.slurm_cluster] if self.slurm_cluster else []))
+        others = (self.slurm_cluster, self.kubernetes_cluster)
+        return (self.cluster, *(name for name in others if name))
 
     @property
     def api_url(self) -> str:

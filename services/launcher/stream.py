@@ -55,11 +55,17 @@ def _request(config: UpConfig, rng: random.Random, user: str) -> dict[str, Any]:
         "workload_id": f"demo-{uuid.uuid4().hex[:10]}",
         "budget": USERS[user][1],
         # either cluster will do: the scheduler places it where there is room
-        "pools": [config.cluster, *([config.slurm_cluster] if config.slurm_cluster else [])],
+        "pools": list(config.pools),
         "gpus": rng.choice((1, 1, 2, 2, 4)),
         "min_runtime_s": rng.choice((0, 60, 120, 300)),
-        # the simulated agent runs duration_s; the local one runs the command
-        "spec": {"duration_s": seconds, "command": ["sleep", str(seconds)]},
+        # the simulated agent runs duration_s; the local, Slurm and Kubernetes ones run the
+        # command; KWOK's simulated kubelets (a Kubernetes without machines) run no command
+        # and end the pod as its annotation says
+        "spec": {
+            "duration_s": seconds,
+            "command": ["sleep", str(seconds)],
+            "annotations": {"fairshare.dev/kwok-finish-after": f"{seconds}s"},
+        },
     }
 
 
