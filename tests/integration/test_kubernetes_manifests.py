@@ -132,7 +132,7 @@ def test_the_bindings_and_the_deployment_fit_together() -> None:
     assert _option(command, "--cluster")
     assert _option(command, "--pool")
     env = {item["name"]: item for item in container["env"]}
-    source = env["FAIRSHARE_BOOTSTRAP"]["valueFrom"]["configMapKeyRef"]
+    source = env["FAIRSHARE_KAFKA_BOOTSTRAP"]["valueFrom"]["configMapKeyRef"]
     config_map = objects[("ConfigMap", source["name"])]
     assert config_map["metadata"]["namespace"] == AGENT_NAMESPACE
     assert ":" in config_map["data"][source["key"]]  # HOST:PORT
