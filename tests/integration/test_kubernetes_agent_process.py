@@ -181,3 +181,80 @@ def test_without_an_api_server_it_exits_non_zero_at_once(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "cannot reach the API server" in done.stdout + done.stderr
     assert time.monotonic() - started < 60, "never lingers"
+
+
+class _Proxy:
+    """A TCP relay to the API server that can be cut: the agent's only way to it."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        import socket
+        import threading
+
+        self.target = target
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._open: list[socket.socket] = []
+        self._cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self._cut.is_set():
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: Any, sink: Any) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        """Refuse new connections and drop the open ones (the API server is gone)."""
+        import contextlib
+
+        self._cut.set()
+        self._server.close()
+        for sock in self._open:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def test_an_api_server_lost_while_running_makes_it_exit_non_zero(
+    stack: KubernetesStack, agent_kubeconfig: Path, tmp_path: Path
+) -> None:
+    import yaml
+
+    stack.nodes(1)
+    config = yaml.safe_load(agent_kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    proxy = _Proxy((host, int(port)))
+    config["clusters"][0]["cluster"]["server"] = f"https://{host}:{proxy.port}"
+    through_proxy = tmp_path / "proxy.kubeconfig"
+    through_proxy.write_text(yaml.safe_dump(config))
+    agent = _Agent(
+        [*_agent_args(stack, through_proxy), "--api-timeout-s", "5"], tmp_path / "agent.log"
+    )
+    try:
+        wait_until(lambda: "agent of cluster" in agent.text(), "the agent to start", 90)
+        time.sleep(3)
+        assert agent.process.poll() is None, agent.text()
+        proxy.cut()
+        cut_at = time.monotonic()
+        wait_until(lambda: agent.process.poll() is not None, "the agent to exit", 60)
+        assert agent.process.returncode != 0, agent.text()
+        assert time.monotonic() - cut_at < 45, "it does not linger"
+        assert "API server" in agent.text(), agent.text()
+    finally:
+        agent.stop()
