@@ -18,13 +18,27 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from services.api import models as m
 from services.api.sentences import iso
-from services.read_models.tables import ledger_entries, workloads
+from services.read_models.tables import demand_intervals, ledger_entries, workloads
 
 
 def past_workload(engine: Engine | None, workload_id: str) -> m.WorkloadView | None:
     """``workload_id`` as the read models have it, or None (unknown there, or no read models)."""
     found = _views(engine, workloads.c.workload_id == workload_id, limit=1)
     return found[0] if found else None
+
+
+def past_first_demand(engine: Engine | None, pool: str) -> float | None:
+    """When work first asked for GPUs of ``pool``, as the read models have it (the start of
+    the pool's data once the view has forgotten its oldest work); None without them."""
+    if engine is None:
+        return None
+    query = select(func.min(demand_intervals.c.start_at)).where(demand_intervals.c.pool == pool)
+    try:
+        with engine.connect() as connection:
+            first = connection.scalar(query)
+    except SQLAlchemyError:  # no read models yet
+        return None
+    return None if first is None else float(first)
 
 
 def past_end(engine: Engine | None, workload_id: str) -> float | None:

@@ -29,6 +29,7 @@ from projections.live_state import LiveState
 from services.api import queries
 from services.api.deps import principal
 from services.api.errors import Invalid, NotFound
+from services.api.past_work import past_first_demand
 from services.api.preemptions import PreemptionRows, recent_preemptions
 from services.api.routes.dashboard_session import session_router
 from services.api.sentences import iso
@@ -133,6 +134,11 @@ def dashboard_router(
         with view.read() as state:
             name = queries.pools_or_404(state, pool)[0] if pool else _first_pool(state)
             data_from = first_activity(state, name)
+            forgot_some = state.forgotten_before > float("-inf")
+        if forgot_some:  # the view forgot its oldest work: where the data starts is older
+            older = past_first_demand(engine, name)
+            if older is not None:
+                data_from = older if data_from is None else min(data_from, older)
         try:
             window = resolve_range(now, data_from, start, end, last, bin_s)
         except ValueError as error:
