@@ -132,7 +132,8 @@ def _node_view(node: Any, gpu_resource: str) -> NodeView:
     allocatable = (status.allocatable if status else None) or {}
     value = str(allocatable.get(gpu_resource, "0"))
     ready = any(
-        c.type == "Ready" and c.status == "True" for c in (status.conditions if status else [])
+        c.type == "Ready" and c.status == "True"
+        for c in ((status.conditions if status else None) or [])
     )
     taints = [
         {"key": t.key, "value": t.value, "effect": t.effect}
@@ -176,6 +177,7 @@ class _Cache:
         self.relists = 0
         self._stop = threading.Event()
         self._watch: watch.Watch | None = None
+        self._unreadable: set[tuple[str, str]] = set()
 
     def start(self) -> None:
         """List once here (the caller learns at once if the API server answers), then watch."""
@@ -188,12 +190,30 @@ class _Cache:
         listing = self._list(_request_timeout=(5, 30), **self._selector)
         fresh = {}
         for item in listing.items:
-            fresh[(item.metadata.namespace or "", item.metadata.name)] = self._convert(item)
+            value = self._read(item)
+            if value is not None:
+                fresh[(item.metadata.namespace or "", item.metadata.name)] = value
         with self.lock:
             self.items = fresh
         self.relists += 1
         self.heard_at = self._clock()
         return str(listing.metadata.resource_version)
+
+    def _read(self, item: Any) -> Any:
+        """The object as the agent reads it. An object it cannot read (a field it did not
+        expect) must not stop the watch, which would replay the same event for ever: it is
+        kept as it was read last, and said once."""
+        try:
+            return self._convert(item)
+        except Exception as error:
+            key = (item.metadata.namespace or "", item.metadata.name)
+            if key not in self._unreadable:
+                self._unreadable.add(key)
+                log.warning(
+                    "cannot read a Kubernetes object; kept as last read",
+                    extra={"kind": self.kind, "name": item.metadata.name, "why": str(error)},
+                )
+            return self.items.get(key)
 
     def _run(self, version: str) -> None:
         backoff = 0.5
@@ -244,11 +264,12 @@ class _Cache:
                 version = item.metadata.resource_version
                 continue
             key = (item.metadata.namespace or "", item.metadata.name)
+            value = None if kind == "DELETED" else self._read(item)
             with self.lock:
-                if kind == "DELETED":
+                if value is None:
                     self.items.pop(key, None)
                 else:
-                    self.items[key] = self._convert(item)
+                    self.items[key] = value
             version = item.metadata.resource_version
             if self._stop.is_set():
                 break

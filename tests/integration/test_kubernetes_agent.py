@@ -197,9 +197,12 @@ def test_gpus_held_by_a_foreign_pod_are_reported_and_waited_for(
             stack.bus.broker.bootstrap, stack.bus.topics, (TopicKind.HEARTBEATS,)
         ):
             data = envelope.data
-            if isinstance(data, GpuHeartbeat | NodeAlive) and data.node == node:
-                if sum(g.occupant == FOREIGN_OCCUPANT for g in data.gpus) == 8:
-                    return True
+            if (
+                isinstance(data, GpuHeartbeat | NodeAlive)
+                and data.node == node
+                and sum(g.occupant == FOREIGN_OCCUPANT for g in data.gpus) == 8
+            ):
+                return True
         return False
 
     wait_until(foreign_reported, "the foreign pod's GPUs in a heartbeat")
@@ -228,3 +231,30 @@ def test_a_spec_that_cannot_make_a_pod_is_refused_at_submit(stack: KubernetesSta
         )  # fmt: skip
         assert response.status_code == 422, response.text
         assert word in response.text, response.text
+
+
+def test_a_node_that_loses_gpus_or_gains_a_taint_is_cordoned_and_a_new_node_registered(
+    stack: KubernetesStack, kube_core: CoreV1Api
+) -> None:
+    [first, second] = stack.nodes(2)
+    stack.start_agent()
+    _running(stack)
+    status = kube_core.read_node_status(first).status
+    allocatable = {**status.allocatable, "nvidia.com/gpu": "4"}
+    kube_core.patch_node_status(first, {"status": {"allocatable": allocatable}})
+    wait_until(lambda: stack.node(first)["cordoned"], "a shrunk node cordoned")
+    assert "4 of its 8 GPUs" in stack.node(first)["cordon_reason"], stack.node(first)
+    kube_core.patch_node(
+        second, {"spec": {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}}
+    )
+    wait_until(lambda: stack.node(second)["cordoned"], "a tainted node cordoned")
+    assert "maintenance:NoSchedule" in stack.node(second)["cordon_reason"]
+    kube_core.patch_node(second, {"spec": {"taints": []}})
+    wait_until(lambda: not stack.node(second)["cordoned"], "the taint lifted, the cordon too")
+    [third] = stack.nodes(1)
+    wait_until(
+        lambda: (
+            third in {n["node"] for n in stack.api().get("/nodes", headers=ADMIN).json()["nodes"]}
+        ),
+        "a node selected later registered",
+    )
