@@ -31,13 +31,14 @@ def log_from_file(path: Path, strict: bool = True) -> Iterator[Envelope[Any] | B
 def log_from_kafka(
     bootstrap: str, topics: Topics | None = None
 ) -> Iterator[Envelope[Any] | BadLine]:
-    """The whole log up to its current end, decoded strictly: the live topics may hold
+    """The durable log up to its current end, decoded strictly: the live topics may hold
     records a consumer dead-lettered, which must be bad lines here exactly as there (see
-    :func:`log_from_records`)."""
+    :func:`log_from_records`). The liveness topic is left out: no charge depends on a signal
+    of life (the durable heartbeats confirm occupancy), and it is most of the log's bytes."""
     from services.bus.export import read_to_end
 
     topics = topics or Topics()
-    return log_from_records(read_to_end(bootstrap, topics.all_names()), topics)
+    return log_from_records(read_to_end(bootstrap, topics.durable_names()), topics)
 
 
 def deliveries_from_kafka(bootstrap: str, topics: Topics) -> tuple[list[Delivery], int]:
