@@ -109,9 +109,11 @@ def test_two_shards_share_the_partitions_and_one_takes_over(bus: KafkaBus) -> No
         # and each shard rebuilds at its next round: wait for the assignment to settle
         _wait(
             "both shards to hold disjoint partitions",
-            lambda: bool(a.shard.built_for)
-            and bool(b.shard.built_for)
-            and not a.shard.built_for & b.shard.built_for,
+            lambda: (
+                bool(a.shard.built_for)
+                and bool(b.shard.built_for)
+                and not a.shard.built_for & b.shard.built_for
+            ),
         )
         held_a, held_b = a.shard.built_for, b.shard.built_for
         assert held_a | held_b == set(range(partitions))
