@@ -58,7 +58,7 @@ def test_a_killed_shard_is_taken_over_and_rejoins(bus: KafkaBus, tmp_path: Path)
 
         _wait("the first charges", lambda: charged("a", "b"), 120)
         b_log = tmp_path / "charging-b.log"
-        _wait("b to hold partitions", lambda: "charging fold rebuilt" in b_log.read_text(), 60)
+        _wait("b to hold partitions", lambda: "charging fold started" in b_log.read_text(), 60)
 
         os.killpg(running["b"].pid, signal.SIGKILL)
         running["b"].wait(timeout=10)
