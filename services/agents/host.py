@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from events import TopicKind, Topics
 from events.envelope import Envelope
@@ -24,7 +24,10 @@ from services.agents.cadence import DEFAULT_CONFIRM_S
 from services.bus.checkpoints import KafkaCheckpoints
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
+from services.bus.port import EventPublisher
 from services.runtime.fold_checkpoints import FoldCheckpoints
+
+A = TypeVar("A", bound=ClusterAgent)
 
 log = logging.getLogger(__name__)
 
@@ -108,15 +111,43 @@ def serve(
     checkpoint_every_s: float | None = None,
 ) -> ClusterAgent:
     """An agent for ``adapter`` publishing to ``bootstrap``, run until ``should_stop()``."""
-    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
-    agent = ClusterAgent(
-        adapter,
-        publisher,
+
+    def make(publisher: EventPublisher) -> ClusterAgent:
+        return ClusterAgent(
+            adapter,
+            publisher,
+            cluster=cluster,
+            pool=pool,
+            heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
+        )
+
+    return serve_agent(
+        make,
+        bootstrap,
+        topics,
+        should_stop,
         cluster=cluster,
-        pool=pool,
-        heartbeat_s=heartbeat_s,
-        confirm_s=confirm_s,
+        poll_s=poll_s,
+        checkpoint_every_s=checkpoint_every_s,
     )
+
+
+def serve_agent(
+    make: Callable[[EventPublisher], A],
+    bootstrap: str,
+    topics: Topics,
+    should_stop: Callable[[], bool],
+    *,
+    cluster: str,
+    poll_s: float = 0.2,
+    checkpoint_every_s: float | None = None,
+) -> A:
+    """The agent ``make`` builds over a publisher to ``bootstrap``, run until
+    ``should_stop()`` (every kind of agent is served so: the generic one, Slurm's,
+    Kubernetes')."""
+    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
+    agent = make(publisher)
     try:
         run_on_kafka(
             agent,

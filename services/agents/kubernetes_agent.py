@@ -27,11 +27,10 @@ from events.envelope import derived_event_id
 from events.models import NodeRegistered
 from services.agents.adapter import NodeSpec
 from services.agents.cadence import DEFAULT_CONFIRM_S
-from services.agents.host import run_on_kafka
+from services.agents.host import serve_agent
 from services.agents.kubernetes import KubernetesAdapter
 from services.agents.kubernetes_pods import NodeView
 from services.agents.shared_cluster import SharedClusterAgent
-from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher
 
 log = logging.getLogger(__name__)
@@ -172,25 +171,24 @@ def serve_kubernetes(
     checkpoint_every_s: float | None = None,
 ) -> KubernetesAgent:
     """A Kubernetes agent publishing to ``bootstrap``, run until ``should_stop()``."""
-    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
-    agent = KubernetesAgent(
-        adapter,
-        publisher,
-        cluster=cluster,
-        pool=pool,
-        heartbeat_s=heartbeat_s,
-        confirm_s=confirm_s,
-        cordon_in_kubernetes=cordon_in_kubernetes,
-    )
-    try:
-        run_on_kafka(
-            agent,
-            bootstrap,
-            topics,
-            should_stop,
-            poll_s=poll_s,
-            checkpoint_every_s=checkpoint_every_s,
+
+    def make(publisher: EventPublisher) -> KubernetesAgent:
+        return KubernetesAgent(
+            adapter,
+            publisher,
+            cluster=cluster,
+            pool=pool,
+            heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
+            cordon_in_kubernetes=cordon_in_kubernetes,
         )
-    finally:
-        publisher.close()
-    return agent
+
+    return serve_agent(
+        make,
+        bootstrap,
+        topics,
+        should_stop,
+        cluster=cluster,
+        poll_s=poll_s,
+        checkpoint_every_s=checkpoint_every_s,
+    )

@@ -36,11 +36,10 @@ from collections.abc import Callable
 from events import Topics
 from events.types import TEXT_PATTERN
 from services.agents.cadence import DEFAULT_CONFIRM_S
-from services.agents.host import run_on_kafka
+from services.agents.host import serve_agent
 from services.agents.shared_cluster import SharedClusterAgent
 from services.agents.slurm import SlurmAdapter
 from services.agents.slurm_parse import FAIRSHARE_REASON_PREFIX, SlurmNode
-from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher
 
 log = logging.getLogger(__name__)
@@ -167,25 +166,24 @@ def serve_slurm(
     checkpoint_every_s: float | None = None,
 ) -> SlurmAgent:
     """A Slurm agent publishing to ``bootstrap``, run until ``should_stop()``."""
-    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
-    agent = SlurmAgent(
-        adapter,
-        publisher,
-        cluster=cluster,
-        pool=pool,
-        heartbeat_s=heartbeat_s,
-        confirm_s=confirm_s,
-        drain_in_slurm=drain_in_slurm,
-    )
-    try:
-        run_on_kafka(
-            agent,
-            bootstrap,
-            topics,
-            should_stop,
-            poll_s=poll_s,
-            checkpoint_every_s=checkpoint_every_s,
+
+    def make(publisher: EventPublisher) -> SlurmAgent:
+        return SlurmAgent(
+            adapter,
+            publisher,
+            cluster=cluster,
+            pool=pool,
+            heartbeat_s=heartbeat_s,
+            confirm_s=confirm_s,
+            drain_in_slurm=drain_in_slurm,
         )
-    finally:
-        publisher.close()
-    return agent
+
+    return serve_agent(
+        make,
+        bootstrap,
+        topics,
+        should_stop,
+        cluster=cluster,
+        poll_s=poll_s,
+        checkpoint_every_s=checkpoint_every_s,
+    )
