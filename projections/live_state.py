@@ -88,12 +88,41 @@ REJECTED_KEPT = 1_000
 MAX_WAITING = 10_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommandRecord:
-    """A command as the log holds it: when, what, and the decision record behind it."""
+    """A command as the log holds it: when, what, and the decision record behind it.
+
+    Kept as the command's JSON, decoded when read: a view holds the commands of a window's
+    work, ended work included, and as models (a decision record ranks every budget of its pool
+    and names every input position) they were nine tenths of a week-old scheduler's state
+    (42 of 48 MiB for 2,600 workloads); as bytes they are a tenth of that. What a fold or a
+    list reads of every command (its id, whether it preempts and why, the attempt) is kept
+    beside the bytes, so only a reader that wants the decision record decodes it."""
 
     time: float
-    command: PlaceCommand | PreemptCommand
+    command_id: str
+    workload_id: str
+    preempts: bool
+    reason: str
+    attempt: int
+    encoded: bytes
+
+    @classmethod
+    def of(cls, time: float, command: PlaceCommand | PreemptCommand) -> CommandRecord:
+        return cls(
+            time,
+            command.command_id,
+            command.workload_id,
+            isinstance(command, PreemptCommand),
+            command.decision.reason,
+            command.attempt,
+            command.model_dump_json().encode(),
+        )
+
+    @property
+    def command(self) -> PlaceCommand | PreemptCommand:
+        kind = PreemptCommand if self.preempts else PlaceCommand
+        return kind.model_validate_json(self.encoded)
 
     @property
     def decision(self) -> DecisionRecord:
@@ -204,7 +233,7 @@ class LiveState:
         for workload_id in self.cluster.forget_ended_before(horizon):
             self.forgotten += 1
             for record in self.commands.pop(workload_id, ()):
-                self.command_ids.discard(record.command.command_id)
+                self.command_ids.discard(record.command_id)
             self.charged_gpu_s.pop(workload_id, None)
             self.free_gpu_s.pop(workload_id, None)
 
@@ -266,7 +295,9 @@ class LiveState:
                         return False
                     self.cluster.apply(data, now)
                     self.command_ids.add(data.command_id)
-                    self.commands.setdefault(data.workload_id, []).append(CommandRecord(now, data))
+                    self.commands.setdefault(data.workload_id, []).append(
+                        CommandRecord.of(now, data)
+                    )
                 else:
                     self.cluster.apply(data, now)
         except MissingFact as error:
@@ -299,7 +330,7 @@ class LiveState:
         ):
             self.command_ids.add(data.command_id)
             self.commands.setdefault(data.workload_id, []).append(
-                CommandRecord(float(envelope.epoch_seconds), data)
+                CommandRecord.of(float(envelope.epoch_seconds), data)
             )
 
     # -- reading ---------------------------------------------------------------------------

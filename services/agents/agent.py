@@ -413,8 +413,10 @@ class ClusterAgent:
 
     def _preempt_command(self, workload: WorkloadState) -> PreemptCommand | None:
         for record in reversed(self.state.commands.get(workload.workload_id, ())):
+            if not record.preempts or record.attempt != workload.attempt:
+                continue
             command = record.command
-            if isinstance(command, PreemptCommand) and command.attempt == workload.attempt:
+            if isinstance(command, PreemptCommand):
                 if command.cluster != self.cluster:
                     self._warn_once(
                         f"cluster:{command.command_id}",

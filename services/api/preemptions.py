@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.models import PreemptCommand
 from projections.live_state import LiveState
 from services.api.models import Answer, PositionView, RecentPreemption, StandingView
 from services.api.waiting import command_records
@@ -46,8 +45,8 @@ def recent_preemptions(state: LiveState, limit: int) -> list[dict[str, Any]]:
     found: list[tuple[float, str, str]] = []
     for workload_id, records in state.commands.items():
         for record in records:
-            if isinstance(record.command, PreemptCommand):
-                found.append((record.time, record.command.command_id, workload_id))
+            if record.preempts:
+                found.append((record.time, record.command_id, workload_id))
     found.sort(key=lambda item: (-item[0], item[1]))
     out = []
     for _time, command_id, workload_id in found[:limit]:

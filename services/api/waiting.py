@@ -255,7 +255,7 @@ def preemption_count(state: LiveState, workload_id: str) -> int:
     return sum(
         1
         for record in state.commands.get(workload_id, [])
-        if isinstance(record.command, PreemptCommand) and record.command.decision.reason != "cancel"
+        if record.preempts and record.reason != "cancel"
     )
 
 
