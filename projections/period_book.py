@@ -12,6 +12,7 @@ seal's figures) is charging's (``services.charging.periods``), which tells the b
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from events.models import InputPosition, PeriodClosed
@@ -32,6 +33,9 @@ class PeriodBook:
     last: PeriodClosed | None = None
     #: Seals read from the ledger for periods the fold has not sealed yet, by start.
     on_log: dict[int, PeriodClosed] = field(default_factory=dict)
+    #: Per period not sealed yet (by start), per ledger partition: the lowest offset of a
+    #: charge for one of its hours read from the ledger (:meth:`note_charge`).
+    charges_from: dict[int, dict[Key, int]] = field(default_factory=dict)
 
     def entering(self, at: float) -> list[int]:
         """The starts of the periods a fact at ``at`` enters (every one it passes: quiet
@@ -64,17 +68,42 @@ class PeriodBook:
         """The last seal's cut (the first period has none: every offset is after it)."""
         return positions(self.last.as_of) if self.last is not None else {}
 
-    def ledger_floor(self, ledger_topic: str) -> dict[Key, int]:
-        """Ledger positions no charge of a period entered now can lie before, when the fold
-        cannot say where the ledger ends for it (it is rebuilding: the log holds charges it
-        has not derived yet): where the latest period entered (or sealed) opened."""
-        if self.opened:
-            latest = self.opened[max(self.opened)]
-        elif self.last is not None:
-            latest = positions(self.last.opened)
-        else:
+    def note_charge(self, key: Key, offset: int, hour: int) -> None:
+        """A charge for ``hour`` read at ``offset`` of ledger partition ``key``: the lowest
+        such offset per period not sealed yet is where a rebuilt fold's audit starts reading
+        (:meth:`ledger_floor`)."""
+        start = period_start(hour, self.length)
+        if self.last is not None and start < int(self.last.end.timestamp()):
+            return  # a late charge for a sealed period: the open one holds it by its offset
+        found = self.charges_from.setdefault(start, {})
+        if offset < found.get(key, offset + 1):
+            found[key] = offset
+
+    def ledger_floor(
+        self, ledger_topic: str, start: int, unread: Mapping[Key, int]
+    ) -> dict[Key, int]:
+        """Ledger positions no charge of the period starting at ``start`` can lie before, when
+        the fold cannot say where the ledger ends for it (it is rebuilding: the log holds
+        charges it has not derived yet). The period holds the charges for its hours and the
+        late ones after the previous seal's cut, so per partition the lowest of: the offset
+        of the first charge read for an hour at or after ``start`` (:meth:`note_charge`), the
+        previous cut (the last seal's: cuts only move on), and the first offset not read yet
+        (``unread``). The first period holds every earlier hour: it reads from the start.
+
+        Before this, a rebuild read every period from where the latest one opened, which over
+        a ledger it did not write was the ledger's first offset: the audit of a day after four
+        weeks read the whole ledger (47,732 records for 1,346 of its own)."""
+        if self.last is None:
             return {}
-        return {key: offset for key, offset in latest.items() if key[0] == ledger_topic}
+        floor = {k: o for k, o in unread.items() if k[0] == ledger_topic}
+        firsts = [self.previous_cut()] + [
+            first for period, first in self.charges_from.items() if period >= start
+        ]
+        for first in firsts:
+            for key, offset in first.items():
+                if key[0] == ledger_topic:
+                    floor[key] = min(floor.get(key, offset), offset)
+        return floor
 
     def note_on_log(self, closed: PeriodClosed) -> None:
         """A seal read from the ledger: kept until the fold reaches that period again."""
@@ -88,6 +117,9 @@ class PeriodBook:
         self.opened.pop(start, None)
         self.on_log.pop(start, None)
         self.last = closed
+        end = int(closed.end.timestamp())
+        for period in [p for p in self.charges_from if p < end]:
+            del self.charges_from[period]
 
 
 def positions(of: tuple[InputPosition, ...]) -> dict[Key, int]:

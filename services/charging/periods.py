@@ -72,16 +72,19 @@ class Sealer:
         ledger_topic: str,
         ledger_ends: Callable[[], dict[Key, int]],
         read_ledger: ReadLedger,
+        ledger_unread: Callable[[], dict[Key, int]],
         open_checkpoints: Callable[[str], StateCheckpoints[ChargingState]] | None,
         checkpoint_fold: Callable[[], object],
     ) -> None:
         """``ledger_ends``: the end of every ledger partition now; ``read_ledger(first,
-        stop)``: its charges and seals between; ``checkpoint_fold``: save the fold's own
+        stop)``: its charges and seals between; ``ledger_unread``: the first offset of each
+        partition the fold has not read yet; ``checkpoint_fold``: save the fold's own
         checkpoint now (after a seal)."""
         self.host = host
         self.ledger_topic = ledger_topic
         self._ledger_ends = ledger_ends
         self._read_ledger = read_ledger
+        self._ledger_unread = ledger_unread
         self._open_checkpoints = open_checkpoints
         self._checkpoint_fold = checkpoint_fold
         self.sealed = 0
@@ -95,7 +98,7 @@ class Sealer:
                 k: o for k, o in positions(on_log.opened).items() if k[0] == self.ledger_topic
             }
         elif state.ledger.recorded:  # rebuilding: charges on the log are not derived yet
-            ledger = book.ledger_floor(self.ledger_topic)
+            ledger = book.ledger_floor(self.ledger_topic, start, self._ledger_unread())
         else:
             self.host.flush_charges(always=True)
             ledger = self._ledger_ends()

@@ -11,7 +11,7 @@ for the shared inputs; the others skip them).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge, PeriodClosed
@@ -102,6 +102,8 @@ class LedgerTail:
         self.positions = {key: (start or {}).get(key, 0) for key in self.source.partitions()}
         #: Seals of closed periods read and not taken yet (:meth:`take_seals`).
         self.seals: list[PeriodClosed] = []
+        #: Told where each charge lies as it is read (the period book's ledger index).
+        self.on_charge: Callable[[Key, int, LedgerCharge], None] | None = None
 
     def read(self, timeout_s: float = 0.0) -> list[LedgerCharge]:
         charges = []
@@ -112,6 +114,9 @@ class LedgerTail:
                 data = item.envelope.data
                 if isinstance(data, LedgerCharge):
                     charges.append(data)
+                    if self.on_charge is not None:
+                        key = (position.topic, position.partition)
+                        self.on_charge(key, position.offset, data)
                 elif isinstance(data, PeriodClosed):
                     self.seals.append(data)
         return charges

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, TopicPartition
 
 from events import TopicKind, Topics
+from events.models import LedgerCharge
 from projections.charging_state import ChargingState
 from services.bus.kafka import FatalLatch
 from services.bus.partitioning import partition_for_key
@@ -243,6 +244,7 @@ class ChargingShard:
             self.host.adopt(checkpoint.state, inputs, owns)
             self.restored = True
         self._tail = self._open_tail(ledger)
+        self._tail.on_charge = self._note_charge
         known = sum(self.host.count_recorded(charge) for charge in self._tail.read_to_end())
         self._note_seals()
         self._reader = self._open_reader(None if whole else owned, self.speaks, inputs)
@@ -267,9 +269,13 @@ class ChargingShard:
             self.ledger_topic,
             ends,
             read,
+            lambda: dict(self._tail.positions) if self._tail is not None else {},
             self._open_checkpoints,
             lambda: self.checkpoint(force=True),
         )
+
+    def _note_charge(self, key: Key, offset: int, charge: LedgerCharge) -> None:
+        self.host.state.periods.note_charge(key, offset, int(charge.bucket_start.timestamp()))
 
     def _note_seals(self) -> None:
         """Seals on the ledger: a rebuilt fold adopts them when it reaches their period."""

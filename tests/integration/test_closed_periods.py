@@ -200,3 +200,58 @@ def test_the_audit_of_a_period_reads_the_period_not_the_history(broker: BrokerHa
         f"audit of {period}: {audits[0].seconds:.2f} s after 0 h of history, "
         f"{audits[1].seconds:.2f} s after 36 h; {audits[0].facts} facts each"
     )
+
+
+def _foreign_ledger_history(bus: KafkaBus, batches_before: int) -> str:
+    """As ``_history``, but every charge is on the ledger before charging first runs (as a
+    fleet's history restored from elsewhere, or the history bench's generator, leaves it):
+    charging's first fold is a rebuild over a ledger it did not write."""
+    facts: Facts = []
+    for n in range(batches_before):
+        facts += batch(f"h{n}", n * 4 * HOUR)
+    facts += batch("target", 40 * HOUR) + batch("after", 44 * HOUR)
+    facts.sort(key=lambda pair: pair[1])
+    _publish(bus, facts)
+    publisher = bus.publisher()
+    charges = _expected(facts)
+    for charge in charges.values():
+        at = datetime.fromtimestamp(charge.bucket_start.timestamp() + HOUR, UTC)
+        publisher.publish(new_event(charge, source="fairshare/charging", time=at))
+    publisher.flush()
+    charging = kafka_charging_host(bus.broker.bootstrap, bus.topics, **OPTIONS)
+    deadline = time.monotonic() + 300
+
+    def sealed() -> bool:
+        assert time.monotonic() < deadline, "charging did not seal the period in time"
+        last = charging.host.state.periods.last
+        return last is not None and last.end.timestamp() >= T0 + 42 * HOUR
+
+    charging.run(sealed, poll_s=0.2)
+    assert charging.host.published == 0, "every charge was on the ledger already"
+    return period_name(T0 + 41 * HOUR, "hour")
+
+
+def test_a_rebuild_over_a_ledger_it_did_not_write_audits_a_period_from_its_own_charges(
+    broker: BrokerHandle,
+) -> None:
+    """A rebuilt fold cannot say where the ledger stood when a period opened; it indexes the
+    ledger it reads (the first offset of a charge per period) and seals the period from
+    there, so the audit reads the period's charges, not the whole ledger."""
+    short, long = KafkaBus(broker), KafkaBus(broker)
+    try:
+        period = _foreign_ledger_history(short, 0)
+        assert _foreign_ledger_history(long, 9) == period
+        audits = [_audit(short, period), _audit(long, period)]
+        whole = [len(_read(bus, TopicKind.LEDGER)) for bus in (short, long)]
+        seals = [len(_seals(bus)) for bus in (short, long)]
+    finally:
+        short.close()
+        long.close()
+    for audit in audits:
+        assert audit.identical, audit.differences
+    read = [a.ledger_records for a in audits]
+    assert whole[1] > 4 * whole[0], whole  # the long ledger is much longer...
+    # ...but the period's audit reads its own charges and what was appended up to its cut,
+    # which after a rebuild is the seals of every period before it (one record each)
+    assert read[1] < whole[1] / 3, (read, whole)
+    assert read[1] - read[0] <= seals[1] - seals[0], (read, seals)
