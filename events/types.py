@@ -87,6 +87,12 @@ Identifier = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)
 ]
 
+#: Where a node sits in the network (a block, a rack), named as its cluster names it: the
+#: characters of an id, or "" when nobody said (placement then treats the node as near no other).
+TopologyName = Annotated[
+    str, StringConstraints(max_length=MAX_ID_LENGTH, pattern=r"^[A-Za-z0-9._:@/-]*$")
+]
+
 #: An id the system derives from a client's (``place:<workload>:<attempt>``, charge ids): the
 #: same characters, with room for what is added around the client's id.
 DerivedId = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=ID_PATTERN)]

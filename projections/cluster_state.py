@@ -117,6 +117,10 @@ class NodeState:
     cordoned_at: float | None = None
     #: What runs the work placed there (``NodeRegistered.executor``; "" when unsaid).
     executor: str = ""
+    #: Where it sits in the network (``NodeRegistered.block``/``rack``; "" when unknown): a
+    #: gang that spans nodes goes to the fewest blocks that fit it (``placement.py``).
+    block: str = ""
+    rack: str = ""
 
     @property
     def free(self) -> int:
@@ -301,6 +305,11 @@ class ClusterIndexes:
         self.active.setdefault(node.pool, set())
         self.pending.setdefault(node.pool, {})
 
+    def topology_changed(self, node: NodeState) -> None:
+        """A re-registration moved the node to another block or rack: placements may differ."""
+        self._nodes_changed(node.pool)
+        self.layout_changed(node.pool)
+
     def availability_changing(self, node: NodeState) -> None:
         """Before ``node`` is cordoned, uncordoned, down or up: out of the pool's index as it
         stood (:meth:`availability_changed` puts it back as it stands after)."""
@@ -470,10 +479,22 @@ class ClusterState:
                 raise ClusterStateError(
                     f"node: {e.node} re-registered with another pool or GPU count"
                 )
+            if (existing.block, existing.rack) != (e.block, e.rack):
+                # Recabled, or its agent learnt its topology: the latest registration says.
+                existing.block, existing.rack = e.block, e.rack
+                self.indexes.topology_changed(existing)
             self._set_schedulable(existing, existing.cordoned, False)
             return
         node = NodeState(
-            e.node, e.cluster, e.pool, e.gpus, e.gpu_type, last_heartbeat=now, executor=e.executor
+            e.node,
+            e.cluster,
+            e.pool,
+            e.gpus,
+            e.gpu_type,
+            last_heartbeat=now,
+            executor=e.executor,
+            block=e.block,
+            rack=e.rack,
         )
         self.nodes[e.node] = node
         self.indexes.node_registered(node)

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from events.models.base import EventData
 from events.topics import TopicKind
-from events.types import GpuCount, Identifier, PoolName, ShortText, UtcDateTime
+from events.types import GpuCount, Identifier, PoolName, ShortText, TopologyName, UtcDateTime
 
 
 class NodeRegistered(EventData):
@@ -23,6 +23,12 @@ class NodeRegistered(EventData):
     #: "" when the agent did not say): the API checks a workload's spec against what each of
     #: its pools can run, at submit.
     executor: Literal["", "simulated", "local", "slurm", "kubernetes"] = ""
+    #: Where the node sits in the network, coarse to fine: the *block* (the nodes under one
+    #: leaf switch, or one NVLink/InfiniBand island) and the *rack* within it; "" when unknown.
+    #: A gang that spans nodes goes to the fewest blocks that fit it (design 2.5). Agents read
+    #: them from their cluster (a nodes file, Slurm's topology, Kubernetes node labels).
+    block: TopologyName = ""
+    rack: TopologyName = ""
 
 
 class NodeCordoned(EventData):
