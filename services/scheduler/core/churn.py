@@ -38,6 +38,19 @@ from events.times import HOUR
 from projections.cluster_state import WorkloadState
 from services.scheduler.core.fairshare_order import FairShareOrder
 
+#: A job is preempted at most this many times (cancellations not counted): once it has been,
+#: no rule chooses it as a victim again (fair share, the debug lane, unallocated work's
+#: bumps) and a drain waits for it to end, as Slurm's does. Without a bound a long job of an
+#: over-served budget was stopped after every contract it ran (128 times in three weeks with
+#: nodes sent for repair): each stop costs it progress and a restart, and changed nobody's
+#: week. Its budget is still charged for every second, so its other work ranks behind.
+MAX_PREEMPTIONS = 8
+
+
+def preemptions_left(workload: WorkloadState) -> bool:
+    """Whether ``workload`` may still be preempted (``MAX_PREEMPTIONS``)."""
+    return workload.preemptions < MAX_PREEMPTIONS
+
 
 @dataclass(frozen=True)
 class ChurnControl:

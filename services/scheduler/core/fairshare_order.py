@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState
+from services.scheduler.core.gang_turn import Waiting, due
 
 #: (0 while holding less than its entitlement else 1, usage ratio, -share, path)
 Key = tuple[int, float, float, str]
@@ -30,8 +31,14 @@ class FairShareOrder:
         capacity: int,
         window_s: int,
         leaf_held: Mapping[str, float] | None = None,
+        waiting: Mapping[str, Waiting] | None = None,
     ) -> None:
+        """``waiting``: each leaf's pending allocated work (``gang_turn.waiting_by_leaf``),
+        for the gang's turn; none: no budget is due one."""
         self.pool = pool
+        self.at = at
+        self.window_s = window_s
+        self.waiting: Mapping[str, Waiting] = waiting or {}
         self.shares = tree.shares(pool, at)
         self.children: dict[str, list[str]] = {}
         for path in self.shares:
@@ -79,8 +86,38 @@ class FairShareOrder:
         share = self.shares.get(path, 0.0)
         used = self.usage.get(path, 0.0) + extra
         ratio = used / (share * self.scale) if share > 0 else float("inf")
-        below = share > 0 and self.held.get(path, 0.0) < share * self.capacity
+        below = share > 0 and (self.held.get(path, 0.0) < share * self.capacity or self.due(path))
         return (0 if below else 1, ratio, -share, path)
+
+    def due_at(self, leaf: str) -> float | None:
+        """When ``leaf`` becomes due its gang's turn by waiting alone (its usage and holdings
+        as they are now), if it is not due now and will be within the window; else None."""
+        waiting = self.waiting.get(leaf)
+        entitled = self.entitled(leaf)
+        if waiting is None or entitled <= 0 or self.due(leaf):
+            return None
+        held = self.held.get(leaf, 0.0)
+        if waiting.smallest_gpus <= entitled - held or held >= waiting.smallest_gpus:
+            return None
+        waited = self.usage.get(leaf, 0.0) / entitled  # owed exceeds it after this long
+        if waited >= self.window_s:
+            return None
+        return waiting.since + waited + 1.0
+
+    def due(self, leaf: str) -> bool:
+        """Whether ``leaf`` is due its gang's turn now (``gang_turn.py``): then it ranks with
+        the budgets below their entitlement and its request is not counted against it."""
+        waiting = self.waiting.get(leaf)
+        if waiting is None:
+            return False
+        return due(
+            waiting,
+            self.entitled(leaf),
+            self.held.get(leaf, 0.0),
+            self.usage.get(leaf, 0.0),
+            self.at,
+            self.window_s,
+        )
 
     # -- picking leaves with work, in order ---------------------------------------------------
     def activate(self, leaves: Iterable[str]) -> None:

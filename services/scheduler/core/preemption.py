@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
-from services.scheduler.core.churn import ChurnControl, room
+from services.scheduler.core.churn import ChurnControl, preemptions_left, room
 from services.scheduler.core.debug_lane import DebugLane
 from services.scheduler.core.fairshare_order import FairShareOrder
 from services.scheduler.core.placement import needs_whole_nodes
@@ -112,6 +112,7 @@ class VictimIndex:
             or workload.pool != self.pool
             or workload.preempting
             or workload_id not in cluster.indexes.active.get(self.pool, ())
+            or not preemptions_left(workload)
         ):
             return
         if workload.allocated and not workload.contract_over(now):
@@ -305,7 +306,10 @@ def eligible_victims(
     """The runs of the pool that may be stopped for ``preemptor`` at ``now``; none at all when
     even every run of every budget that may give some could not free ``need`` GPUs (a cheap
     bound checked first, budget by budget, before any run is looked at)."""
-    extra = float(preemptor.gpus * preemptor.min_runtime_s)
+    # A budget due its gang's turn carries what it was owed and not given: its request is
+    # not counted against it (gang_turn.py).
+    due = rule.lane is None and order.due(preemptor.budget)
+    extra = 0.0 if due else float(preemptor.gpus * preemptor.min_runtime_s)
     starving = rule.lane is None and rule.starving(preemptor, now)
     limits: list[tuple[set[str], float, float, float]] = []
     bound = victims.tier0_gpus

@@ -66,9 +66,10 @@ from projections.cluster_state import (
     WorkloadState,
 )
 from projections.usage_snapshots import RankedUsage
-from services.scheduler.core.churn import ChurnControl, needs_a_node
+from services.scheduler.core.churn import ChurnControl, needs_a_node, preemptions_left
 from services.scheduler.core.debug_lane import DebugLanes, LaneState, lane_state
 from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
+from services.scheduler.core.gang_turn import waiting_by_leaf
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.placement import find_placement, largest_node, needs_whole_nodes
 from services.scheduler.core.preemption import (
@@ -81,6 +82,7 @@ from services.scheduler.core.preemption import (
     victim_index,
 )
 from services.scheduler.core.reservation import nodes_to_hold
+from services.scheduler.core.time_limits import TimeLimits, limit_s
 
 #: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
 UsageSource = Callable[[str], Mapping[str, float]]
@@ -102,6 +104,8 @@ class PassContext:
     churn: ChurnControl = field(default_factory=ChurnControl)
     #: Which work starts fast, per pool (debug_lane.py).
     debug_lanes: DebugLanes = field(default_factory=DebugLanes)
+    #: How long runs may last, per pool (time_limits.py): stated on each place command.
+    time_limits: TimeLimits = field(default_factory=TimeLimits)
     #: The pools this pass decides for (None: every pool). With a lease per pool
     #: (services/scheduler/lease.py) a scheduler leads some pools only: the pass then touches
     #: nothing of another pool (see :meth:`PassContext.schedules`).
@@ -291,6 +295,7 @@ class SchedulingPass:
                 min_runtime_s=workload.min_runtime_s,
                 spec=workload.spec,
                 decision=decision,
+                time_limit_s=limit_s(workload, pool, self.ctx.time_limits),
             ),
             command=True,
         )
@@ -371,7 +376,11 @@ class SchedulingPass:
                 continue
             for workload_id in sorted(node.holders) if drain else ():
                 workload = cluster.workloads[workload_id]
-                if not workload.preempting and workload.contract_over(now):
+                if (
+                    not workload.preempting
+                    and workload.contract_over(now)
+                    and preemptions_left(workload)
+                ):
                     detail = f"node {name} is cordoned and the contract of {workload_id} is over"
                     self.preempt(
                         workload,
@@ -473,6 +482,7 @@ class FairSharePass(SchedulingPass):
             capacity,
             ctx.window_s,
             held_by_leaf(cluster, pool),
+            waiting_by_leaf(queues),
         )
         turn = _PoolTurn(
             pool=pool,
@@ -647,7 +657,12 @@ class FairSharePass(SchedulingPass):
         whole = needs_whole_nodes(gpus, workload.gang, node_size)
         big = needs_a_node(workload, node_size)
         starving = churn.starving(workload, node_size, self.ctx.now)
-        owed = phase.allocated and churn.owed(turn.order, leaf)
+        owed = phase.allocated and (churn.owed(turn.order, leaf) or turn.order.due(leaf))
+        if phase.allocated and not owed and self.ctx.preemption:
+            # Waiting longer makes a budget due its gang's turn: ask for a pass then.
+            due_at = turn.order.due_at(leaf)
+            if due_at is not None:
+                self.result.wake(due_at)
         eligible: frozenset[str] | None = None
         if phase.allocated:
             search = self._search_victims(

@@ -1,0 +1,54 @@
+"""No job is preempted more than ``MAX_PREEMPTIONS`` times (services/scheduler/core/churn.py,
+docs/design.md section 2.6): the fold counts the preempt commands against a workload, every
+attempt, cancellations not counted; at the bound no rule chooses it as a victim and a drain
+waits for it."""
+
+from __future__ import annotations
+
+from events.models import NodeCordoned, WorkloadCancelled
+from services.scheduler.core.churn import MAX_PREEMPTIONS
+from tests.unit.scheduling_fixtures import T0, Scenario, preempted_ids
+
+LATER = T0 + 1000  # past every 600 s contract started at T0
+
+
+def _b_holds_the_node() -> Scenario:
+    """b holds the whole node (entitled to half): a may take one of its 2-GPU runs; b-other
+    has been preempted as often as the bound allows, so only b-run can be that victim."""
+    s = Scenario(nodes=(("n0", 4),))
+    s.running("b-run", "b", (("n0", (0, 1)),), started_at=T0, min_runtime_s=600)
+    s.running("b-other", "b", (("n0", (2, 3)),), started_at=T0 - 60, min_runtime_s=600)
+    s.cluster.workloads["b-other"].preemptions = MAX_PREEMPTIONS
+    s.set_usage({"a": 0.0, "b": 1_000_000.0})
+    return s
+
+
+def test_the_fold_counts_preemptions_but_not_cancellations() -> None:
+    s = _b_holds_the_node()
+    s.submit("a-job", "a", gpus=2, at=LATER)
+    assert preempted_ids(s.run(LATER + 1)) == ["b-run"]
+    assert s.cluster.workloads["b-run"].preemptions == 1
+    s.apply(WorkloadCancelled(workload_id="b-other", cancelled_by="tester"), LATER + 4)
+    cancelled = s.run(LATER + 5)
+    assert preempted_ids(cancelled) == ["b-other"], "a cancellation stops it whatever the bound"
+    assert s.cluster.workloads["b-other"].preemptions == MAX_PREEMPTIONS
+
+
+def test_a_job_preempted_as_often_as_the_bound_is_no_victim_any_more() -> None:
+    s = _b_holds_the_node()
+    s.cluster.workloads["b-run"].preemptions = MAX_PREEMPTIONS - 1
+    s.submit("a-job", "a", gpus=2, at=LATER)
+    assert preempted_ids(s.run(LATER + 1)) == ["b-run"], "one below the bound: still a victim"
+
+    s = _b_holds_the_node()
+    s.cluster.workloads["b-run"].preemptions = MAX_PREEMPTIONS
+    s.submit("a-job", "a", gpus=2, at=LATER)
+    assert preempted_ids(s.run(LATER + 1)) == []
+
+
+def test_a_drain_waits_for_a_job_at_the_bound() -> None:
+    s = _b_holds_the_node()
+    s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), LATER)
+    assert preempted_ids(s.run(LATER + 1)) == ["b-run"], "the drain stops what it may"
+    s.cluster.workloads["b-other"].preemptions = MAX_PREEMPTIONS - 1
+    assert preempted_ids(s.run(LATER + 2)) == ["b-other"]
