@@ -30,6 +30,10 @@ class NodeSpec:
     pool: str | None = None
     #: What runs the work there (``NodeRegistered.executor``).
     executor: Literal["", "simulated", "local", "slurm", "kubernetes"] = ""
+    #: Where it sits in the network (``NodeRegistered.block``/``rack``; "" when unknown):
+    #: read from the cluster (``services/agents/topology.py``).
+    block: str = ""
+    rack: str = ""
 
 
 @dataclass(frozen=True)

@@ -189,11 +189,13 @@ class ClusterAgent:
 
     # -- the loop --------------------------------------------------------------------------
     def start(self) -> None:
-        """Register the adapter's nodes the log does not have yet (call once caught up)."""
+        """Register the adapter's nodes the log does not have yet, or has in another block or
+        rack than the cluster now says (call once caught up)."""
         now = self.clock()
         for name, spec in sorted(self.node_specs.items()):
             pool = spec.pool or self.pool
             existing = self.state.cluster.nodes.get(name)
+            was: tuple[str, ...] = ()
             if existing is not None:
                 if (existing.pool, existing.gpus) != (pool, spec.gpus):
                     log.error(
@@ -204,7 +206,10 @@ class ClusterAgent:
                             "configured": f"{pool}/{spec.gpus}",
                         },
                     )
-                continue
+                    continue
+                if (existing.block, existing.rack) == (spec.block, spec.rack):
+                    continue
+                was = (existing.block, existing.rack)  # moved: registered again, where it is
             data = NodeRegistered(
                 node=name,
                 cluster=self.cluster,
@@ -212,10 +217,16 @@ class ClusterAgent:
                 gpus=spec.gpus,
                 gpu_type=spec.gpu_type,
                 executor=spec.executor,
+                block=spec.block,
+                rack=spec.rack,
             )
+            # The topology is part of the id only when stated (the ids of nodes without one stay
+            # what they were), and where a moved node was too: a move back is a new fact.
+            where = (spec.block, spec.rack, *was) if spec.block or spec.rack or was else ()
             event_id = derived_event_id(
-                "agent", "registered", self.cluster, name, pool, str(spec.gpus), spec.gpu_type
-            )
+                "agent", "registered", self.cluster, name, pool, str(spec.gpus), spec.gpu_type,
+                *where,
+            )  # fmt: skip
             self._publish("registered", data, now, event_id)
         self._flush()
         self.started = True

@@ -127,10 +127,18 @@ def simulated(
             "turn (instead of --pool)",
         ),
     ] = "",
+    topology: Annotated[
+        str,
+        typer.Option(
+            "--topology",
+            help="BLOCK_NODES[:RACK_NODES]: consecutive nodes per block (and rack); none: off",
+        ),
+    ] = "none",
 ) -> None:
     """A simulated cluster: runs each workload for its spec's duration_s (no duration: until
     preempted or cancelled)."""
     from services.agents.simulated import SimulatedAdapter, simulated_nodes
+    from services.agents.topology import parse_grid
 
     several = [name.strip() for name in pools.split(",") if name.strip()]
     if several and pool is not None:
@@ -139,7 +147,12 @@ def simulated(
     if len(several) > nodes:
         console.print("[red]--pools:[/] more pools than --nodes")
         raise typer.Exit(2)
-    specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several)
+    try:
+        grid = parse_grid(topology)
+    except ValueError as error:
+        console.print(f"[red]{error}[/]")
+        raise typer.Exit(2) from error
+    specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several, topology=grid)
     adapter = SimulatedAdapter(specs)
     default_pool = pool or (several[0] if several else cluster)
     _serve(

@@ -53,6 +53,7 @@ from services.agents.kubernetes_pods import (
     run_outcome,
     untolerated,
 )
+from services.agents.topology import topology_from_labels
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ def _node_view(node: Any, gpu_resource: str) -> NodeView:
         for t in ((spec.taints if spec else None) or [])
     ]
     labels = meta.labels or {}
+    block, rack = topology_from_labels(labels)
     return NodeView(
         name=meta.name,
         gpus=int(value) if value.isdigit() else 0,
@@ -148,6 +150,8 @@ def _node_view(node: Any, gpu_resource: str) -> NodeView:
         cordoned_by_fairshare=CORDON_ANNOTATION in (meta.annotations or {}),
         taints=untolerated(taints, gpu_resource),
         gpu_type=str(labels.get("nvidia.com/gpu.product", "gpu")).lower().replace(" ", "-"),
+        block=block,
+        rack=rack,
     )
 
 
@@ -346,7 +350,14 @@ class KubernetesAdapter:
             except Exception as error:
                 raise KubernetesError(f"cannot reach the API server: {error}") from error
         specs = [
-            NodeSpec(node.name, node.gpus, node.gpu_type, executor="kubernetes")
+            NodeSpec(
+                node.name,
+                node.gpus,
+                node.gpu_type,
+                executor="kubernetes",
+                block=node.block,
+                rack=node.rack,
+            )
             for node in sorted(self.node_views().values(), key=lambda n: n.name)
             if node.gpus > 0 and _fairshare_id(node.name)
         ]

@@ -106,7 +106,10 @@ class KubernetesAgent(SharedClusterAgent):
         for view in sorted(views.values(), key=lambda v: v.name):
             if view.name in self.node_specs or view.gpus < 1:
                 continue
-            spec = NodeSpec(view.name, view.gpus, view.gpu_type, executor="kubernetes")
+            spec = NodeSpec(
+                view.name, view.gpus, view.gpu_type, executor="kubernetes", block=view.block,
+                rack=view.rack,
+            )  # fmt: skip
             self.node_specs[view.name] = spec
             data = NodeRegistered(
                 node=view.name,
@@ -115,10 +118,13 @@ class KubernetesAgent(SharedClusterAgent):
                 gpus=view.gpus,
                 gpu_type=view.gpu_type,
                 executor="kubernetes",
+                block=view.block,
+                rack=view.rack,
             )
+            where = (view.block, view.rack) if view.block or view.rack else ()
             event_id = derived_event_id(
                 "agent", "registered", self.cluster, view.name, self.pool, str(view.gpus),
-                view.gpu_type,
+                view.gpu_type, *where,
             )  # fmt: skip
             self._publish("registered", data, now, event_id)
 

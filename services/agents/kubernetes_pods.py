@@ -322,6 +322,9 @@ class NodeView:
     #: Taints the runs' pods do not tolerate (``key=value:Effect``).
     taints: tuple[str, ...] = ()
     gpu_type: str = "gpu"
+    #: Where it sits in the network, from its labels (``services/agents/topology.py``).
+    block: str = ""
+    rack: str = ""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
+from services.agents.topology import grid_place
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,11 @@ def simulated_nodes(
     pool: str | None = None,
     *,
     pools: Sequence[str] = (),
+    topology: tuple[int, int] = (0, 0),
 ) -> list[NodeSpec]:
     """``count`` nodes named ``<cluster>-node-00``, ``-01``, ... of ``gpus_per_node`` GPUs, in
-    ``pool`` (None: the agent's), or dealt out over ``pools`` in turn."""
+    ``pool`` (None: the agent's), or dealt out over ``pools`` in turn; ``topology``: nodes per
+    block and per rack, consecutive nodes together (0: none)."""
     width = max(2, len(str(count - 1)))
     return [
         NodeSpec(
@@ -60,6 +63,8 @@ def simulated_nodes(
             gpu_type,
             pools[i % len(pools)] if pools else pool,
             executor="simulated",
+            block=grid_place(i, *topology)[0],
+            rack=grid_place(i, *topology)[1],
         )
         for i in range(count)
     ]

@@ -47,6 +47,7 @@ from services.agents.slurm_parse import (
     parse_squeue,
 )
 from services.agents.slurm_submit import SpecError, SubmitOptions, submission
+from services.agents.topology import parse_scontrol_topology
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,9 @@ class SlurmAdapter:
         self._jobs: dict[str, _Job] = {}
         self._ended: list[RunEnded] = []
         self._snapshot = self._read()
+        # Each node's block from Slurm's topology plugin (none without one: placement then
+        # knows no blocks, as before).
+        topology = parse_scontrol_topology(slurm.show_topology())
         specs = []
         for node in sorted(self._snapshot.nodes.values(), key=lambda n: n.name):
             if node.gpus < 1:
@@ -151,8 +155,16 @@ class SlurmAdapter:
                     "Slurm node name is not a Fairshare id; skipped", extra={"node": node.name}
                 )
                 continue
+            block, rack = topology.get(node.name, ("", ""))
             specs.append(
-                NodeSpec(node.name, node.gpus, gpu_type or node.gpu_type or "gpu", executor="slurm")
+                NodeSpec(
+                    node.name,
+                    node.gpus,
+                    gpu_type or node.gpu_type or "gpu",
+                    executor="slurm",
+                    block=block,
+                    rack=rack,
+                )
             )
         if not specs:
             where = f"partition {partition}" if partition else "Slurm"

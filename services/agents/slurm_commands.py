@@ -43,6 +43,8 @@ class SlurmControl(Protocol):
 
     def read_completions(self) -> str | None: ...
 
+    def show_topology(self) -> str: ...
+
 
 class SlurmCli:
     """:class:`SlurmControl` over Slurm's commands on this host (they find slurmctld through
@@ -99,6 +101,14 @@ class SlurmCli:
         if reason is not None:
             argv.append(f"Reason={reason}")
         self._run(argv)
+
+    def show_topology(self) -> str:
+        """``scontrol show topology``: blocks or switches and their nodes ("" without a
+        topology plugin, or when it cannot be read: placement then knows no blocks)."""
+        try:
+            return self._run(["scontrol", "show", "topology"])
+        except SlurmError:
+            return ""
 
     def read_completions(self) -> str | None:
         """The end of the job-completion log (its last :data:`COMPLETIONS_TAIL_BYTES`), None

@@ -52,6 +52,13 @@ def simulate(
     repair_hours: Annotated[
         float, typer.Option(help="hours a node stays down for repair once drained")
     ] = 4,
+    topology: Annotated[
+        str,
+        typer.Option(
+            help="BLOCK_NODES[:RACK_NODES]: consecutive nodes per block (and per rack); gangs "
+            "go to the fewest blocks, and the report counts blocks per gang (none: off)"
+        ),
+    ] = "none",
 ) -> None:
     """Replay a trace through the scheduler (and baselines) on a simulated cluster."""
     from services.simulator.engine import SimulationConfig
@@ -59,6 +66,7 @@ def simulate(
     from services.simulator.preemption_cost import PreemptionCost
     from services.simulator.runner import POLICIES
     from services.simulator.runner import simulate as run_simulation
+    from services.simulator.topology import TopologyConfig
     from services.simulator.trace import TraceError, load_budgets, load_trace
 
     chosen = list(POLICIES) if policy == "all" else [policy]
@@ -78,6 +86,7 @@ def simulate(
             maintenance=MaintenanceConfig(
                 rate=maintenance, seed=seed, repair_s=round(repair_hours * 3600)
             ),
+            topology=TopologyConfig.parse(topology),
         )
         jobs = load_trace(trace, limit=limit)
         weights = load_budgets(budgets)
@@ -90,7 +99,7 @@ def simulate(
     out_console.print(
         f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
         f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
-        f"{config.maintenance.describe()}"
+        f"{config.maintenance.describe()}; {config.topology.describe()}"
     )
     try:
         run_simulation(

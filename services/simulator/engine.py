@@ -64,6 +64,7 @@ from services.simulator.preemption_cost import (
     PreemptionCost,
     at_risk,
 )
+from services.simulator.topology import GangBlocks, TopologyConfig
 from services.simulator.trace import ContractRule, TraceJob
 from services.simulator.world import World, WorldFact
 
@@ -94,6 +95,8 @@ class SimulationConfig:
     #: The policy's churn control and debug lanes (the core's defaults unless set).
     churn: ChurnControl = field(default_factory=ChurnControl)
     debug_lanes: DebugLanes = field(default_factory=DebugLanes)
+    #: Blocks and racks of the nodes (topology.py; none by default).
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1 or self.gpus < self.gpus_per_node:
@@ -178,6 +181,8 @@ class SimulationOutcome:
     tree: BudgetTree = field(default_factory=BudgetTree)
     #: The world's facts, and which of them were stated or skipped.
     world: World = field(default_factory=World)
+    #: The blocks each gang over several nodes spanned (topology.py), with a topology.
+    gang_blocks: GangBlocks | None = None
 
 
 class Simulation:
@@ -225,6 +230,7 @@ class Simulation:
         #: What the policy's passes over ``cluster`` keep between them (memos.py).
         self.memos = PassMemos()
         for i in range(config.gpus // config.gpus_per_node):
+            block, rack = config.topology.place(i)
             self.apply(
                 NodeRegistered(
                     node=f"node-{i:04d}",
@@ -232,8 +238,11 @@ class Simulation:
                     pool=POOL,
                     gpus=config.gpus_per_node,
                     gpu_type="sim",
+                    block=block,
+                    rack=rack,
                 )
             )
+        self.gang_blocks = GangBlocks(POOL) if config.topology.enabled else None
         # The policy's tuning, stated before the first pass as a leader states it: an audit of
         # the log re-runs every pass with it (not with its own defaults).
         self.record(settings_of(self.context(self.now, 0)))
@@ -562,6 +571,10 @@ class Simulation:
                 )
             elif isinstance(command, PlaceCommand):
                 self.placements[command.workload_id] = command.placement
+                if self.gang_blocks is not None:
+                    self.gang_blocks.placed(
+                        self.cluster, command.workload_id, command.placement, self.now
+                    )
                 delay = 0.0
                 for part in command.placement.nodes:
                     node = self.cluster.nodes[part.node]
@@ -625,6 +638,8 @@ class Simulation:
                     self.check_drains()
                 self.passes += 1
                 ctx = self.context(at, self.passes)
+                if self.gang_blocks is not None:
+                    self.gang_blocks.before_pass(self.cluster)
                 with gc_paused():
                     result = self.policy(
                         self.cluster, self.tree, self.usage_source, ctx, self.memos
@@ -668,4 +683,5 @@ class Simulation:
             repairs_merged=self.repairs_merged,
             config=self.config,
             world=self.world,
+            gang_blocks=self.gang_blocks,
         )

@@ -9,6 +9,8 @@
   count with their wait so far (a lower bound), so a starved queue cannot look fast;
 * preemptions per 1,000 delivered GPU-hours, and contract violations (must be 0);
 * weekly attainment, per budget and week (``weekly.py``), what the 7-day promise is about;
+* blocks per gang over several nodes, and the share placed in the fewest blocks
+  (``topology.py``, with ``--topology``);
 * what preemptions and repairs cost: lost GPU-hours, goodput, preemptions per job, drains
   (``costs.py``).
 """
@@ -24,6 +26,7 @@ from projections.usage_window import bucket_of
 from services.simulator.costs import cost_figures, lost_seconds_by_budget, maintenance_figures
 from services.simulator.engine import POOL, Run, SimulationOutcome
 from services.simulator.stats import percentile
+from services.simulator.topology import topology_figures
 from services.simulator.weekly import WEEK_HOURS, budget_weeks, weekly_summary
 
 __all__ = ["compute_metrics", "owed_by_hour", "percentile", "queue_waits"]
@@ -170,6 +173,7 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
         **weekly_summary(weeks, capacity),
         **cost_figures(outcome, sum(busy_by_hour.values())),
         **maintenance_figures(outcome),
+        **topology_figures(outcome.config.topology, outcome.gang_blocks),
         "passes": outcome.passes,
         "wall_seconds": outcome.wall_seconds,
     }

@@ -72,6 +72,22 @@ COST: list[tuple[str, Cell]] = [
     ("runs lost", lambda o: f"{o['runs_lost']:,}"),
 ]
 
+TOPOLOGY: list[tuple[str, Cell]] = [
+    ("gangs over nodes", lambda o: f"{o['gang_placements']:,}"),
+    (
+        "blocks per gang p50 / p90",
+        lambda o: (
+            "-"
+            if o["blocks_per_gang_p50"] is None
+            else f"{o['blocks_per_gang_p50']:.0f} / {o['blocks_per_gang_p90']:.0f}"
+        ),
+    ),
+    (
+        "in fewest blocks",
+        lambda o: "-" if o["fewest_blocks_share"] is None else f"{o['fewest_blocks_share']:.1%}",
+    ),
+]
+
 MAINTENANCE: list[tuple[str, Cell]] = [
     ("repairs", lambda o: f"{o['repairs']}"),
     ("drain p50 / p90", lambda o: f"{duration(o['drain_p50_s'])} / {duration(o['drain_p90_s'])}"),
@@ -123,6 +139,10 @@ def print_report(console: Console, metrics: dict[str, dict[str, Any]]) -> None:
     console.print(policy_table("service", SERVICE, metrics))
     first = next(iter(metrics.values()))["overall"]
     console.print(policy_table(f"what preemption cost ({first['preemption_cost']})", COST, metrics))
+    if first.get("gang_placements") is not None and first["topology"] != "no topology":
+        console.print(
+            policy_table(f"placement by topology ({first['topology']})", TOPOLOGY, metrics)
+        )
     if any(result["overall"]["repairs"] for result in metrics.values()):
         console.print(policy_table(f"maintenance ({first['maintenance']})", MAINTENANCE, metrics))
     if "fairshare" in metrics:

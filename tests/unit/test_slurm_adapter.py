@@ -65,6 +65,8 @@ class FakeSlurm:
         self.ignore_term = False
         self.completions: str | None = None
         self.refuse_submit: str | None = None
+        #: What ``scontrol show topology`` answers ("" without a topology plugin).
+        self.topology = ""
         self._next_id = 100
 
     # -- SlurmControl ---------------------------------------------------------------------
@@ -148,6 +150,9 @@ class FakeSlurm:
 
     def read_completions(self) -> str | None:
         return self.completions
+
+    def show_topology(self) -> str:
+        return self.topology
 
     # -- playing the cluster ----------------------------------------------------------------
     def free(self, node: str) -> int:
