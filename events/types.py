@@ -19,6 +19,15 @@ from pydantic_core import core_schema
 #: A pool may set a lower cap; the scheduling core checks that one.
 MAX_MIN_RUNTIME_S = 8 * 3600
 
+#: A pool's time limits when nobody set them (docs/design.md section 2.2, like Slurm's
+#: ``DefaultTime``/``MaxTime``): work that declares no limit may run 24 h; none may ask for more
+#: than 7 days.
+DEFAULT_TIME_LIMIT_S = 24 * 3600
+DEFAULT_MAX_TIME_LIMIT_S = 7 * 86400
+#: The longest limit any workload or pool may state at all (a year): a bound on the values the
+#: log may carry, not a policy.
+TIME_LIMIT_CAP_S = 366 * 86400
+
 
 def _to_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
@@ -127,6 +136,9 @@ GpuSeconds = Annotated[int, Field(ge=0)]
 
 #: A contract length: 0 (unallocated, free, preemptible) up to the system cap.
 MinRuntimeSeconds = Annotated[int, Field(ge=0, le=MAX_MIN_RUNTIME_S)]
+
+#: How long one run of a workload may last before its agent stops it (its time limit).
+TimeLimitSeconds = Annotated[int, Field(ge=1, le=TIME_LIMIT_CAP_S)]
 
 #: A positive, finite weight set by whoever manages the parent budget.
 Weight = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]

@@ -167,6 +167,12 @@ class WorkloadState:
     ended_at: float | None = None
     exit_code: int | None = None
     end_message: str = ""
+    #: Preempt commands against it so far, every attempt, cancellations not counted: the
+    #: churn rules stop choosing it as a victim at ``churn.MAX_PREEMPTIONS``.
+    preemptions: int = 0
+    #: The time limit it declared (``WorkloadSubmitted.time_limit_s``); None: its pool's default
+    #: (``services/scheduler/core/time_limits.py`` resolves it).
+    time_limit_s: int | None = None
 
     @property
     def allocated(self) -> bool:
@@ -560,6 +566,7 @@ class ClusterState:
             submitter=e.submitter,
             spec=dict(e.spec),
             submitted_at=now,
+            time_limit_s=e.time_limit_s,
         )
         self.workloads[e.workload_id] = workload
         self.indexes.enqueue(workload)
@@ -729,6 +736,8 @@ class ClusterState:
             self.indexes.forget_victim(workload)
             self.indexes.count_held(workload, -1)
             workload.preempting = True
+            if e.decision.reason != "cancel":
+                workload.preemptions += 1
             self._release_assignment(workload)
             self.indexes.victim_changed(workload)
 

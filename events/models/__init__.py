@@ -26,6 +26,7 @@ from events.models.commands import (
     PlaceCommand,
     PreemptCommand,
     SchedulerSettings,
+    TimeLimitSettings,
 )
 from events.models.deadletter import DeadLetter
 from events.models.heartbeats import GpuHeartbeat, GpuReading
@@ -110,6 +111,7 @@ __all__ = [
     "Placement",
     "PreemptCommand",
     "SchedulerSettings",
+    "TimeLimitSettings",
     "UsageSnapshot",
     "WorkloadCancelled",
     "WorkloadFinished",

@@ -22,6 +22,8 @@ from events.models.base import EventData
 from events.models.placement import Placement
 from events.topics import TopicKind
 from events.types import (
+    DEFAULT_MAX_TIME_LIMIT_S,
+    DEFAULT_TIME_LIMIT_S,
     BudgetPath,
     DerivedId,
     GpuSeconds,
@@ -31,6 +33,7 @@ from events.types import (
     Seconds,
     ShortText,
     Spec,
+    TimeLimitSeconds,
     UtcDateTime,
 )
 
@@ -106,6 +109,10 @@ class PlaceCommand(EventData):
     min_runtime_s: MinRuntimeSeconds
     spec: Spec = Field(default_factory=dict)
     decision: DecisionRecord
+    #: Seconds the run may last from its start before the agent stops it (finished, "time
+    #: limit"): the workload's own limit or its pool's default, capped at the pool's maximum.
+    #: None: no limit (a command of a scheduler that knew none).
+    time_limit_s: TimeLimitSeconds | None = None
 
     @model_validator(mode="after")
     def _allocated_matches_contract(self) -> PlaceCommand:
@@ -171,6 +178,23 @@ class DebugLaneSettings(_Record):
     patience_s: _NonNegative
 
 
+class TimeLimitSettings(_Record):
+    """One pool's time limits (``services/scheduler/core/time_limits.py``); ``pool`` None: the
+    limits of every pool not named."""
+
+    pool: PoolName | None = None
+    #: The limit of work that declares none.
+    default_s: TimeLimitSeconds = DEFAULT_TIME_LIMIT_S
+    #: The longest limit a workload may declare.
+    max_s: TimeLimitSeconds = DEFAULT_MAX_TIME_LIMIT_S
+
+    @model_validator(mode="after")
+    def _default_within_max(self) -> TimeLimitSettings:
+        if self.default_s > self.max_s:
+            raise ValueError("default_s: must not exceed max_s")
+        return self
+
+
 class SchedulerSettings(EventData):
     """The policy's settings a leader decides with, stated before its first pass of an epoch
     (the simulator's before its first): what a pass depends on besides the facts, so an audit
@@ -188,12 +212,18 @@ class SchedulerSettings(EventData):
     churn: ChurnSettings
     #: The default lane first (``pool`` None), then one per pool that has its own.
     debug_lanes: tuple[DebugLaneSettings, ...] = Field(min_length=1)
+    #: The default limits first (``pool`` None), then one per pool that has its own (settings
+    #: stated before time limits existed: the system defaults).
+    time_limits: tuple[TimeLimitSettings, ...] = Field(default=(TimeLimitSettings(),), min_length=1)
 
     @model_validator(mode="after")
     def _one_default_lane_first(self) -> SchedulerSettings:
         pools = [lane.pool for lane in self.debug_lanes]
         if pools[0] is not None or None in pools[1:] or len(set(pools)) != len(pools):
             raise ValueError("debug_lanes: the default lane (no pool) first, then one per pool")
+        limits = [limit.pool for limit in self.time_limits]
+        if limits[0] is not None or None in limits[1:] or len(set(limits)) != len(limits):
+            raise ValueError("time_limits: the default (no pool) first, then one per pool")
         return self
 
 

@@ -24,6 +24,7 @@ from events.types import (
     Seconds,
     ShortText,
     Spec,
+    TimeLimitSeconds,
     UtcDateTime,
 )
 
@@ -52,6 +53,10 @@ class WorkloadSubmitted(EventData):
     submitter: Identifier
     #: Opaque to the scheduler; the agent's business (command, image, env, expected duration).
     spec: Spec = Field(default_factory=dict)
+    #: How long one run may last before its agent stops it; None: the pool's default. The
+    #: scheduler caps it at the pool's maximum and never below ``min_runtime_s``
+    #: (``services/scheduler/core/time_limits.py``).
+    time_limit_s: TimeLimitSeconds | None = None
 
     @model_validator(mode="after")
     def _distinct_pools(self) -> WorkloadSubmitted:

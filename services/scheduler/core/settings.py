@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from events.models import ChurnSettings, DebugLaneSettings, SchedulerSettings
+from events.models import ChurnSettings, DebugLaneSettings, SchedulerSettings, TimeLimitSettings
 from services.scheduler.core.churn import ChurnControl
 from services.scheduler.core.debug_lane import DebugLane, DebugLanes
 from services.scheduler.core.scheduling_pass import PassContext
+from services.scheduler.core.time_limits import TimeLimit, TimeLimits
 
 
 def settings_of(ctx: PassContext) -> SchedulerSettings:
@@ -36,6 +37,7 @@ def settings_of(ctx: PassContext) -> SchedulerSettings:
             starving_after_s=churn.starving_after_s,
         ),
         debug_lanes=tuple(lanes),
+        time_limits=time_limit_settings(ctx.time_limits),
     )
 
 
@@ -60,6 +62,29 @@ def with_settings(ctx: PassContext, settings: SchedulerSettings) -> PassContext:
             default=_lane(default),
             pools=tuple((str(lane.pool), _lane(lane)) for lane in pools),
         ),
+        time_limits=time_limits_of(settings),
+    )
+
+
+def time_limit_settings(limits: TimeLimits) -> tuple[TimeLimitSettings, ...]:
+    """``limits`` as stated: the default first, then one per pool that has its own."""
+    stated = [TimeLimitSettings(default_s=limits.default.default_s, max_s=limits.default.max_s)]
+    stated += [
+        TimeLimitSettings(pool=pool, default_s=limit.default_s, max_s=limit.max_s)
+        for pool, limit in limits.pools
+    ]
+    return tuple(stated)
+
+
+def time_limits_of(settings: SchedulerSettings | None) -> TimeLimits:
+    """The time limits ``settings`` state (the system defaults when nobody stated any yet): what
+    the API checks a submission against and what start estimates assume."""
+    if settings is None:
+        return TimeLimits()
+    default, *pools = settings.time_limits
+    return TimeLimits(
+        default=TimeLimit(default.default_s, default.max_s),
+        pools=tuple((str(p.pool), TimeLimit(p.default_s, p.max_s)) for p in pools),
     )
 
 

@@ -1,0 +1,267 @@
+"""When pending work will start, like ``squeue --start``: the pass run forward on the state now.
+
+Nobody knows when running work will really end, but everyone knows when it will end at the
+latest: at its start plus its time limit (``time_limits.py``). Run forward from ``now`` on a copy
+of what matters of the state (each pool's free GPUs per node), work ends at those instants, and
+at ``now`` and at each end the pass's rules place what fits: per pool, debug-lane work first,
+then allocated work, then unallocated work, each in fair-share order (the core's
+:class:`FairShareOrder`, each placement charged before the next pick, GPUs held counted against
+entitlements), a gang on one node best-fit, a larger one on whole free nodes (the rules of
+``placement.py``). A placed workload runs its own limit. The instant a workload is placed there
+is its estimated start; one not placed within ``horizon_s`` (7 days) has none.
+
+What the estimate leaves out, so that it can answer an API request in milliseconds: work that
+will be submitted later (it can only delay the estimate when it ranks higher), runs ending
+before their limits (they only bring starts forward), preemptions, the debug lane's reserve
+and held nodes, and usage accruing while the forward run goes (the order changes only by the
+pass's own charges). Those make it a forecast, not a promise; the simulator measures how far
+it is off (``services/simulator/estimates.py``, docs/simulation/README.md).
+
+Pure: no clock, no I/O; iteration in sorted orders only; ``cluster`` is read, never changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from events.times import DEFAULT_WINDOW_S
+from projections.budget_tree import BudgetTree
+from projections.cluster_state import ClusterState, WorkloadState
+from services.scheduler.core.debug_lane import DebugLanes
+from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
+from services.scheduler.core.placement import largest_node, needs_whole_nodes
+from services.scheduler.core.scheduling_pass import UsageSource
+from services.scheduler.core.time_limits import TimeLimits, expected_end, limit_s
+
+#: How far ahead an estimate looks (a week: beyond it, too much else will have happened).
+HORIZON_S = 7 * 86400.0
+
+#: Where a run sits: (index of the node in its pool, GPUs taken there).
+_Parts = tuple[tuple[int, int], ...]
+
+
+@dataclass
+class _Pool:
+    """One pool as the forward run sees it: free GPUs per schedulable node, the order, and the
+    pending work of each leaf per phase (lane, allocated, unallocated), in queue order."""
+
+    name: str
+    names: list[str]
+    sizes: list[int]
+    free: list[int]
+    node_size: int
+    order: FairShareOrder
+    phases: tuple[dict[str, list[WorkloadState]], ...]
+    index: dict[str, int] = field(default_factory=dict)
+
+    def free_total(self) -> int:
+        return sum(self.free)
+
+    def fit(self, gpus: int, gang: str) -> _Parts | None:
+        """Where ``gpus`` would go now, by the rules of ``placement.py``."""
+        if not needs_whole_nodes(gpus, gang, self.node_size):
+            best: tuple[int, str] | None = None
+            chosen = -1
+            for i, free in enumerate(self.free):
+                if free >= gpus and (best is None or (free, self.names[i]) < best):
+                    best, chosen = (free, self.names[i]), i
+            return None if chosen < 0 else ((chosen, gpus),)
+        whole = [i for i, free in enumerate(self.free) if free == self.sizes[i]]
+        whole.sort(key=lambda i: (-self.sizes[i], self.names[i]))
+        parts: list[tuple[int, int]] = []
+        left = gpus
+        for i in whole:
+            take = min(self.sizes[i], left)
+            parts.append((i, take))
+            left -= take
+            if left == 0:
+                return tuple(parts)
+        return None
+
+    def take(self, parts: _Parts, sign: int) -> None:
+        for i, gpus in parts:
+            self.free[i] -= sign * gpus
+
+
+@dataclass(order=True)
+class _End:
+    at: float
+    seq: int
+    pool: str = field(compare=False)
+    parts: _Parts = field(compare=False)
+    leaf: str = field(compare=False)
+    held: int = field(compare=False)
+
+
+def estimate_starts(
+    cluster: ClusterState,
+    tree: BudgetTree,
+    usage: UsageSource,
+    now: float,
+    *,
+    limits: TimeLimits | None = None,
+    debug_lanes: DebugLanes | None = None,
+    window_s: int = DEFAULT_WINDOW_S,
+    targets: Collection[str] | None = None,
+    horizon_s: float = HORIZON_S,
+) -> dict[str, float | None]:
+    """Estimated start of each pending workload in ``targets`` (every pending one when None):
+    the instant the forward run places it, ``now`` at the earliest; None when that is beyond
+    ``now + horizon_s`` or never (no pool it lists could hold it). Workloads that are not
+    pending are left out."""
+    limits = limits or TimeLimits()
+    lanes = debug_lanes or DebugLanes()
+    pending = _pending(cluster, targets)
+    wanted = set(pending) if targets is None else {t for t in targets if t in pending}
+    if not wanted:
+        return {}
+    pools = _pools(cluster, tree, usage, now, lanes, window_s)
+    ends: list[_End] = []
+    seq = itertools.count()
+    for workload in _running(cluster):
+        pool = pools.get(workload.pool or "")
+        at = expected_end(workload, limits, now)
+        if pool is None or at is None:
+            continue
+        parts = tuple(
+            (pool.index[node], len(gpus)) for node, gpus in workload.placement if node in pool.index
+        )
+        held = workload.gpus if workload.allocated and not workload.preempting else 0
+        ends.append(_End(at, next(seq), pool.name, parts, workload.budget, held))
+    heapq.heapify(ends)
+    started: dict[str, float] = {}
+    at = now
+    while True:
+        for name in sorted(pools):
+            for workload, parts in _step(pools[name], started):
+                started[workload.workload_id] = at
+                end = at + limit_s(workload, name, limits)
+                held = workload.gpus if workload.allocated else 0
+                heapq.heappush(ends, _End(end, next(seq), name, parts, workload.budget, held))
+        if wanted.issubset(started) or not ends or ends[0].at > now + horizon_s:
+            break
+        at = ends[0].at
+        while ends and ends[0].at == at:
+            done = heapq.heappop(ends)
+            pool = pools[done.pool]
+            pool.take(done.parts, -1)
+            if done.held:
+                pool.order.hold(done.leaf, -done.held)
+    return {w: started.get(w) for w in sorted(wanted)}
+
+
+def _pending(cluster: ClusterState, targets: Collection[str] | None) -> dict[str, WorkloadState]:
+    ids = cluster.workloads if targets is None else targets
+    return {
+        w: cluster.workloads[w]
+        for w in sorted(ids)
+        if w in cluster.workloads and cluster.workloads[w].status == "pending"
+    }
+
+
+def _running(cluster: ClusterState) -> list[WorkloadState]:
+    found: list[WorkloadState] = []
+    for pool in sorted(cluster.indexes.active):
+        for workload_id in sorted(cluster.indexes.active[pool]):
+            workload = cluster.workloads[workload_id]
+            if not workload.preempting:  # a stopping run's GPUs are free in the state already
+                found.append(workload)
+    return found
+
+
+def _pools(
+    cluster: ClusterState,
+    tree: BudgetTree,
+    usage: UsageSource,
+    now: float,
+    lanes: DebugLanes,
+    window_s: int,
+) -> dict[str, _Pool]:
+    pools: dict[str, _Pool] = {}
+    for name in sorted(cluster.indexes.pools):
+        nodes = sorted(
+            (n for n in cluster.nodes.values() if n.pool == name and n.schedulable),
+            key=lambda n: n.name,
+        )
+        capacity = cluster.capacity(name)
+        if not nodes or capacity <= 0:
+            continue
+        order = FairShareOrder(
+            tree, name, now, usage(name), capacity, window_s, held_by_leaf(cluster, name)
+        )
+        lane = lanes.for_pool(name)
+        phases: tuple[dict[str, list[WorkloadState]], ...] = ({}, {}, {})
+        for by_kind in cluster.indexes.pending.get(name, {}).values():
+            for queue in by_kind.values():
+                for _priority, _submitted, workload_id in queue:
+                    workload = cluster.workloads[workload_id]
+                    leaf = workload.budget
+                    if leaf not in order.shares or order.children.get(leaf):
+                        continue  # the pass never places work of a budget without a share
+                    phase = 0 if lane.admits(workload) else 1 if workload.allocated else 2
+                    phases[phase].setdefault(leaf, []).append(workload)
+        for by_leaf in phases:
+            for waiting in by_leaf.values():
+                waiting.sort(key=WorkloadState.queue_key)
+        pools[name] = _Pool(
+            name=name,
+            names=[n.name for n in nodes],
+            sizes=[n.gpus for n in nodes],
+            free=[n.free for n in nodes],
+            node_size=largest_node(cluster, name),
+            order=order,
+            phases=phases,
+            index={n.name: i for i, n in enumerate(nodes)},
+        )
+    return pools
+
+
+def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _Parts]]:
+    """One pass of the forward run over ``pool``: what it places, in order."""
+    placed: list[tuple[WorkloadState, _Parts]] = []
+    order = pool.order
+    for phase in pool.phases:
+        if pool.free_total() == 0:
+            break
+        leaves = sorted(leaf for leaf, waiting in phase.items() if waiting)
+        order.activate(leaves)
+        active = set(leaves)
+        cursor = dict.fromkeys(leaves, 0)
+        #: The fewest GPUs that did not fit, per kind of gang (single node, whole nodes): more
+        #: of the same kind does not fit either until something ends.
+        failed = {False: 1 << 30, True: 1 << 30}
+        while (leaf := order.best_leaf()) is not None:
+            waiting = phase[leaf]
+            while cursor[leaf] < len(waiting):
+                workload = waiting[cursor[leaf]]
+                cursor[leaf] += 1
+                if workload.workload_id in started:
+                    continue
+                whole = needs_whole_nodes(workload.gpus, workload.gang, pool.node_size)
+                if workload.gpus >= failed[whole]:
+                    continue
+                parts = pool.fit(workload.gpus, workload.gang)
+                if parts is None:
+                    failed[whole] = workload.gpus
+                    continue
+                pool.take(parts, 1)
+                placed.append((workload, parts))
+                started[workload.workload_id] = 0.0  # its instant is set by the caller
+                if workload.allocated:
+                    order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
+                    order.hold(leaf, workload.gpus)
+                break  # the order may have changed: ask it again
+            else:
+                order.deactivate(leaf)
+                active.discard(leaf)
+            if pool.free_total() == 0:
+                break
+        for leaf in sorted(active):
+            order.deactivate(leaf)
+        for leaf in leaves:
+            if any(w.workload_id in started for w in phase[leaf]):
+                phase[leaf] = [w for w in phase[leaf] if w.workload_id not in started]
+    return placed
