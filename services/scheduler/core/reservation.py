@@ -19,9 +19,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from events.times import HOUR
 from projections.cluster_state import ClusterState, WorkloadState
 from services.scheduler.core.placement import needs_whole_nodes
 from services.scheduler.core.preemption import VictimIndex
+from services.scheduler.core.time_limits import TimeLimits, expected_end
+
+#: How far ahead a gang that needs whole nodes may hold nodes whose runs end by their time
+#: limits (``time_limits.py``): a run no rule may stop is over by its limit at the latest, so
+#: the nodes that free up soonest are known, and work whose own limit ends before the hold
+#: starts may still run there (backfill), so the GPUs held meanwhile are not all idle.
+RESERVE_HORIZON_S = 6 * HOUR
 
 
 def nodes_to_hold(
@@ -34,21 +42,35 @@ def nodes_to_hold(
     now: float,
     horizon_s: float,
     victims: VictimIndex | None = None,
-) -> frozenset[str]:
+    limits: TimeLimits | None = None,
+) -> tuple[frozenset[str], float]:
     """The nodes ``workload`` should wait for, or none. A node is ready when every run on it is
     a victim ``workload`` may take (``eligible``) or a run whose contract ends by then (it may
     be one afterwards); a node with a run that is neither is never ready. The nodes chosen
     are the fewest that hold the gang, readiest first (then most GPUs, then name), and only if
     they are all ready within ``horizon_s``: GPUs held free for longer would cost more than the
-    gang is owed."""
+    gang is owed.
+
+    With ``limits`` (time limits known), a gang that needs several nodes also counts every run
+    over by its limit: the nodes that free up soonest within ``RESERVE_HORIZON_S`` are held,
+    however their runs end. Returns the nodes and when the last of them is ready (the hold's
+    start: work whose limit ends by then may still be placed there)."""
     whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
+    by_limit = limits is not None and workload.gpus > node_size > 0 and horizon_s > 0
+    horizon = max(horizon_s, RESERVE_HORIZON_S) if by_limit else horizon_s
     scored: list[tuple[float, int, str]] = []
-    deadline = now + horizon_s
-    # A node whose contract bound is past the deadline holds a run inside its contract until
-    # then (no victim): only the others can be ready in time.
-    by_ready = cluster.indexes.by_ready.get(pool)
-    soon = () if by_ready is None else by_ready.irange(maximum=(deadline, "\U0010ffff"))
-    for _bound, name in soon:
+    deadline = now + horizon
+    if by_limit:
+        candidates: Iterable[str] = sorted(
+            name for name, node in cluster.nodes.items() if node.pool == pool
+        )
+    else:
+        # A node whose contract bound is past the deadline holds a run inside its contract
+        # until then (no victim): only the others can be ready in time.
+        by_ready = cluster.indexes.by_ready.get(pool)
+        soon = () if by_ready is None else by_ready.irange(maximum=(deadline, "\U0010ffff"))
+        candidates = [name for _bound, name in soon]
+    for name in candidates:
         node = cluster.nodes[name]
         if (
             not node.schedulable
@@ -56,22 +78,26 @@ def nodes_to_hold(
             or node.gpus < (node_size if whole else workload.gpus)
         ):
             continue
-        if victims is not None and any(
-            c.workload_id not in eligible for c in victims.by_node.get(name, ())
+        if (
+            not by_limit
+            and victims is not None
+            and any(c.workload_id not in eligible for c in victims.by_node.get(name, ()))
         ):
             continue  # a run past its contract (or unallocated) it may not take: never
-        ready = _ready_at(cluster, node.assigned.values(), eligible, now, deadline)
-        if ready - now <= horizon_s:
+        ready = _ready_at(
+            cluster, node.assigned.values(), eligible, now, deadline, limits if by_limit else None
+        )
+        if ready - now <= horizon:
             scored.append((ready, -node.gpus, name))
     scored.sort()
     chosen: list[str] = []
     total = 0
-    for _ready, neg_gpus, name in scored:
+    for ready, neg_gpus, name in scored:
         chosen.append(name)
         total += -neg_gpus
         if not whole or total >= workload.gpus:
-            return frozenset(chosen)
-    return frozenset()
+            return frozenset(chosen), ready
+    return frozenset(), now
 
 
 def _ready_at(
@@ -80,18 +106,25 @@ def _ready_at(
     eligible: frozenset[str],
     now: float,
     deadline: float = math.inf,
+    limits: TimeLimits | None = None,
 ) -> float:
-    """When every run on the node is one ``eligible`` holds or has ended its contract; inf
-    when never, or (all the caller needs to know) later than ``deadline``."""
+    """When every run on the node is one ``eligible`` holds, has ended its contract, or (with
+    ``limits``) has reached its time limit; inf when never, or (all the caller needs to know)
+    later than ``deadline``."""
     ready = now
-    for holder in set(holders):
+    for holder in sorted(set(holders)):
         if holder in eligible:
             continue
         run = cluster.workloads[holder]
+        over = expected_end(run, limits, now) if limits is not None else None
         if not run.allocated or run.contract_over(now):
-            return math.inf  # past its contract and still no victim: no telling when it ends
-        started = run.started_at if run.started_at is not None else now
-        ready = max(ready, started + run.min_runtime_s)
+            if over is None:
+                return math.inf  # past its contract and still no victim: no telling when
+            ready = max(ready, over)
+        else:
+            started = run.started_at if run.started_at is not None else now
+            contract_end = started + run.min_runtime_s
+            ready = max(ready, contract_end if over is None else min(contract_end, over))
         if ready > deadline:
             return math.inf
     return ready

@@ -405,8 +405,10 @@ class _PoolTurn:
     memo: PreemptionMemo
     #: The pool's victim index, from the first time a phase needs it.
     victims: VictimIndex | None = None
-    #: Nodes held in this pass for a gang that is owed GPUs (reservation.py).
+    #: Nodes held in this pass for a gang that is owed GPUs (reservation.py), and when the
+    #: last of them is ready: work whose time limit ends by then may backfill them.
     held_nodes: frozenset[str] = frozenset()
+    held_from: float = 0.0
 
     def spend_search(self) -> bool:
         """Whether one more preemption search may run (and count it)."""
@@ -635,6 +637,8 @@ class FairSharePass(SchedulingPass):
             placement = find_placement(
                 cluster, pool, gpus, workload.gang, turn.node_size, turn.held_nodes
             )
+            if placement is None and self._backfills(turn, workload, pool):
+                placement = find_placement(cluster, pool, gpus, workload.gang, turn.node_size)
         if placement is None:
             return False
         reason: ReasonCode = "fairshare" if phase.allocated else "burst"
@@ -647,6 +651,13 @@ class FairSharePass(SchedulingPass):
             # More held can make another budget's runs victims: forget failures.
             phase.failed_searches.clear()
         return True
+
+    def _backfills(self, turn: _PoolTurn, workload: WorkloadState, pool: str) -> bool:
+        """Whether ``workload`` may run on the nodes held for a gang: its time limit ends
+        before the hold starts, so it is gone (stopped at its limit, if need be) in time."""
+        if not turn.held_nodes:
+            return False
+        return self.ctx.now + limit_s(workload, pool, self.ctx.time_limits) <= turn.held_from
 
     def _no_room_for(
         self, turn: _PoolTurn, phase: _Phase, leaf: str, workload: WorkloadState, gpus: int
@@ -677,7 +688,7 @@ class FairSharePass(SchedulingPass):
         if owed and not turn.held_nodes and big:
             if eligible is None or not eligible:
                 eligible = self._eligible(turn, workload)
-            turn.held_nodes = nodes_to_hold(
+            turn.held_nodes, turn.held_from = nodes_to_hold(
                 self.cluster,
                 turn.pool,
                 workload,
@@ -687,6 +698,7 @@ class FairSharePass(SchedulingPass):
                 self.ctx.now,
                 churn.hold_horizon_s,
                 turn.victims,
+                self.ctx.time_limits,
             )
         return False
 

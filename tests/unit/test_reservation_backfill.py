@@ -1,0 +1,67 @@
+"""A gang that needs several whole nodes holds the nodes that free up soonest by the runs' time
+limits, and other work backfills them only if its own limit ends before the hold starts
+(services/scheduler/core/reservation.py, docs/design.md section 2.6)."""
+
+from __future__ import annotations
+
+from events.times import HOUR
+from tests.unit.scheduling_fixtures import T0, Scenario, placements
+
+NOW = T0 + 2 * HOUR
+
+
+def _full_pool() -> Scenario:
+    """Three nodes of 4 GPUs, each held by one 4-GPU run of b or c (both at their share, so
+    no rule lets a take them), ending by their limits in 1, 2 and 5 hours from NOW; a's
+    8-GPU gang (two whole nodes) waits, a is owed."""
+    s = Scenario(
+        budgets=(("a", 1.0), ("b", 1.0), ("c", 1.0)),
+        nodes=(("n0", 4), ("n1", 4), ("n2", 4), ("n3", 4)),
+    )
+    ends = {"n0": 3 * HOUR, "n1": 4 * HOUR, "n2": 7 * HOUR}
+    for i, (node, limit) in enumerate(sorted(ends.items())):
+        budget = "b" if i % 2 == 0 else "c"
+        s.running(
+            f"{budget}-{node}",
+            budget,
+            ((node, (0, 1, 2, 3)),),
+            started_at=T0,
+            min_runtime_s=600,
+            time_limit_s=limit,
+        )
+    s.running(
+        "c-n3", "c", (("n3", (0, 1)),), started_at=T0, min_runtime_s=600, time_limit_s=HOUR * 9
+    )
+    s.set_usage({"a": 0.0, "b": 4 * 2 * HOUR, "c": 6 * 2 * HOUR})
+    # submitted 10 minutes ago: not starving yet (it may not catch up regardless of room)
+    s.submit("a-gang", "a", gpus=8, gang="whole-nodes", at=NOW - 600, min_runtime_s=3600)
+    return s
+
+
+def test_the_gang_holds_the_nodes_that_free_up_soonest() -> None:
+    """n2 is free now, n0 frees by NOW+1h, n1 by NOW+2h: the gang holds n2 and n0, from
+    NOW+1h. A job that would run 90 minutes may not take n2; one of an hour may."""
+    s = _full_pool()
+    s.finished("b-n2", NOW - 1)
+    s.submit("c-90min", "c", gpus=4, at=NOW - 5, min_runtime_s=600, time_limit_s=90 * 60)
+    assert "c-90min" not in placements(s.run(NOW))
+    s.submit("b-hour", "b", gpus=4, at=NOW + 1, min_runtime_s=600, time_limit_s=HOUR - 2)
+    assert placements(s.run(NOW + 2)).get("b-hour") == (("n2", (0, 1, 2, 3)),)
+
+
+def test_work_whose_limit_ends_after_the_hold_starts_does_not_take_a_held_node() -> None:
+    s = _full_pool()
+    s.finished("b-n0", NOW - 1)  # n0 is free now: held (the gang needs n1 as well)
+    s.submit("c-long", "c", gpus=4, at=NOW - 5, min_runtime_s=600, time_limit_s=8 * HOUR)
+    s.submit("b-short", "b", gpus=4, at=NOW - 4, min_runtime_s=600, time_limit_s=HOUR)
+    placed = placements(s.run(NOW))
+    assert "c-long" not in placed, "it would still run when the gang's nodes are all free"
+    assert placed.get("b-short") == (("n0", (0, 1, 2, 3)),), "done before n1 frees: backfills"
+
+
+def test_once_its_nodes_are_free_the_gang_starts_there() -> None:
+    s = _full_pool()
+    s.finished("b-n0", NOW - 1)
+    s.finished("c-n1", NOW - 1)
+    placed = placements(s.run(NOW))
+    assert sorted(node for node, _gpus in placed["a-gang"]) == ["n0", "n1"]
