@@ -11,6 +11,10 @@ with what the adapter runs, and closes the gap:
   ``WorkloadPreempted`` with how long it ran; a workload preempted before it started is
   reported preempted with ``ran_s=0`` without being started;
 * a run that ended by itself: ``WorkloadFinished`` (``succeeded`` on exit code 0);
+* a run that reached its time limit (its place command's ``time_limit_s``, from its start):
+  stopped like a preempted one (SIGTERM, kill after :data:`TIME_LIMIT_GRACE_S`), and reported
+  ``WorkloadFinished`` ``failed`` with the message "time limit" (it is over, not requeued:
+  Slurm's TIMEOUT);
 * a run the log says is running but that this incarnation did not start (a restart): the
   adapter adopts it, or the agent reports it ``WorkloadLost`` at its last heartbeat;
 * a run the log no longer has active (lost, or ended by someone else): stop it;
@@ -52,6 +56,7 @@ from events.models import (
     NodeAlive,
     NodeGpus,
     NodeRegistered,
+    PlaceCommand,
     Placement,
     PreemptCommand,
     WorkloadFinished,
@@ -68,6 +73,12 @@ from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_d
 from services.bus.port import EventPublisher, EventSubscriber, PublishError
 
 log = logging.getLogger(__name__)
+
+#: Seconds from SIGTERM to kill for a run stopped at its time limit (the scheduler's default
+#: grace period).
+TIME_LIMIT_GRACE_S = 30.0
+#: What a run stopped at its time limit is reported finished with.
+TIME_LIMIT_MESSAGE = "time limit"
 
 #: What the running agent follows, in the order an in-memory poll (and the catch-up merge, for
 #: events of one instant) reads them: a node is known before work is placed on it, and a preempt
@@ -96,6 +107,9 @@ class Run:
     stop_command: PreemptCommand | None = None
     ended: RunEnded | None = None
     ended_at: float | None = None
+    #: When its time limit runs out (None: no limit), and whether it was stopped there.
+    deadline: float | None = None
+    timed_out: bool = False
 
     @property
     def key(self) -> tuple[str, int]:
@@ -379,6 +393,11 @@ class ClusterAgent:
             if fact_id("started", workload_id, workload.attempt) not in self.in_flight:
                 return  # its start did not go out: no end may overtake it
         if run.ended is None:
+            if run.timed_out:
+                return
+            if command is None and run.deadline is not None and now >= run.deadline:
+                self._stop_at_limit(run)
+                return
             if command is not None and run.stop_command is None:
                 run.stop_command = command
                 log.info(
@@ -395,11 +414,33 @@ class ClusterAgent:
             return
         self._publish_end(run)
 
+    def _stop_at_limit(self, run: Run) -> None:
+        run.timed_out = True
+        workload_id, attempt = run.key
+        log.info(
+            "stopping run at its time limit",
+            extra={"workload_id": workload_id, "attempt": attempt, "deadline": run.deadline},
+        )
+        self.adapter.stop(workload_id, attempt, TIME_LIMIT_GRACE_S)
+
     def _publish_end(self, run: Run) -> None:
         ended, at = run.ended, run.ended_at
         assert ended is not None
         assert at is not None
         workload_id, attempt = run.key
+        if run.timed_out:
+            self._publish_once(
+                "finished",
+                WorkloadFinished(
+                    workload_id=workload_id,
+                    attempt=attempt,
+                    outcome="failed",
+                    exit_code=ended.exit_code,
+                    message=TIME_LIMIT_MESSAGE,
+                ),
+                at,
+            )
+            return
         if run.stop_command is not None:
             ran_s = int(max(0.0, at - run.request.started_at))
             data: EventData = WorkloadPreempted(
@@ -467,8 +508,19 @@ class ClusterAgent:
             submitter=workload.submitter,
         )
 
+    def _deadline(self, workload: WorkloadState, started_at: float) -> float | None:
+        """When the run's time limit runs out: its start plus the limit its place command
+        states (None: the command states none, or is not read yet)."""
+        for record in reversed(self.state.commands.get(workload.workload_id, ())):
+            if not record.preempts and record.attempt == workload.attempt:
+                command = record.command
+                if isinstance(command, PlaceCommand) and command.time_limit_s is not None:
+                    return started_at + command.time_limit_s
+                return None
+        return None
+
     def _start(self, workload: WorkloadState, now: float) -> Run:
-        run = Run(self._request(workload, now))
+        run = Run(self._request(workload, now), deadline=self._deadline(workload, now))
         self.runs[workload.workload_id] = run
         log.info(
             "starting run",
@@ -490,7 +542,7 @@ class ClusterAgent:
         started_at = workload.started_at if workload.started_at is not None else now
         request = self._request(workload, started_at)
         if self.adapter.adopt(request):
-            run = Run(request, adopted=True)
+            run = Run(request, adopted=True, deadline=self._deadline(workload, started_at))
             self.runs[workload.workload_id] = run
             log.info(
                 "adopted a run of a previous incarnation",

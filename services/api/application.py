@@ -48,6 +48,8 @@ from services.api.auth import Principal
 from services.api.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, Unavailable
 from services.api.view import LiveView
 from services.bus.port import EventPublisher, PublishError
+from services.scheduler.core.settings import time_limits_of
+from services.scheduler.core.time_limits import refusal as time_limit_refusal
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ SUBMIT_FIELDS = (
     "priority",
     "submitter",
     "spec",
+    "time_limit_s",
 )
 
 Clock = Callable[[], float]
@@ -216,6 +219,7 @@ def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.
         priority=body.priority,
         submitter=who.user,
         spec=body.spec,
+        time_limit_s=body.time_limit_s,
     )
     workload_id = body.workload_id
     with app.submissions.lock(workload_id):
@@ -275,6 +279,10 @@ def check_submission(state: LiveState, who: Principal, body: m.SubmitRequest, no
                     f"pool {pool!r} (pools[{index}]) runs on {executor}, where this spec "
                     "cannot run: " + "; ".join(problems),
                 )
+    limits = time_limits_of(state.settings)
+    too_long = time_limit_refusal(body.time_limit_s, body.min_runtime_s, tuple(body.pools), limits)
+    if too_long is not None:
+        raise Invalid("time_limit_s", too_long)
     refusal = auth.may_submit(who, state.tree, body.budget)
     if refusal is not None:
         raise Forbidden(refusal, user=who.user)
@@ -294,6 +302,7 @@ def _fields(workload: WorkloadState) -> dict[str, Any]:
         "priority": workload.priority,
         "submitter": workload.submitter,
         "spec": workload.spec,
+        "time_limit_s": workload.time_limit_s,
     }
 
 

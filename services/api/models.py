@@ -28,6 +28,7 @@ from events.types import (
     PoolName,
     ShortText,
     Spec,
+    TimeLimitSeconds,
     Weight,
 )
 
@@ -51,6 +52,9 @@ class SubmitRequest(_Request):
     resumable: bool = True
     priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
     spec: Spec = Field(default_factory=dict)
+    #: Seconds one run may last before its agent stops it; None: the pool's default. At least
+    #: ``min_runtime_s``, at most the maximum of each pool listed (a 422 otherwise).
+    time_limit_s: TimeLimitSeconds | None = None
 
     @field_validator("pools")
     @classmethod
@@ -179,6 +183,15 @@ class WorkloadView(Answer):
     #: It ended before the live window: answered from the read models, which keep no spec,
     #: placement or exit code (the log does: ``fairshare audit explain``).
     archived: bool = False
+    #: The limit it declared (None: its pool's default), and the one its current run has.
+    time_limit_s: int | None = None
+    run_time_limit_s: int | None = None
+    #: When the current run will have been stopped at the latest (its start plus its limit).
+    time_limit_ends_at: str | None = None
+    #: While pending, when it should start (``start_estimate.py``: the pass run forward with
+    #: every run ending at its time limit, like ``squeue --start``); null beyond 7 days, when
+    #: not pending, or in a list (only ``GET /workloads/{id}`` estimates).
+    estimated_start: str | None = None
 
 
 class WorkloadList(Answer):
@@ -338,6 +351,9 @@ class QueueEntry(Answer):
     #: the queue was asked for without reasons.
     reason: str | None = None
     summary: str | None = None
+    #: When it should start (``GET /queue?start=true``, like ``squeue --start``); null beyond
+    #: 7 days or when not asked for.
+    estimated_start: str | None = None
 
 
 class PoolQueueView(Answer):

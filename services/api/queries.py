@@ -21,8 +21,8 @@ from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import TERMINAL, ClusterState, NodeState, WorkloadState
 from projections.figures import Bins, BudgetSeries, PoolFigures, wanted
 from projections.live_state import LiveState
+from services.api import estimates, waiting
 from services.api import models as m
-from services.api import waiting
 from services.api.errors import NotFound
 from services.api.sentences import iso, ratio
 from services.api.waiting import command_records, pending_queue, pool_queue, workload_name
@@ -78,9 +78,14 @@ def known_pools(state: LiveState) -> list[str]:
 
 # -- workloads and nodes ------------------------------------------------------------------------
 def workload_view(
-    state: LiveState, workload: WorkloadState, now: float | None = None
+    state: LiveState,
+    workload: WorkloadState,
+    now: float | None = None,
+    *,
+    window_s: int | None = None,
 ) -> m.WorkloadView:
-    """A workload, with its elapsed time and contract left at ``now`` (None: not computed)."""
+    """A workload, with its elapsed time and contract left at ``now`` (None: not computed), and
+    with ``window_s`` (and ``now``), its estimated start while it is pending."""
     contract_end = None
     if workload.allocated and workload.started_at is not None:
         contract_end = workload.started_at + workload.min_runtime_s
@@ -90,6 +95,11 @@ def workload_view(
         elapsed = max(0, round(until - workload.started_at))
         if contract_end is not None and workload.status in ("placed", "running"):
             contract_left = max(0, round(contract_end - now))
+    limit = estimates.run_limit(state, workload, now if now is not None else workload.submitted_at)
+    estimate = None
+    if now is not None and window_s is not None and workload.status == "pending":
+        found = estimates.start_estimates(state, now, window_s, (workload.workload_id,))
+        estimate = found.get(workload.workload_id)
     return m.WorkloadView(
         workload_id=workload.workload_id,
         budget=workload.budget,
@@ -121,6 +131,10 @@ def workload_view(
         contract_left_s=contract_left,
         charged_gpu_s=state.charged_gpu_s.get(workload.workload_id, 0),
         burst_gpu_s=state.free_gpu_s.get(workload.workload_id, 0),
+        time_limit_s=workload.time_limit_s,
+        run_time_limit_s=limit.limit_s,
+        time_limit_ends_at=limit.ends_at,
+        estimated_start=iso(estimate),
     )
 
 
@@ -282,13 +296,22 @@ def queue_view(
     budget: str | None,
     submitter: str | None,
     reasons: bool,
+    start: bool = False,
 ) -> m.QueueView:
     """Every pool's queue (or ``pool``'s; 404 if unknown), entries filtered by budget subtree
-    and submitter (positions stay those of the whole queue)."""
+    and submitter (positions stay those of the whole queue); with ``start``, each entry's
+    estimated start (one forward run for the whole queue)."""
     pools = pools_or_404(state, pool)
-    return waiting.queue_view(
+    view = waiting.queue_view(
         state, now, window_s, pools, budget=budget, submitter=submitter, reasons=reasons
     )
+    if start:
+        ids = [entry.workload_id for queue in view.pools for entry in queue.pending]
+        found = estimates.start_estimates(state, now, window_s, ids)
+        for queue in view.pools:
+            for entry in queue.pending:
+                entry.estimated_start = iso(found.get(entry.workload_id))
+    return view
 
 
 def why_view(state: LiveState, workload_id: str, now: float, window_s: int) -> m.WhyView:

@@ -249,8 +249,15 @@ class FairshareClient:
         budget: str | None = None,
         submitter: str | None = None,
         reasons: bool | None = None,
+        start: bool | None = None,
     ) -> QueueView:
-        filters = {"pool": pool, "budget": budget, "submitter": submitter, "reasons": reasons}
+        filters = {
+            "pool": pool,
+            "budget": budget,
+            "submitter": submitter,
+            "reasons": reasons,
+            "start": start,
+        }
         return self._call(lambda a: a.queue, "GET", "/queue", params=filters)
 
     # -- budgets and nodes --------------------------------------------------------------------

@@ -19,9 +19,10 @@ def queue(
     budget: str | None = None,
     submitter: str | None = None,
     reasons: bool = True,
+    start: bool = False,
 ) -> QueueView:
     """Pending work per pool in the order the scheduler considers it, with each
-    workload's position and why it is pending."""
+    workload's position and why it is pending; with ``start``, when each should start."""
     now = ctx.clock()
     with ctx.view.read() as state:
         return queries.queue_view(
@@ -32,4 +33,5 @@ def queue(
             budget=budget,
             submitter=submitter,
             reasons=reasons,
+            start=start,
         )

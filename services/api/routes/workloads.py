@@ -123,7 +123,7 @@ def get_workload(workload_id: str, who: User, ctx: Context) -> WorkloadView:
     with ctx.view.read() as state:
         workload = state.cluster.workloads.get(workload_id)
         if workload is not None:
-            return queries.workload_view(state, workload, now)
+            return queries.workload_view(state, workload, now, window_s=ctx.window_s)
     past = past_workload(ctx.read_model_engine(), workload_id)
     if past is None:
         raise NotFound(f"unknown workload {workload_id!r}")

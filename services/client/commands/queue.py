@@ -38,25 +38,39 @@ def queue(
     long: Annotated[
         bool, typer.Option("--long", "-l", help="say the reason of each job in a sentence")
     ] = False,
+    start: Annotated[
+        bool,
+        typer.Option(
+            "--start",
+            help="when each job should start (like squeue --start: every run ending at its "
+            "time limit; '-' beyond 7 days)",
+        ),
+    ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Pending work in scheduling order per pool, with the reason each job waits (like
-    squeue's REASON; -l: in words, `why JOB`: every detail)."""
+    squeue's REASON; -l: in words, `why JOB`: every detail; --start: when it should start)."""
     answer = ask(
         ctx,
         api,
         token,
-        lambda c: c.queue(pool=pool, budget=budget, submitter=submitter_filter(c, user, me)),
+        lambda c: c.queue(
+            pool=pool,
+            budget=budget,
+            submitter=submitter_filter(c, user, me),
+            start=True if start else None,
+        ),
     )
-    emit(answer, as_json, lambda o: o.print(_queue_table(answer, long)))
+    emit(answer, as_json, lambda o: o.print(_queue_table(answer, long, start)))
 
 
-def _queue_table(answer: QueueView, long: bool) -> FittedTable:
+def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTable:
     columns = ["POOL", "POS", "WORKLOAD", "NAME", "BUDGET", "USER", "GPUS", "CONTRACT", "RANK"]
     table = FittedTable(
         *columns,
+        *(["START"] if start else []),
         "REASON",
         *(["WHY"] if long else []),
         whole=("POOL", "WORKLOAD", "BUDGET", "USER"),
@@ -76,11 +90,19 @@ def _queue_table(answer: QueueView, long: bool) -> FittedTable:
                     item.gpus,
                     duration(item.min_runtime_s) if item.allocated else "burst",
                     item.budget_rank or "-",
+                    *([_start(item.estimated_start)] if start else []),
                     item.reason or "-",
                     *([item.summary or ""] if long else []),
                 ),
             )
     return table
+
+
+def _start(estimated: str | None) -> str:
+    """An estimate as squeue --start shows it: the UTC time to the second (N/A: none)."""
+    if estimated is None:
+        return "N/A"
+    return estimated.removesuffix("Z").split(".")[0].replace("T", " ")
 
 
 def why(

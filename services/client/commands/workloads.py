@@ -63,6 +63,14 @@ def submit(
             "01:30:00; a bare number is seconds",
         ),
     ] = "0",
+    time_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-limit",
+            help="how long a run may last before it is stopped (like sbatch --time; default: "
+            "the pool's); e.g. 4h, 2d, 01:30:00",
+        ),
+    ] = None,
     name: Annotated[
         str | None,
         typer.Option("--name", "-J", help="a name for the job (shown by list, queue, history)"),
@@ -96,6 +104,8 @@ def submit(
         "priority": priority,
         "spec": payload_spec,
     }
+    if time_limit is not None:
+        request["time_limit_s"] = parse_duration(time_limit)
 
     def send(client: FairshareClient) -> tuple[Any, int]:
         if not request["pools"]:

@@ -1,0 +1,57 @@
+"""Time limits and start estimates as the API answers them (``GET /workloads/{id}``,
+``GET /queue?start=true``).
+
+The rules are the scheduling core's (``time_limits.py``, ``start_estimate.py``); this module
+reads them with what the leader stated (``SchedulerSettings``: the pools' limits, the debug
+lanes; the system defaults before any leader stated them) and the usage the queue ranks on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from projections.cluster_state import WorkloadState
+from projections.live_state import LiveState
+from services.api.sentences import iso
+from services.scheduler.core.scheduling_pass import PassContext
+from services.scheduler.core.settings import time_limits_of, with_settings
+from services.scheduler.core.start_estimate import estimate_starts
+from services.scheduler.core.time_limits import expected_end, limit_s
+
+
+@dataclass(frozen=True)
+class RunLimit:
+    """The limit of a workload's current run, and when it ends at the latest."""
+
+    limit_s: int | None
+    ends_at: str | None
+
+
+def run_limit(state: LiveState, workload: WorkloadState, now: float) -> RunLimit:
+    if workload.pool is None or workload.status not in ("placed", "running"):
+        return RunLimit(None, None)
+    limits = time_limits_of(state.settings)
+    return RunLimit(
+        limit_s(workload, workload.pool, limits), iso(expected_end(workload, limits, now))
+    )
+
+
+def start_estimates(
+    state: LiveState, now: float, window_s: int, targets: Collection[str] | None = None
+) -> dict[str, float | None]:
+    """When each pending workload of ``targets`` (all when None) should start; None: beyond
+    the horizon."""
+    ctx = PassContext(now=now, window_s=window_s)
+    if state.settings is not None:
+        ctx = with_settings(ctx, state.settings)
+    return estimate_starts(
+        state.cluster,
+        state.tree,
+        lambda pool: state.usage_in_window(pool, now),
+        now,
+        limits=ctx.time_limits,
+        debug_lanes=ctx.debug_lanes,
+        window_s=ctx.window_s,
+        targets=targets,
+    )
