@@ -56,6 +56,9 @@ from services.scheduler.core.debug_lane import DebugLanes
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
 from services.scheduler.core.settings import settings_of
+from services.scheduler.core.time_limits import TimeLimits, limit_s
+from services.simulator.estimates import StartEstimates
+from services.simulator.limits import SIMULATED_LIMITS, TimeLimitRule
 from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests
 from services.simulator.preemption_cost import (
     CHECKPOINT_EVERY_KEY,
@@ -97,6 +100,9 @@ class SimulationConfig:
     debug_lanes: DebugLanes = field(default_factory=DebugLanes)
     #: Blocks and racks of the nodes (topology.py; none by default).
     topology: TopologyConfig = field(default_factory=TopologyConfig)
+    #: The limit each traced job asks for (limits.py), and the simulated pool's limits.
+    time_limit_rule: TimeLimitRule = field(default_factory=TimeLimitRule)
+    time_limits: TimeLimits = SIMULATED_LIMITS
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1 or self.gpus < self.gpus_per_node:
@@ -126,6 +132,10 @@ class Run:
     finished_at: float | None = None
     #: When its submitter cancelled it (a world fact), if it did.
     cancelled_at: float | None = None
+    #: Whether the current run ends at its time limit before it is done (the job ends there,
+    #: failed, as its agent stops it), and whether the job did end so.
+    ends_at_limit: bool = False
+    time_limited: bool = False
 
 
 @dataclass
@@ -183,6 +193,8 @@ class SimulationOutcome:
     world: World = field(default_factory=World)
     #: The blocks each gang over several nodes spanned (topology.py), with a topology.
     gang_blocks: GangBlocks | None = None
+    #: Start estimates made at submission (estimates.py), when asked for.
+    start_estimates: StartEstimates | None = None
 
 
 class Simulation:
@@ -195,6 +207,7 @@ class Simulation:
         progress: Callable[[float], None] | None = None,
         recorder: Callable[[EventData, float], None] | None = None,
         world: Sequence[WorldFact] = (),
+        start_estimates: StartEstimates | None = None,
     ) -> None:
         if not jobs:
             raise ValueError("the trace has no jobs")
@@ -203,6 +216,8 @@ class Simulation:
             raise ValueError(f"budgets in the trace but not in the budgets file: {unknown}")
         self.jobs = jobs
         self.config = config
+        #: Estimates of when sampled jobs will start, made as they arrive (estimates.py).
+        self.start_estimates = start_estimates
         self.policy = policy
         self.progress = progress
         self.start = jobs[0].arrival
@@ -277,6 +292,7 @@ class Simulation:
             max_preemption_searches=self.config.max_preemption_searches,
             churn=self.config.churn,
             debug_lanes=self.config.debug_lanes,
+            time_limits=self.config.time_limits,
         )
 
     def push(self, at: float, kind: int, workload_id: str = "", attempt: int = 0) -> None:
@@ -379,6 +395,7 @@ class Simulation:
                 priority=rule.priority(job),
                 submitter="trace",
                 spec=spec,
+                time_limit_s=self.config.time_limit_rule.limit_s(job),
             )
         )
 
@@ -400,7 +417,11 @@ class Simulation:
             run.first_start = self.now
         run.run_start = run.last_posted = self.now
         run.overhead = self.config.cost.overhead(attempt)
-        self.push(self.now + run.overhead + run.remaining, FINISH, workload_id, attempt)
+        # Done, or stopped by its agent at its time limit, whichever comes first.
+        limit = limit_s(workload, workload.pool or POOL, self.config.time_limits)
+        done = self.now + run.overhead + run.remaining
+        run.ends_at_limit = self.now + limit < done
+        self.push(min(done, self.now + limit), FINISH, workload_id, attempt)
         self.push(self.now + workload.min_runtime_s, WAKE)
 
     def on_finish(self, workload_id: str, attempt: int) -> None:
@@ -408,9 +429,12 @@ class Simulation:
         if workload.attempt != attempt or workload.status != "running":
             return
         run = self.runs[workload_id]
+        limited = run.time_limited = run.ends_at_limit
         if run.run_start is not None:
-            run.busy_s += self.now - run.run_start
-            run.restart_s += run.overhead  # a finished run paid its restart in full
+            ran = self.now - run.run_start
+            run.busy_s += ran
+            # A finished run paid its restart in full; one stopped at its limit, what it could.
+            run.restart_s += min(run.overhead, ran) if limited else run.overhead
         self._close(workload, run)
         run.remaining = 0.0
         run.finished_at = self.now
@@ -418,9 +442,9 @@ class Simulation:
             WorkloadFinished.model_construct(
                 workload_id=workload_id,
                 attempt=attempt,
-                outcome="succeeded",
-                exit_code=0,
-                message="",
+                outcome="failed" if limited else "succeeded",
+                exit_code=None if limited else 0,
+                message="time limit" if limited else "",
             )
         )
 
@@ -556,8 +580,12 @@ class Simulation:
                 if command.decision.reason == "cancel":
                     continue  # its submitter's wish, not a preemption
                 workload = self.cluster.workloads[command.workload_id]
-                run = self.runs[command.workload_id]
-                ran = self.now - run.run_start if run.run_start is not None else 0.0
+                # The contract counts from the start as the log dates it (whole seconds, as
+                # every fold reads it), which the policy protects; the engine's own clock is
+                # finer, and measured from it a stop at the contract's last second read as a
+                # violation by a fraction of a second.
+                started = workload.started_at
+                ran = fold_instant(self.now) - started if started is not None else 0.0
                 self.preemptions.append(
                     PreemptionRecord(
                         self.now,
@@ -598,6 +626,7 @@ class Simulation:
         for at, index in self.world.schedule():
             self.push(at, WORLD, "", index)
         by_id = {job.job_id: job for job in self.jobs}
+        position = {job.job_id: i for i, job in enumerate(self.jobs)}
         next_tick = (bucket_of(self.start) + 1) * HOUR
         self.push(next_tick, TICK)
         span = max(1.0, self.end - self.start)
@@ -608,10 +637,12 @@ class Simulation:
                 break
             self.now = at
             dirty = False
+            arrived: list[str] = []
             while self.heap and self.heap[0][0] == at:
                 _, kind, _, workload_id, attempt = heapq.heappop(self.heap)
                 if kind == ARRIVAL:
                     self.on_arrival(by_id[workload_id])
+                    arrived.append(workload_id)
                 elif kind == START:
                     self.on_start(workload_id, attempt)
                     continue  # a start alone changes nothing a pass could use
@@ -636,6 +667,11 @@ class Simulation:
             if dirty:
                 if self.in_repair:
                     self.check_drains()
+                if self.start_estimates is not None and arrived:
+                    sampled = [w for w in arrived if self.start_estimates.sampled(position[w])]
+                    self.start_estimates.at_submission(
+                        self.cluster, self.tree, self.usage_source, self.context(at, 0), sampled
+                    )
                 self.passes += 1
                 ctx = self.context(at, self.passes)
                 if self.gang_blocks is not None:
@@ -684,4 +720,5 @@ class Simulation:
             config=self.config,
             world=self.world,
             gang_blocks=self.gang_blocks,
+            start_estimates=self.start_estimates,
         )
