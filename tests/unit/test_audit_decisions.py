@@ -26,6 +26,7 @@ from services.audit.decisions import audit_decisions
 from services.audit.decisions_cli import audit_decisions as audit_command
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.maintenance import MaintenanceConfig
+from services.simulator.synthetic import SyntheticScenario, generate
 from services.simulator.trace import PHILLY_BUDGETS, PHILLY_TRACE, load_budgets, load_trace
 
 Log = list[Envelope[Any]]
@@ -87,6 +88,31 @@ def test_simulated_logs_check_out(first: int, jobs: int, maintenance: float) -> 
     audit = audit_decisions(log)
     assert audit.passes > 10
     assert audit.commands > audit.passes
+    assert audit.problems == []
+    assert audit.ok
+
+
+def test_a_synthetic_big_gang_log_checks_out() -> None:
+    """The gang's turn, node holds by time limits with backfill and the preemption bound are
+    rules of the pure core: the audit re-derives them like every other (a day of the synthetic
+    big-gang scenario on 64 GPUs, whose gangs preempt and hold nodes)."""
+    scenario = SyntheticScenario(gpus=64, days=1, gang_tenants=10, small_tenants=4, seed=2)
+    jobs, weights = generate(scenario)
+    log: Log = []
+
+    def record(data: EventData, at: float) -> None:
+        log.append(
+            new_event(
+                data,
+                source="test",
+                time=datetime.fromtimestamp(at, UTC),
+                event_id=derived_event_id("test", str(len(log))),
+            )
+        )
+
+    Simulation(jobs, weights, SimulationConfig(gpus=64), _policy(), recorder=record).run()
+    assert _preempts(log), "the sample preempts"
+    audit = audit_decisions(log)
     assert audit.problems == []
     assert audit.ok
 
