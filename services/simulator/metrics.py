@@ -12,7 +12,8 @@
 * blocks per gang over several nodes, and the share placed in the fewest blocks
   (``topology.py``, with ``--topology``);
 * what preemptions and repairs cost: lost GPU-hours, goodput, preemptions per job, drains
-  (``costs.py``).
+  (``costs.py``);
+* how far start estimates made at submission were off (``estimates.py``).
 """
 
 from __future__ import annotations
@@ -174,7 +175,19 @@ def compute_metrics(outcome: SimulationOutcome) -> dict[str, Any]:
         **cost_figures(outcome, sum(busy_by_hour.values())),
         **maintenance_figures(outcome),
         **topology_figures(outcome.config.topology, outcome.gang_blocks),
+        **start_estimate_figures(outcome),
         "passes": outcome.passes,
         "wall_seconds": outcome.wall_seconds,
     }
     return {"overall": overall, "budgets": budgets}
+
+
+def start_estimate_figures(outcome: SimulationOutcome) -> dict[str, Any]:
+    """How far start estimates made at submission were off (``estimates.py``); nothing for a
+    run that made none (the baselines: the estimate follows the fair-share pass)."""
+    if outcome.start_estimates is None:
+        return {}
+    starts = {workload_id: run.first_start for workload_id, run in outcome.runs.items()}
+    figures = outcome.start_estimates.figures(starts)
+    figures["time_limited_runs"] = sum(1 for run in outcome.runs.values() if run.time_limited)
+    return figures

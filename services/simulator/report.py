@@ -40,6 +40,13 @@ def _worst_week(overall: dict[str, Any]) -> str:
     return f"{worst['value']:.1%} ({worst['budget']}, wk {worst['week']})"
 
 
+def _estimate_error(overall: dict[str, Any]) -> str:
+    if "start_estimate_error_p50_s" not in overall:
+        return "-"
+    p50, p90 = overall["start_estimate_error_p50_s"], overall["start_estimate_error_p90_s"]
+    return f"{duration(p50)} / {duration(p90)}"
+
+
 ATTAINMENT: list[tuple[str, Cell]] = [
     ("owed delivered", lambda o: f"{o['owed_delivered']:.1%}"),
     ("weekly", lambda o: f"{o['owed_delivered_weekly']:.1%}"),
@@ -56,6 +63,7 @@ SERVICE: list[tuple[str, Cell]] = [
     ),
     ("wait p50 / p90", lambda o: f"{duration(o['wait_p50_s'])} / {duration(o['wait_p90_s'])}"),
     ("contract violations", lambda o: f"{o['contract_violations']}"),
+    ("start estimate error p50 / p90", lambda o: _estimate_error(o)),
     ("wall s", lambda o: f"{o['wall_seconds']:.1f}"),
 ]
 

@@ -17,6 +17,7 @@ from events.ndjson import EventLogWriter
 from services.scheduler.core.baselines import BASELINES, baseline_policy
 from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Policy, Simulation, SimulationConfig, SimulationOutcome
+from services.simulator.estimates import StartEstimates
 from services.simulator.metrics import compute_metrics
 from services.simulator.plots import write_plots
 from services.simulator.report import print_report, write_metrics
@@ -57,9 +58,12 @@ def simulate(
     console: Console,
     plots: bool = True,
     events_out: Path | None = None,
+    estimate_every: int = 10,
 ) -> dict[str, dict[str, Any]]:
     """Run ``policies`` in turn; with ``events_out``, the first one's full event log (facts,
-    decisions, heartbeats and the charges the ledger fold posted) is written there."""
+    decisions, heartbeats and the charges the ledger fold posted) is written there. The
+    fair-share run estimates the start of every ``estimate_every``-th job at its submission
+    (``estimates.py``; 0: none)."""
     out.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, dict[str, Any]] = {}
     outcomes: dict[str, SimulationOutcome] = {}
@@ -85,6 +89,9 @@ def simulate(
                 policy_named(name),
                 advance,
                 recorder=_recorder(writer, name) if writer else None,
+                start_estimates=StartEstimates(estimate_every)
+                if name == "fairshare" and estimate_every > 0
+                else None,
             ).run()
             if writer is not None:
                 writer.close()
@@ -96,6 +103,10 @@ def simulate(
         "contract_rule": config.contract.describe(),
         "preemption_cost": config.cost.describe(),
         "maintenance_scenario": config.maintenance.describe(),
+        "time_limit_rule": config.time_limit_rule.describe(),
+        "start_estimates": f"every {estimate_every}th job at its submission (fairshare)"
+        if estimate_every > 0
+        else "none",
         "jobs": len(jobs),
     }
     write_metrics(out / "metrics.json", metrics, run_config)

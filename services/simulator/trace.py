@@ -1,8 +1,9 @@
 """Reading job traces and budget weights, and assigning contracts to traced jobs.
 
-Traces (``timestamp,duration,num_gpus,gpu_time,cluster``, one row per job, sorted by arrival)
-carry no contract; the :class:`ContractRule` states how a replay assigns one, so that anyone
-rerunning the simulator on another trace knows what was assumed.
+Traces (``timestamp,duration,num_gpus,gpu_time,cluster``, one row per job, sorted by arrival;
+optionally ``time_limit_s``, the limit the job's submitter asked for) carry no contract; the
+:class:`ContractRule` states how a replay assigns one, so that anyone rerunning the simulator on
+another trace knows what was assumed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class TraceJob:
     budget: str
     #: Traces say nothing of it; every traced job is taken to resume from its checkpoints.
     resumable: bool = True
+    #: The limit its submitter asked for, where the trace says (a ``time_limit_s`` column);
+    #: else ``limits.TimeLimitRule`` gives one.
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,20 @@ def _parse_time(text: str, where: str) -> float:
         raise TraceError(f"{where}: timestamp {text!r} is not 'YYYY-MM-DD HH:MM:SS'") from None
 
 
+def _time_limit(row: dict[str, str], where: str) -> float | None:
+    """The optional ``time_limit_s`` column: seconds, or empty where the job stated none."""
+    text = (row.get("time_limit_s") or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(f"{where}: time_limit_s must be a number of seconds") from None
+    if not value > 0 or not math.isfinite(value):
+        raise TraceError(f"{where}: time_limit_s must be > 0")
+    return value
+
+
 def load_trace(path: Path, limit: int | None = None) -> list[TraceJob]:
     required = {"timestamp", "duration", "num_gpus", "cluster"}
     jobs: list[TraceJob] = []
@@ -100,6 +118,7 @@ def load_trace(path: Path, limit: int | None = None) -> list[TraceJob]:
                     duration,
                     gpus,
                     budget,
+                    time_limit_s=_time_limit(row, where),
                 )
             )
             if limit is not None and len(jobs) >= limit:

@@ -233,6 +233,7 @@ def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _
         #: The fewest GPUs that did not fit, per kind of gang (single node, whole nodes): more
         #: of the same kind does not fit either until something ends.
         failed = {False: 1 << 30, True: 1 << 30}
+        took: set[str] = set()
         while (leaf := order.best_leaf()) is not None:
             waiting = phase[leaf]
             while cursor[leaf] < len(waiting):
@@ -249,6 +250,7 @@ def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _
                     continue
                 pool.take(parts, 1)
                 placed.append((workload, parts))
+                took.add(leaf)
                 started[workload.workload_id] = 0.0  # its instant is set by the caller
                 if workload.allocated:
                     order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
@@ -261,7 +263,6 @@ def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _
                 break
         for leaf in sorted(active):
             order.deactivate(leaf)
-        for leaf in leaves:
-            if any(w.workload_id in started for w in phase[leaf]):
-                phase[leaf] = [w for w in phase[leaf] if w.workload_id not in started]
+        for leaf in sorted(took):
+            phase[leaf] = [w for w in phase[leaf] if w.workload_id not in started]
     return placed
