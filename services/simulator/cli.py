@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from services.runtime.cli_options import console, err_console
+
+if TYPE_CHECKING:
+    from services.simulator.trace import TraceJob
 
 #: ``simulate``, merged into the top level of ``fairshare``.
 simulate_app = typer.Typer()
@@ -16,9 +19,23 @@ simulate_app = typer.Typer()
 
 @simulate_app.command()
 def simulate(
-    trace: Annotated[Path, typer.Option(help="job trace CSV (timestamp,duration,num_gpus,...)")],
-    budgets: Annotated[Path, typer.Option(help="budget weights CSV (budget,weight)")],
-    gpus: Annotated[int, typer.Option(help="cluster size in GPUs")],
+    trace: Annotated[
+        Path | None, typer.Option(help="job trace CSV (timestamp,duration,num_gpus,...)")
+    ] = None,
+    budgets: Annotated[Path | None, typer.Option(help="budget weights CSV (budget,weight)")] = None,
+    gpus: Annotated[
+        int | None, typer.Option(help="cluster size in GPUs (--synthetic: 296 unless given)")
+    ] = None,
+    synthetic: Annotated[
+        bool,
+        typer.Option(
+            "--synthetic",
+            help="instead of a trace: the synthetic big-gang scenario (many small tenants of "
+            "8-160 GPU gangs, a stream of small jobs; services/simulator/synthetic.py)",
+        ),
+    ] = False,
+    synthetic_seed: Annotated[int, typer.Option(help="seed of the synthetic scenario")] = 0,
+    synthetic_days: Annotated[float, typer.Option(help="days of the synthetic scenario")] = 14,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node")] = 8,
     policy: Annotated[
         str, typer.Option(help="fairshare, fifo, priority, quota, slurm-classic, or all")
@@ -49,6 +66,13 @@ def simulate(
         typer.Option(help="fraction of nodes sent for repair per day, at random times (0: none)"),
     ] = 0.0,
     seed: Annotated[int, typer.Option(help="seed of the maintenance scenario")] = 0,
+    estimate_every: Annotated[
+        int,
+        typer.Option(
+            help="estimate the start of every Nth job at its submission, fair share only, and "
+            "report how far off it was (0: none)"
+        ),
+    ] = 10,
     repair_hours: Annotated[
         float, typer.Option(help="hours a node stays down for repair once drained")
     ] = 4,
@@ -67,13 +91,16 @@ def simulate(
     from services.simulator.runner import POLICIES
     from services.simulator.runner import simulate as run_simulation
     from services.simulator.topology import TopologyConfig
-    from services.simulator.trace import TraceError, load_budgets, load_trace
+    from services.simulator.trace import TraceError
 
     chosen = list(POLICIES) if policy == "all" else [policy]
     if any(name not in POLICIES for name in chosen):
         err_console.print(f"[red]--policy:[/] expected one of {', '.join(POLICIES)} or all")
         raise typer.Exit(2)
     try:
+        jobs, weights, gpus, scenario = _jobs_and_weights(
+            trace, budgets, gpus, synthetic, synthetic_seed, synthetic_days, limit
+        )
         config = SimulationConfig(
             gpus=gpus,
             gpus_per_node=gpus_per_node,
@@ -88,14 +115,14 @@ def simulate(
             ),
             topology=TopologyConfig.parse(topology),
         )
-        jobs = load_trace(trace, limit=limit)
-        weights = load_budgets(budgets)
     except (TraceError, ValueError, OSError) as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
         raise typer.Exit(2) from error
     # Piped to a file or a pager, the tables keep every column whole instead of being cut to
     # the 80 columns Rich assumes without a terminal.
     out_console = console if console.is_terminal else Console(width=320, soft_wrap=False)
+    if scenario:
+        out_console.print(scenario)
     out_console.print(
         f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
         f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
@@ -103,8 +130,41 @@ def simulate(
     )
     try:
         run_simulation(
-            jobs, weights, config, chosen, out, out_console, plots=plots, events_out=events_out
+            jobs,
+            weights,
+            config,
+            chosen,
+            out,
+            out_console,
+            plots=plots,
+            events_out=events_out,
+            estimate_every=estimate_every,
         )
     except ValueError as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
         raise typer.Exit(2) from error
+
+
+def _jobs_and_weights(
+    trace: Path | None,
+    budgets: Path | None,
+    gpus: int | None,
+    synthetic: bool,
+    seed: int,
+    days: float,
+    limit: int | None,
+) -> tuple[list[TraceJob], dict[str, float], int, str]:
+    """The jobs, the budget weights, the cluster's GPUs and, for a synthetic scenario, what
+    it is in words: from a trace and its budgets, or generated (``--synthetic``)."""
+    from services.simulator.synthetic import SyntheticScenario, generate
+    from services.simulator.trace import load_budgets, load_trace
+
+    if synthetic:
+        if trace is not None or budgets is not None:
+            raise ValueError("--synthetic replaces --trace and --budgets: give one or the other")
+        scenario = SyntheticScenario(gpus=gpus or 296, days=days, seed=seed)
+        jobs, weights = generate(scenario)
+        return jobs[:limit], weights, scenario.gpus, scenario.describe()
+    if trace is None or budgets is None or gpus is None:
+        raise ValueError("give --trace, --budgets and --gpus (or --synthetic)")
+    return load_trace(trace, limit=limit), load_budgets(budgets), gpus, ""
