@@ -145,3 +145,32 @@ def test_bench_scheduler_prints_one_json_object_with_its_figures(tmp_path: Path)
         assert key in figures
     assert figures["synthetic_leaf_budgets"] == 20
     assert figures["full_pass_placements"] > 0
+
+
+def test_simulate_runs_the_synthetic_big_gang_scenario(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run_fairshare(
+        "simulate",
+        "--synthetic",
+        "--synthetic-days",
+        "1",
+        "--gpus",
+        "64",
+        "--policy",
+        "fairshare",
+        "--no-plots",
+        "--out",
+        str(out),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "synthetic (seed 0)" in result.stdout
+    metrics = orjson.loads((out / "metrics.json").read_bytes())
+    overall = metrics["policies"]["fairshare"]["overall"]
+    assert overall["jobs"] > 100
+    assert overall["contract_violations"] == 0
+    both = run_fairshare(
+        "simulate", "--synthetic", "--trace", "x.csv", "--out", str(tmp_path / "o"), timeout=120
+    )
+    assert both.returncode == 2
+    assert "--synthetic replaces --trace and --budgets" in both.stderr
