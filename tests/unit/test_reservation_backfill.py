@@ -13,13 +13,13 @@ MINUTE = 60
 
 def _full_pool() -> Scenario:
     """Three nodes of 4 GPUs, each held by one 4-GPU run of b or c (both at their share, so
-    no rule lets a take them), ending by their limits 30 min, 50 min and 5 hours from NOW; a's
+    no rule lets a take them), ending by their limits 5 min, 10 min and 5 hours from NOW; a's
     8-GPU gang (two whole nodes) waits, a is owed."""
     s = Scenario(
         budgets=(("a", 1.0), ("b", 1.0), ("c", 1.0)),
         nodes=(("n0", 4), ("n1", 4), ("n2", 4), ("n3", 4)),
     )
-    ends = {"n0": 2 * HOUR + 30 * MINUTE, "n1": 2 * HOUR + 50 * MINUTE, "n2": 7 * HOUR}
+    ends = {"n0": 2 * HOUR + 5 * MINUTE, "n1": 2 * HOUR + 10 * MINUTE, "n2": 7 * HOUR}
     for i, (node, limit) in enumerate(sorted(ends.items())):
         budget = "b" if i % 2 == 0 else "c"
         s.running(
@@ -40,24 +40,24 @@ def _full_pool() -> Scenario:
 
 
 def test_the_gang_holds_the_nodes_that_free_up_soonest() -> None:
-    """n2 is free now, n0 frees by NOW+30min, n1 by NOW+50min: the gang holds n2 and n0, from
-    NOW+30min. A job that would run 40 minutes may not take n2; one of 25 minutes may."""
+    """n2 is free now, n0 frees by NOW+5min, n1 by NOW+10min: the gang holds n2 and n0, from
+    NOW+5min. A job that would run 8 minutes may not take n2; one of 4 minutes may."""
     s = _full_pool()
     s.finished("b-n2", NOW - 1)
-    s.submit("c-40min", "c", gpus=4, at=NOW - 5, min_runtime_s=600, time_limit_s=40 * MINUTE)
-    assert "c-40min" not in placements(s.run(NOW))
-    s.submit("b-25min", "b", gpus=4, at=NOW + 1, min_runtime_s=600, time_limit_s=25 * MINUTE)
-    assert placements(s.run(NOW + 2)).get("b-25min") == (("n2", (0, 1, 2, 3)),)
+    s.submit("c-8min", "c", gpus=4, at=NOW - 5, min_runtime_s=60, time_limit_s=8 * MINUTE)
+    assert "c-8min" not in placements(s.run(NOW))
+    s.submit("b-4min", "b", gpus=4, at=NOW + 1, min_runtime_s=60, time_limit_s=4 * MINUTE)
+    assert placements(s.run(NOW + 2)).get("b-4min") == (("n2", (0, 1, 2, 3)),)
 
 
 def test_work_whose_limit_ends_after_the_hold_starts_does_not_take_a_held_node() -> None:
     s = _full_pool()
     s.finished("b-n0", NOW - 1)  # n0 is free now: held (the gang needs n1 as well)
     s.submit("c-long", "c", gpus=4, at=NOW - 5, min_runtime_s=600, time_limit_s=8 * HOUR)
-    s.submit("b-short", "b", gpus=4, at=NOW - 4, min_runtime_s=600, time_limit_s=45 * MINUTE)
+    s.submit("b-short", "b", gpus=4, at=NOW - 4, min_runtime_s=60, time_limit_s=9 * MINUTE)
     placed = placements(s.run(NOW))
     assert "c-long" not in placed, "it would still run when the gang's nodes are all free"
-    # n0 is held from NOW+50min (when n1 frees): a job done in 45 minutes backfills it
+    # n0 is held from NOW+10min (when n1 frees): a job done in 9 minutes backfills it
     assert placed.get("b-short") == (("n0", (0, 1, 2, 3)),), "done before n1 frees: backfills"
 
 
