@@ -351,10 +351,13 @@ CLAIMED = {
 def test_the_scenarios_exercise_what_they_claim() -> None:
     seen: Counter[str] = Counter()
 
-    @settings(FAST, derandomize=True, max_examples=150)
+    @settings(FAST, derandomize=True, max_examples=300)
     @given(scenarios())
     def sample(scenario: Scenario) -> None:
-        seen.update(happenings(*simulate(scenario)))
+        # Up to 300 scenarios, simulated until every claim was seen (issue 25's time limits
+        # and holds moved which of the first 150 gets a drain stuck).
+        if not set(seen) >= CLAIMED:
+            seen.update(happenings(*simulate(scenario)))
 
     sample()
     assert CLAIMED - set(seen) == set(), seen
