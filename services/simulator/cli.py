@@ -11,6 +11,7 @@ from rich.console import Console
 from services.runtime.cli_options import console, err_console
 
 if TYPE_CHECKING:
+    from services.simulator.engine import SimulationConfig
     from services.simulator.trace import TraceJob
 
 #: ``simulate``, merged into the top level of ``fairshare``.
@@ -118,16 +119,8 @@ def simulate(
     except (TraceError, ValueError, OSError) as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
         raise typer.Exit(2) from error
-    # Piped to a file or a pager, the tables keep every column whole instead of being cut to
-    # the 80 columns Rich assumes without a terminal.
-    out_console = console if console.is_terminal else Console(width=320, soft_wrap=False)
-    if scenario:
-        out_console.print(scenario)
-    out_console.print(
-        f"{len(jobs)} jobs, {gpus} GPUs ({gpus // gpus_per_node} nodes of {gpus_per_node}); "
-        f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
-        f"{config.maintenance.describe()}; {config.topology.describe()}"
-    )
+    out_console = _out_console()
+    out_console.print(_describe(scenario, len(jobs), config))
     try:
         run_simulation(
             jobs,
@@ -168,3 +161,20 @@ def _jobs_and_weights(
     if trace is None or budgets is None or gpus is None:
         raise ValueError("give --trace, --budgets and --gpus (or --synthetic)")
     return load_trace(trace, limit=limit), load_budgets(budgets), gpus, ""
+
+
+def _out_console() -> Console:
+    """Piped to a file or a pager, the tables keep every column whole instead of being cut to
+    the 80 columns Rich assumes without a terminal."""
+    return console if console.is_terminal else Console(width=320, soft_wrap=False)
+
+
+def _describe(scenario: str, jobs: int, config: SimulationConfig) -> str:
+    """What the run replays, in words: the scenario (when synthetic), the cluster, the rules."""
+    nodes = config.gpus // config.gpus_per_node
+    return (
+        (f"{scenario}\n" if scenario else "")
+        + f"{jobs} jobs, {config.gpus} GPUs ({nodes} nodes of {config.gpus_per_node}); "
+        f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
+        f"{config.maintenance.describe()}; {config.topology.describe()}"
+    )
