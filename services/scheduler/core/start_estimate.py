@@ -44,9 +44,28 @@ _Parts = tuple[tuple[int, int], ...]
 
 
 @dataclass
+class _Queue:
+    """A leaf's pending work of one shape (GPUs, gang) in queue order: work of one shape fits
+    alike, so only its first unplaced workload is ever tried (the pass's queue kinds)."""
+
+    waiting: list[WorkloadState]
+    head: int = 0
+
+    def first(self, started: dict[str, float]) -> WorkloadState | None:
+        waiting = self.waiting
+        while self.head < len(waiting) and waiting[self.head].workload_id in started:
+            self.head += 1  # placed (here, or in another pool it lists)
+        return waiting[self.head] if self.head < len(waiting) else None
+
+
+#: Per phase (lane, allocated, unallocated), per leaf, its queues by shape.
+_Phase = dict[str, dict[tuple[int, str], _Queue]]
+
+
+@dataclass
 class _Pool:
     """One pool as the forward run sees it: free GPUs per schedulable node, the order, and the
-    pending work of each leaf per phase (lane, allocated, unallocated), in queue order."""
+    pending work of each leaf per phase (lane, allocated, unallocated), by shape."""
 
     name: str
     names: list[str]
@@ -54,7 +73,7 @@ class _Pool:
     free: list[int]
     node_size: int
     order: FairShareOrder
-    phases: tuple[dict[str, list[WorkloadState]], ...]
+    phases: tuple[_Phase, ...]
     index: dict[str, int] = field(default_factory=dict)
 
     def free_total(self) -> int:
@@ -193,7 +212,7 @@ def _pools(
             tree, name, now, usage(name), capacity, window_s, held_by_leaf(cluster, name)
         )
         lane = lanes.for_pool(name)
-        phases: tuple[dict[str, list[WorkloadState]], ...] = ({}, {}, {})
+        phases: tuple[dict[str, dict[tuple[int, str], list[WorkloadState]]], ...] = ({}, {}, {})
         for by_kind in cluster.indexes.pending.get(name, {}).values():
             for queue in by_kind.values():
                 for _priority, _submitted, workload_id in queue:
@@ -202,10 +221,8 @@ def _pools(
                     if leaf not in order.shares or order.children.get(leaf):
                         continue  # the pass never places work of a budget without a share
                     phase = 0 if lane.admits(workload) else 1 if workload.allocated else 2
-                    phases[phase].setdefault(leaf, []).append(workload)
-        for by_leaf in phases:
-            for waiting in by_leaf.values():
-                waiting.sort(key=WorkloadState.queue_key)
+                    shape = (workload.gpus, workload.gang)
+                    phases[phase].setdefault(leaf, {}).setdefault(shape, []).append(workload)
         pools[name] = _Pool(
             name=name,
             names=[n.name for n in nodes],
@@ -213,56 +230,79 @@ def _pools(
             free=[n.free for n in nodes],
             node_size=largest_node(cluster, name),
             order=order,
-            phases=phases,
+            phases=tuple(
+                {
+                    leaf: {
+                        shape: _Queue(sorted(waiting, key=WorkloadState.queue_key))
+                        for shape, waiting in sorted(shapes.items())
+                    }
+                    for leaf, shapes in by_leaf.items()
+                }
+                for by_leaf in phases
+            ),
             index={n.name: i for i, n in enumerate(nodes)},
         )
     return pools
 
 
 def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _Parts]]:
-    """One pass of the forward run over ``pool``: what it places, in order."""
+    """One pass of the forward run over ``pool``: what it places, in order. Each pick is the
+    best leaf's first workload in queue order that fits; only the first of each shape needs
+    trying, so a pick costs the leaf's shapes, not its queue."""
     placed: list[tuple[WorkloadState, _Parts]] = []
     order = pool.order
     for phase in pool.phases:
         if pool.free_total() == 0:
             break
-        leaves = sorted(leaf for leaf, waiting in phase.items() if waiting)
+        leaves = sorted(
+            leaf
+            for leaf, queues in phase.items()
+            if any(queue.first(started) is not None for queue in queues.values())
+        )
         order.activate(leaves)
         active = set(leaves)
-        cursor = dict.fromkeys(leaves, 0)
         #: The fewest GPUs that did not fit, per kind of gang (single node, whole nodes): more
         #: of the same kind does not fit either until something ends.
         failed = {False: 1 << 30, True: 1 << 30}
-        took: set[str] = set()
         while (leaf := order.best_leaf()) is not None:
-            waiting = phase[leaf]
-            while cursor[leaf] < len(waiting):
-                workload = waiting[cursor[leaf]]
-                cursor[leaf] += 1
-                if workload.workload_id in started:
-                    continue
-                whole = needs_whole_nodes(workload.gpus, workload.gang, pool.node_size)
-                if workload.gpus >= failed[whole]:
-                    continue
-                parts = pool.fit(workload.gpus, workload.gang)
-                if parts is None:
-                    failed[whole] = workload.gpus
-                    continue
-                pool.take(parts, 1)
-                placed.append((workload, parts))
-                took.add(leaf)
-                started[workload.workload_id] = 0.0  # its instant is set by the caller
-                if workload.allocated:
-                    order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
-                    order.hold(leaf, workload.gpus)
-                break  # the order may have changed: ask it again
-            else:
+            found = _first_fit(pool, phase[leaf], started, failed)
+            if found is None:
                 order.deactivate(leaf)
                 active.discard(leaf)
+                continue
+            workload, parts = found
+            pool.take(parts, 1)
+            placed.append((workload, parts))
+            started[workload.workload_id] = 0.0  # its instant is set by the caller
+            if workload.allocated:
+                order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
+                order.hold(leaf, workload.gpus)
             if pool.free_total() == 0:
                 break
         for leaf in sorted(active):
             order.deactivate(leaf)
-        for leaf in sorted(took):
-            phase[leaf] = [w for w in phase[leaf] if w.workload_id not in started]
     return placed
+
+
+def _first_fit(
+    pool: _Pool,
+    queues: dict[tuple[int, str], _Queue],
+    started: dict[str, float],
+    failed: dict[bool, int],
+) -> tuple[WorkloadState, _Parts] | None:
+    """The leaf's first workload in queue order that fits now, and where."""
+    heads = sorted(
+        (workload.queue_key(), workload)
+        for queue in queues.values()
+        if (workload := queue.first(started)) is not None
+    )
+    for _key, workload in heads:
+        whole = needs_whole_nodes(workload.gpus, workload.gang, pool.node_size)
+        if workload.gpus >= failed[whole]:
+            continue
+        parts = pool.fit(workload.gpus, workload.gang)
+        if parts is None:
+            failed[whole] = workload.gpus
+            continue
+        return workload, parts
+    return None
