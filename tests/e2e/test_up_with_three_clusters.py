@@ -43,7 +43,7 @@ def _pools_of_work(port: int) -> dict[str, int]:
     return pools
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_up_charges_a_simulated_a_slurm_and_a_kubernetes_pool_and_audits_identical(
     tmp_path: Path, broker: BrokerHandle
 ) -> None:
@@ -96,8 +96,10 @@ def test_up_charges_a_simulated_a_slurm_and_a_kubernetes_pool_and_audits_identic
                     for pool in budget["pools"]
                 }
                 assert set(POOLS) <= shown, shown
-                # every pool is charged: its runs' hours are confirmed by heartbeats
-                wait = time.monotonic() + 120
+                # every pool is charged: a run is charged when its hour closes or it ends, and
+                # the demo's runs last 30-300 s (KWOK ends a pod as its annotation says), so a
+                # run that has started is charged within 300 s and some slack for a busy machine
+                wait = time.monotonic() + 360
                 charged: set[str] = set()
                 while time.monotonic() < wait and not set(POOLS) <= charged:
                     time.sleep(3)
