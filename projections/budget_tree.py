@@ -18,8 +18,10 @@ from events.models import (
     EventData,
     MembershipGranted,
     MembershipRevoked,
+    PriceSet,
 )
 from projections.errors import FoldError, MissingFact
+from projections.price_book import PriceBook
 
 ROOT = ""
 
@@ -91,6 +93,17 @@ class BudgetTree:
             self._node(data.budget).members.setdefault(data.user, set()).add(data.role)
         elif isinstance(data, MembershipRevoked):
             self._node(data.budget).members.get(data.user, set()).discard(data.role)
+        elif isinstance(data, PriceSet):
+            self.prices.apply(data, when)
+
+    @property
+    def prices(self) -> PriceBook:
+        """The prices in force (they travel on the budgets topic, beside the weights). Made on
+        first use, so that a tree restored from a checkpoint written before prices has one."""
+        book = self.__dict__.get("_prices")
+        if book is None:
+            book = self.__dict__["_prices"] = PriceBook()
+        return book
 
     def create(
         self, path: str, weight: float, at: float, pool_weights: dict[str, float] | None = None

@@ -23,6 +23,7 @@ from events.models import (
     LedgerCharge,
     MembershipGranted,
     MembershipRevoked,
+    PriceSet,
     NodeAlive,
     NodeCordoned,
     NodeDown,
@@ -74,6 +75,15 @@ def sample_payloads() -> list[EventData]:
         BudgetWeightChanged(budget="lab/vision", weight=4.0, pool="a100", changed_by="ana"),
         MembershipGranted(budget="lab/vision", user="bo", role="member", granted_by="ana"),
         MembershipRevoked(budget="lab/vision", user="bo", role="member", revoked_by="ana"),
+        PriceSet(
+            pool="a100",
+            currency="EUR",
+            per_gpu_hour="2.35",
+            effective_at=datetime(2026, 11, 1, tzinfo=UTC),
+            budget="lab/vision",
+            set_by="admin",
+            reason="negotiated for the lab",
+        ),
         WorkloadSubmitted(
             workload_id="wl-1",
             budget="lab/vision",

@@ -34,6 +34,7 @@ from events.models.ledger import LedgerCharge, charge_id
 from events.models.liveness import NodeAlive
 from events.models.periods import AccountBalance, PeriodClosed
 from events.models.placement import NodeGpus, Placement
+from events.models.prices import PriceSet
 from events.models.usage import BudgetUsage, UsageSnapshot
 from events.models.workloads import (
     WorkloadCancelled,
@@ -53,6 +54,7 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     BudgetWeightChanged,
     MembershipGranted,
     MembershipRevoked,
+    PriceSet,
     WorkloadSubmitted,
     WorkloadCancelled,
     WorkloadPlaced,
@@ -109,6 +111,7 @@ __all__ = [
     "PeriodClosed",
     "PlaceCommand",
     "Placement",
+    "PriceSet",
     "PreemptCommand",
     "SchedulerSettings",
     "TimeLimitSettings",
