@@ -45,6 +45,7 @@ from events.models import (
     NodeAlive,
     PlaceCommand,
     PreemptCommand,
+    PriceSet,
     SchedulerSettings,
     UsageSnapshot,
 )
@@ -64,6 +65,7 @@ _BUDGET_EVENTS = (
     BudgetClosed,
     MembershipGranted,
     MembershipRevoked,
+    PriceSet,
 )
 
 
