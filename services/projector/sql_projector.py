@@ -29,6 +29,7 @@ from events.models import (
     NodeUp,
     PlaceCommand,
     PreemptCommand,
+    PriceSet,
     WorkloadCancelled,
     WorkloadFinished,
     WorkloadLost,
@@ -53,6 +54,7 @@ from services.read_models.tables import (
     ledger_entries,
     node_states,
     nodes,
+    prices,
     projector_positions,
     runs,
     workloads,
@@ -505,6 +507,30 @@ def _budget_closed(connection: Connection, e: BudgetClosed, at: int, _id: str) -
     connection.execute(update(budgets).where(budgets.c.budget == e.budget).values(closed_at=at))
 
 
+def _price_set(connection: Connection, e: PriceSet, at: int, event_id: str) -> None:
+    """A price, kept as the price book keeps it: the first one for a pool, subtree and instant
+    stays (a redelivery, or a raced second price, changes nothing), and one in another currency
+    than the prices already kept is skipped (one billing currency)."""
+    kept = connection.execute(select(prices.c.currency).limit(1)).scalar()
+    if kept is not None and kept != e.currency:
+        return
+    connection.execute(
+        _insert(connection, prices)
+        .values(
+            pool=e.pool,
+            budget=e.budget or "",
+            effective_at=int(e.effective_at.timestamp()),
+            currency=e.currency,
+            per_gpu_hour=e.per_gpu_hour,
+            set_by=e.set_by,
+            reason=e.reason,
+            event_id=event_id,
+            event_time=at,
+        )
+        .on_conflict_do_nothing(index_elements=["pool", "budget", "effective_at"])
+    )
+
+
 def _decision(kind: str) -> Callable[[Connection, Any, int, str], None]:
     def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
         connection.execute(
@@ -609,6 +635,7 @@ _EFFECTS: dict[type[EventData], Effect] = {
     BudgetCreated: _budget_created,
     BudgetWeightChanged: _weight_changed,
     BudgetClosed: _budget_closed,
+    PriceSet: _price_set,
     PlaceCommand: _decision("place"),
     PreemptCommand: _decision("preempt"),
 }

@@ -224,3 +224,21 @@ period_usage = Table(
     Column("unallocated_gpu_s", BigInteger, nullable=False),
     Column("workloads", BigInteger, nullable=False),
 )
+
+#: Every price of a GPU-hour (``PriceSet``), by pool, subtree (``budget`` "" for the pool's list
+#: price) and the hour it takes effect. The amount is the exact decimal text of the fact, never a
+#: float. The first price written for a key stays, as in the price book (the API refuses a
+#: second one; only a raced or forged fact could bring one).
+prices = Table(
+    "prices",
+    metadata,
+    Column("pool", String(128), primary_key=True),
+    Column("budget", String(512), primary_key=True),
+    Column("effective_at", BigInteger, primary_key=True),
+    Column("currency", String(3), nullable=False),
+    Column("per_gpu_hour", String(32), nullable=False),
+    Column("set_by", String(256), nullable=False),
+    Column("reason", String(2000), nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("event_time", BigInteger, nullable=False),
+)
