@@ -92,9 +92,15 @@ def held_by(
     charge: LedgerCharge, start: int, end: int, before_cut: bool, after_previous_cut: bool
 ) -> bool:
     """Whether the period [start, end) holds ``charge``, given where it lies on its ledger
-    partition: before this period's cut, after the previous period's. An hour of the period
-    before its cut; or a late charge for an hour of a closed period between the two cuts."""
+    partition: before this period's cut, after the previous period's."""
     hour = int(charge.bucket_start.timestamp())
+    return hour_held(hour, start, end, before_cut, after_previous_cut)
+
+
+def hour_held(hour: int, start: int, end: int, before_cut: bool, after_previous_cut: bool) -> bool:
+    """The rule of :func:`held_by` on a charge's hour: an hour of the period before its cut;
+    or a late charge for an hour of a closed period between the two cuts. (The cost reports
+    bill by it: a month's FOCUS rows are the charges its period holds.)"""
     if not before_cut or hour >= end:
         return False
     return hour >= start or after_previous_cut
