@@ -1,0 +1,144 @@
+"""A budget's money for a period, from the cost lines (:mod:`projections.costs`): the monthly
+statement and the forecast to the month's end. Pure, so that the dashboard, the CLI and the
+reports show one figure.
+
+- **Statement**: per budget subtree, the sums of its lines by kind (billed funded use, burst at
+  list value, work lost to preemption, idle allocated to it, corrections), and the workloads
+  behind each (a line drills down to them).
+- **Forecast**: what was billed so far this month, and two ways to the month's end: at the
+  rate of the last day billed (``at_current_rate``) and at its entitlement (its share of the
+  capacity now, at its effective rate, for the rest of the month: ``at_entitlement``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+
+from events.times import DAY, HOUR
+from projections.costs import CostLine
+from projections.money import PLACES
+
+ZERO = Decimal(0)
+_QUANTUM = Decimal(1).scaleb(-PLACES)
+
+
+def in_subtree(budget: str, root: str) -> bool:
+    return root == "" or budget == root or budget.startswith(root + "/")
+
+
+@dataclass
+class WorkloadMoney:
+    workload_id: str
+    budget: str
+    pool: str
+    gpu_s: int = 0
+    billed: Decimal = ZERO
+    list_value: Decimal = ZERO
+
+
+@dataclass
+class StatementLine:
+    """One line of a statement: a kind of cost, its sums, and the workloads in it."""
+
+    kind: str
+    gpu_s: int = 0
+    billed: Decimal = ZERO
+    list_value: Decimal = ZERO
+    workloads: dict[str, WorkloadMoney] = field(default_factory=dict)
+
+
+@dataclass
+class Statement:
+    budget: str
+    currency: str
+    start: int
+    end: int
+    #: In order: funded use, burst, lost to preemption, idle, corrections.
+    lines: dict[str, StatementLine]
+
+    @property
+    def billed(self) -> Decimal:
+        return sum((line.billed for line in self.lines.values()), ZERO)
+
+    def by_pool(self) -> dict[str, Decimal]:
+        """Billed per pool (the dashboard's stack)."""
+        found: dict[str, Decimal] = {}
+        for line in self.lines.values():
+            for money in line.workloads.values():
+                found[money.pool] = found.get(money.pool, ZERO) + money.billed
+        return dict(sorted(found.items()))
+
+
+LINE_KINDS = ("usage", "burst", "lost", "idle", "corrections")
+
+
+def statement(
+    lines: Iterable[CostLine], budget: str, start: int, end: int, currency: str = ""
+) -> Statement:
+    """The statement of ``budget``'s subtree ("" for everything) over the lines of a period."""
+    kinds = {kind: StatementLine(kind) for kind in LINE_KINDS}
+    for line in lines:
+        if not in_subtree(line.budget, budget):
+            continue
+        kind = "corrections" if line.correction else line.kind
+        target = kinds[kind]
+        target.gpu_s += line.gpu_s
+        target.billed += line.billed_cost
+        target.list_value += line.list_cost
+        key = line.workload_id or f"(idle in {line.pool})"
+        money = target.workloads.setdefault(key, WorkloadMoney(key, line.budget, line.pool))
+        money.gpu_s += line.gpu_s
+        money.billed += line.billed_cost
+        money.list_value += line.list_cost
+        currency = currency or line.currency
+    return Statement(budget, currency, start, end, kinds)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    budget: str
+    currency: str
+    #: Billed from the month's start to ``as_of``.
+    spent: Decimal
+    #: ``spent`` plus the last day's billing rate for the rest of the month.
+    at_current_rate: Decimal
+    #: ``spent`` plus its entitlement now, at its effective rate, for the rest of the month.
+    at_entitlement: Decimal
+    as_of: int
+    month_end: int
+
+
+def forecast(
+    lines: Iterable[CostLine],
+    budget: str,
+    as_of: int,
+    month_end: int,
+    entitled_cost_per_hour: Fraction,
+    currency: str = "",
+) -> Forecast:
+    """``budget``'s forecast from the month's lines so far (read at ``as_of``, the horizon).
+    ``entitled_cost_per_hour``: its share of the capacity now times its effective rate."""
+    spent = ZERO
+    last_day = ZERO
+    for line in lines:
+        if not in_subtree(line.budget, budget):
+            continue
+        spent += line.billed_cost
+        currency = currency or line.currency
+        if line.end > as_of - DAY and not line.correction:
+            # the part of the line inside the last day, by its share of the line's hours
+            hours = max(1, (line.end - line.start) // HOUR)
+            inside = max(0, (min(line.end, as_of) - max(line.start, as_of - DAY)) // HOUR)
+            last_day += line.billed_cost * Decimal(min(inside, hours)) / Decimal(hours)
+    remaining_h = Fraction(max(0, month_end - as_of), HOUR)
+    at_rate = spent + _decimal(Fraction(last_day) / 24 * remaining_h)
+    at_entitlement = spent + _decimal(entitled_cost_per_hour * remaining_h)
+    return Forecast(budget, currency, spent, at_rate, at_entitlement, as_of, month_end)
+
+
+def _decimal(value: Fraction) -> Decimal:
+    exact = Decimal(value.numerator) / Decimal(value.denominator)
+    return exact.quantize(_QUANTUM)
