@@ -60,6 +60,7 @@ COMMANDS: dict[str, Source] = {
     "report": ("services.reports.cli", "report_app", _GROUP),
     "agent": ("services.agents.cli", "agent_app", _GROUP),
     "budgets": _CLIENT,
+    "prices": _CLIENT,
 }
 
 

@@ -31,7 +31,16 @@ from services.api.errors import (
     TooLarge,
     Unavailable,
 )
-from services.api.routes import budgets, dashboard, meta, nodes, queue, reports, workloads
+from services.api.routes import (
+    budgets,
+    dashboard,
+    meta,
+    nodes,
+    prices,
+    queue,
+    reports,
+    workloads,
+)
 from services.api.security import install_security_headers
 from services.api.validation import BodyLimit, request_validation_error
 from services.api.view import LiveView
@@ -42,7 +51,14 @@ from services.runtime.service import EXIT_CRASH, exit_now
 log = logging.getLogger(__name__)
 
 #: In the order their paths are matched.
-ROUTERS = (meta.router, workloads.router, queue.router, budgets.router, nodes.router)
+ROUTERS = (
+    meta.router,
+    workloads.router,
+    queue.router,
+    budgets.router,
+    nodes.router,
+    prices.router,
+)
 
 #: Refusals answered ``{"detail": message}`` with their status code.
 REFUSALS: dict[type[DomainError], int] = {

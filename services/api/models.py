@@ -14,11 +14,24 @@ This module imports pydantic and ``events`` only, never FastAPI, so the CLI impo
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+import math
+import re
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    WithJsonSchema,
+    field_validator,
+)
 
 from events.models.budgets import Role
+from events.models.prices import CurrencyCode
 from events.models.workloads import GangShape
 from events.types import (
     BudgetPath,
@@ -29,6 +42,7 @@ from events.types import (
     ShortText,
     Spec,
     TimeLimitSeconds,
+    UtcDateTime,
     Weight,
 )
 
@@ -95,6 +109,79 @@ class BudgetCreateRequest(_Request):
 
 
 class BudgetCloseRequest(_Request):
+    reason: ShortText = ""
+
+
+#: What a price may be written as: a plain decimal (a leading ``-`` only to be refused by name).
+_DECIMAL_TEXT = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
+#: A price as the event holds it (``events.models.prices.MoneyText``).
+_MONEY_TEXT = re.compile(r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,6})?$")
+
+
+def money_text(value: Any) -> str:
+    """An amount per GPU-hour as exact decimal text (``"2.35"``), from a decimal string or a
+    JSON number (a number is read as it prints, ``Decimal(str(x))``, so ``2.35`` is 2.35, not
+    the binary float nearest it). Raises ValueError naming what is wrong: not a number, NaN or
+    infinite, negative, more than 6 decimals or 9 digits before the point."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError('an amount is a decimal string ("2.35") or a number')
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("an amount is a finite number, not NaN or infinity")
+    text = value if isinstance(value, str) else str(value)
+    if isinstance(value, str) and not _DECIMAL_TEXT.match(text):
+        raise ValueError(f'{text[:40]!r} is not a decimal amount (write it like "2.35")')
+    try:
+        amount = Decimal(text)
+    except InvalidOperation as error:
+        raise ValueError(f"{text[:40]!r} is not a decimal amount") from error
+    if not amount.is_finite():
+        raise ValueError("an amount is a finite number, not NaN or infinity")
+    if amount < 0:
+        raise ValueError("a price is never negative")
+    exponent = amount.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite
+    if exponent < -6:
+        raise ValueError("a price has at most 6 decimals")
+    canonical = format(abs(amount) if amount == 0 else amount, "f")
+    if not _MONEY_TEXT.match(canonical):
+        raise ValueError("a price has at most 9 digits before the decimal point")
+    return canonical
+
+
+def _iso_time(value: Any) -> Any:
+    """An ISO 8601 time with its offset, as UTC (the body is strict JSON: a time is text)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as error:
+        raise ValueError(
+            f"{value[:40]!r} is not an ISO 8601 time (e.g. 2026-11-01T00:00:00Z)"
+        ) from error
+    if parsed.tzinfo is None:
+        raise ValueError("a time needs its UTC offset (e.g. 2026-11-01T00:00:00Z)")
+    return parsed.astimezone(UTC)
+
+
+#: A price as sent: decimal text or a JSON number; held as exact decimal text.
+MoneyAmount = Annotated[
+    str,
+    BeforeValidator(money_text),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number"}], "examples": ["2.35"]}),
+]
+
+
+class PriceRequest(_Request):
+    """The price of a GPU-hour in ``pool`` from ``effective_at`` on (admins): the list price,
+    or with ``budget`` a negotiated rate for that budget's subtree."""
+
+    pool: PoolName
+    #: An ISO 4217 code (checked against the list by the API).
+    currency: CurrencyCode
+    per_gpu_hour: MoneyAmount
+    #: On the hour, not before the current month; None: the start of the current hour.
+    effective_at: Annotated[UtcDateTime | None, BeforeValidator(_iso_time)] = None
+    budget: BudgetPath | None = None
     reason: ShortText = ""
 
 
@@ -537,6 +624,38 @@ class BudgetState(Answer):
     changed: bool
 
 
+# -- prices -------------------------------------------------------------------------------------
+class PriceView(Answer):
+    pool: str
+    #: The subtree a negotiated rate is for; null: the pool's list price.
+    budget: str | None
+    currency: str
+    #: Exact decimal text, never a float.
+    per_gpu_hour: str
+    effective_at: str
+    set_by: str
+    reason: str
+
+
+class PriceList(Answer):
+    #: The one billing currency (that of the first price); null before any price.
+    currency: str | None
+    #: By pool, subtree (list price first) and effective time.
+    prices: list[PriceView]
+
+
+class PriceSetView(PriceView):
+    """A price after ``POST /prices``."""
+
+    #: False: this very price was already set (a retried request), nothing was published.
+    changed: bool
+    event_id: str | None = None
+
+
+class PriceAccepted(Accepted):
+    pool: str
+
+
 # -- nodes --------------------------------------------------------------------------------------
 class NodeView(Answer):
     node: str
@@ -583,6 +702,7 @@ MemberAnswer = MemberGrant | BudgetAccepted
 RevokeAnswer = MemberRevoke | BudgetAccepted
 BudgetAnswer = BudgetState | BudgetAccepted
 NodeAnswer = NodeView | NodeAccepted
+PriceAnswer = PriceSetView | PriceAccepted
 
 
 # -- the dashboard's data ------------------------------------------------------------------------

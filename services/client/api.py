@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         NodeAnswer,
         NodeList,
         PoolList,
+        PriceAnswer,
+        PriceList,
         QueueView,
         RevokeAnswer,
         SubmitAnswer,
@@ -69,6 +71,8 @@ class _Answers:
         self.budgets = TypeAdapter(models.BudgetReport)
         self.nodes = TypeAdapter(models.NodeList)
         self.me = TypeAdapter(models.Me)
+        self.price: TypeAdapter[PriceAnswer] = TypeAdapter(models.PriceAnswer)
+        self.prices = TypeAdapter(models.PriceList)
 
 
 @cache
@@ -318,3 +322,30 @@ class FairshareClient:
 
     def me(self) -> Me:
         return self._call(lambda a: a.me, "GET", "/me")
+
+    # -- prices -------------------------------------------------------------------------------
+    def prices(self, pool: str | None = None) -> PriceList:
+        return self._call(lambda a: a.prices, "GET", "/prices", params={"pool": pool})
+
+    def set_price(
+        self,
+        pool: str,
+        per_gpu_hour: str | float,
+        currency: str,
+        *,
+        effective_at: str | None = None,
+        budget: str | None = None,
+        reason: str = "",
+    ) -> PriceAnswer:
+        """``per_gpu_hour`` is best sent as decimal text (``"2.35"``): the API keeps it exact."""
+        body: dict[str, Any] = {
+            "pool": pool,
+            "currency": currency,
+            "per_gpu_hour": per_gpu_hour,
+            "reason": reason,
+        }
+        if effective_at is not None:
+            body["effective_at"] = effective_at
+        if budget is not None:
+            body["budget"] = budget
+        return self._call(lambda a: a.price, "POST", "/prices", json=body)

@@ -2,12 +2,13 @@
 
 ``submit`` (sbatch), ``cancel`` (scancel), ``queue`` (squeue), ``list``, ``history`` (sacct),
 ``show``, ``why``, ``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol
-update state=drain), ``budgets create|close|set-weight|add-member|revoke-member`` (sacctmgr).
+update state=drain), ``budgets create|close|set-weight|add-member|revoke-member`` (sacctmgr),
+``prices set|list``.
 Every read command takes ``--json`` to print the API's JSON as it came. HTTP errors print the
 status and the API's detail and exit 1.
 
 The commands are plain functions (:mod:`.workloads`, :mod:`.queue`, :mod:`.history`,
-:mod:`.budgets`, :mod:`.nodes`);
+:mod:`.budgets`, :mod:`.nodes`, :mod:`.prices`);
 :data:`client_app` holds them at its top level, so ``app.add_typer(client_app)`` (no name)
 merges them into another Typer app.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 import typer
 
-from services.client.commands import budgets, history, nodes, queue, workloads
+from services.client.commands import budgets, history, nodes, prices, queue, workloads
 from services.client.commands.common import ClientFactory, ClientSource, parse_duration
 
 __all__ = ["ClientFactory", "client_app", "client_commands", "parse_duration", "register"]
@@ -45,6 +46,10 @@ BUDGET_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("add-member", budgets.add_member),
     ("revoke-member", budgets.revoke_member),
 )
+PRICE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("set", prices.set_price),
+    ("list", prices.list_prices),
+)
 
 
 def _add_commands(app: typer.Typer, client_factory: ClientFactory | None) -> None:
@@ -57,6 +62,12 @@ def _add_commands(app: typer.Typer, client_factory: ClientFactory | None) -> Non
     for name, command in BUDGET_COMMANDS:
         budgets_app.command(name, context_settings=settings)(command)
     app.add_typer(budgets_app, name="budgets")
+    prices_app = typer.Typer(
+        no_args_is_help=True, help="Prices of a GPU-hour (admins set them, anyone reads them)."
+    )
+    for name, command in PRICE_COMMANDS:
+        prices_app.command(name, context_settings=settings)(command)
+    app.add_typer(prices_app, name="prices")
 
 
 def client_commands(client_factory: ClientFactory | None = None) -> typer.Typer:
@@ -72,6 +83,6 @@ client_app = client_commands()
 
 
 def register(app: typer.Typer, client_factory: ClientFactory | None = None) -> None:
-    """Add the client's commands, and a ``budgets`` sub-app, to ``app`` itself (kept for
-    callers written before :data:`client_app`)."""
+    """Add the client's commands, and the ``budgets`` and ``prices`` sub-apps, to ``app``
+    itself (kept for callers written before :data:`client_app`)."""
     _add_commands(app, client_factory)
