@@ -18,7 +18,7 @@ from services.runtime.cli_options import DEFAULT_DATA_DIR, PrefixOption, console
 
 if TYPE_CHECKING:
     from services.brokers import BrokerHandle
-    from services.launcher.config import UpConfig
+    from services.launcher.config import UpConfig, UpPrice
 
 #: ``up``, merged into the top level of ``fairshare``.
 up_app = typer.Typer()
@@ -108,6 +108,16 @@ _UpKubernetesNamespace = Annotated[
 _UpKubernetesNodeSelector = Annotated[
     str, typer.Option(help="label selector of the Kubernetes nodes offered ('' for all)")
 ]
+_UpPrice = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--price",
+        help="POOL=AMOUNT, or POOL=AMOUNT@ISO: a list price per GPU-hour set through the API "
+        "once it is up, from the hour ISO (else the current hour); repeatable. Default, for "
+        "the demo: 2.50 in each pool without a price",
+    ),
+]
+_UpCurrency = Annotated[str, typer.Option(help="ISO 4217 currency of --price")]
 _UpSlurmJobcompLog = Annotated[
     Path | None,
     typer.Option(help="Slurm's jobcomp/filetxt log (exit codes of jobs gone from squeue)"),
@@ -137,6 +147,8 @@ def up(
     kubeconfig: _UpKubeconfig = None,
     kubernetes_namespace: _UpKubernetesNamespace = "fairshare-runs",
     kubernetes_node_selector: _UpKubernetesNodeSelector = "",
+    price: _UpPrice = None,
+    currency: _UpCurrency = "EUR",
 ) -> None:
     """The whole system on embedded defaults: broker, API, scheduler, projections, a cluster
     agent and a steady stream of workloads. Ctrl-C stops everything."""
@@ -164,6 +176,7 @@ def up(
         _check_slurm(slurm_cluster)
     if kubernetes_cluster is not None:
         _check_kubernetes(kubernetes_cluster, kubeconfig)
+    prices = _checked_prices(price or [], currency, tokens)
     config = UpConfig(
         bootstrap="",  # known once the broker runs
         topics=Topics(prefix=topic_prefix),
@@ -184,6 +197,8 @@ def up(
         kubeconfig=kubeconfig,
         kubernetes_namespace=kubernetes_namespace,
         kubernetes_node_selector=kubernetes_node_selector,
+        prices=prices,
+        currency=currency.upper(),
     )
     try:
         with exclusive_data_dir(data_dir):
@@ -234,6 +249,34 @@ def _check_kubernetes(cluster: str, kubeconfig: Path | None) -> None:
             "pass --kubeconfig, or leave the option out"
         )
         raise typer.Exit(2) from error
+
+
+def _checked_prices(items: list[str], currency: str, tokens: Path | None) -> tuple[UpPrice, ...]:
+    """``--price`` and ``--currency`` checked as the API will check them, so that a typo stops
+    ``fairshare up`` before anything starts (exit 2 with the reason). With a tokens file the
+    prices are set with ``$FAIRSHARE_TOKEN``, which must then be an admin's."""
+    import os
+
+    import pycountry
+    from rich.markup import escape
+
+    from services.launcher.prices import parse_price
+
+    if pycountry.currencies.get(alpha_3=currency.upper()) is None:
+        err_console.print(f"[red]--currency:[/] {escape(currency)} is not an ISO 4217 code")
+        raise typer.Exit(2)
+    try:
+        prices = tuple(parse_price(item) for item in items)
+    except ValueError as error:
+        err_console.print(f"[red]--price:[/] {escape(str(error))}")
+        raise typer.Exit(2) from error
+    if prices and tokens is not None and not os.environ.get("FAIRSHARE_TOKEN"):
+        err_console.print(
+            "[red]--price:[/] with --tokens, prices are set as the admin whose token "
+            "FAIRSHARE_TOKEN holds; set it, or set prices later with `fairshare prices set`"
+        )
+        raise typer.Exit(2)
+    return prices
 
 
 def _checked_tokens_file(path: Path) -> Path:

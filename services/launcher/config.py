@@ -28,6 +28,20 @@ class RestartPolicy:
 
 
 @dataclass(frozen=True)
+class UpPrice:
+    """A list price ``fairshare up`` sets through the API (``--price POOL=AMOUNT[@ISO]``):
+    ``amount`` per GPU-hour as decimal text, from ``effective_at`` (None: the current hour)."""
+
+    pool: str
+    amount: str
+    effective_at: str | None = None
+
+
+#: The demo's list price per GPU-hour of each of its pools, so that the cost reports show money.
+DEMO_PRICE = "2.50"
+
+
+@dataclass(frozen=True)
 class UpConfig:
     bootstrap: str
     topics: Topics
@@ -76,6 +90,11 @@ class UpConfig:
     #: ever-growing one.
     max_pending: int = 30
     seed: int = 7
+    #: List prices to set once the API answers (``--price``); none: the demo's
+    #: (:data:`DEMO_PRICE` in each pool without a list price yet), when the demo tokens are on.
+    prices: tuple[UpPrice, ...] = ()
+    #: The currency of those prices (ISO 4217).
+    currency: str = "EUR"
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     #: Stopping waits this long for every service together, then kills what is left.
     stop_timeout_s: float = 15.0

@@ -28,6 +28,7 @@ from services.launcher.children import (
 )
 from services.launcher.config import UpConfig
 from services.launcher.lab import seed_lab
+from services.launcher.prices import price_token, set_up_prices, up_prices
 from services.launcher.status import services_line, status_line
 from services.launcher.stream import submit_stream
 
@@ -157,6 +158,14 @@ class Stack:
     def submit_stream(self, should_stop: Callable[[], bool]) -> None:
         submit_stream(self.config, should_stop, self)
 
+    # -- prices --------------------------------------------------------------------------
+    def set_prices(self, should_stop: Callable[[], bool], report: Report) -> None:
+        """The list prices of ``--price`` (or the demo's), set through the API as an admin."""
+        from services.client.api import FairshareClient
+
+        with FairshareClient(self.config.api_url, price_token(self.config)) as client:
+            set_up_prices(self.config, client, should_stop, lambda line: report(escape(line)))
+
     # -- stop ----------------------------------------------------------------------------
     def stop(self) -> list[str]:
         """Stop every service together, within ``stop_timeout_s``; the ones that did not exit
@@ -197,11 +206,19 @@ def run_stack(
     halt = threading.Event()
     stack.start()
     stream: threading.Thread | None = None
+    pricing: threading.Thread | None = None
     try:
         if stack.wait_for_api(report=report, should_stop=should_stop):
             on_ready()
             for line in ready_lines(config, stack.pids()):
                 report(line)
+            if up_prices(config)[0]:  # in the background: a pool is known once its nodes are
+                pricing = threading.Thread(
+                    target=stack.set_prices,
+                    args=(lambda: halt.is_set() or should_stop(), report),
+                    daemon=True,
+                )
+                pricing.start()
             if config.submit_every_s:
                 stream = threading.Thread(
                     target=stack.submit_stream,
@@ -212,8 +229,9 @@ def run_stack(
             _supervise_until(stack, should_stop, report)
     finally:
         halt.set()
-        if stream is not None:
-            stream.join(timeout=10)
+        for thread in (stream, pricing):
+            if thread is not None:
+                thread.join(timeout=10)
         stopped = [f"did not stop cleanly: {u}" for u in stack.stop()]
     restarted = [f"died and was restarted: {r}" for r in stack.restart_summary()]
     # the caller prints them with Rich markup; a log line may hold brackets
