@@ -9,7 +9,7 @@ can double-count: hourly usage is only added to when a ledger entry is newly ins
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, or_, select, update
@@ -27,6 +27,7 @@ from events.models import (
     NodeRegistered,
     NodeUncordoned,
     NodeUp,
+    PeriodClosed,
     PlaceCommand,
     PreemptCommand,
     PriceSet,
@@ -48,6 +49,7 @@ from services.read_models.demand_upkeep import Change, apply_changes
 from services.read_models.tables import (
     budget_weights,
     budgets,
+    closed_periods,
     decision_records,
     demand_intervals,
     hourly_usage,
@@ -57,6 +59,7 @@ from services.read_models.tables import (
     prices,
     projector_positions,
     runs,
+    workload_checkpoints,
     workloads,
 )
 
@@ -111,7 +114,7 @@ class SqlProjector:
                 )
             }
             advanced: dict[tuple[str, int], int] = {}
-            charges: list[tuple[LedgerCharge, int, str]] = []
+            charges: list[tuple[LedgerCharge, int, str, int, int]] = []
             for delivery in deliveries:
                 key = (delivery.position.topic, delivery.position.partition)
                 next_offset = advanced.get(key, stored.get(key, 0))
@@ -121,7 +124,8 @@ class SqlProjector:
                 at = int(envelope.time.timestamp())
                 if isinstance(envelope.data, LedgerCharge):
                     # Charges touch only the ledger tables: written together, in bulk.
-                    charges.append((envelope.data, at, envelope.id))
+                    where = delivery.position
+                    charges.append((envelope.data, at, envelope.id, where.partition, where.offset))
                 else:
                     effect = _EFFECTS.get(type(envelope.data))
                     if effect is not None:
@@ -146,12 +150,12 @@ class SqlProjector:
 # -- effects, one per event type ---------------------------------------------------------------
 
 
-def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]]) -> None:
+def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str, int, int]]) -> None:
     """Insert a batch of charges; add to hourly usage only those newly inserted (a duplicated
     charge id is already counted)."""
     rows: dict[str, dict[str, Any]] = {}
     by_id: dict[str, LedgerCharge] = {}
-    for e, at, event_id in batch:
+    for e, at, event_id, partition, offset in batch:
         if e.charge_id in by_id:
             continue
         by_id[e.charge_id] = e
@@ -170,6 +174,7 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str]])
             "event_id": event_id,
             "event_time": at,
             "attempt": _attempt_of(e),
+            **_ledger_position(partition, offset),
         }
     statement = (
         _insert(connection, ledger_entries)
@@ -397,6 +402,18 @@ def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) 
     ).first()
     if created is not None:  # charges read ahead of it move to its submitter
         usage_upkeep.submitted(connection, _insert, e.workload_id, e.submitter)
+    _note_checkpoints(connection, e)
+
+
+def _note_checkpoints(connection: Connection, e: WorkloadSubmitted) -> None:
+    """How often the work says it checkpoints, when its spec says (migration 0008)."""
+    every = checkpoint_every_s(e.spec)
+    if every is not None:
+        connection.execute(
+            _insert(connection, workload_checkpoints)
+            .values(workload_id=e.workload_id, checkpoint_every_s=every)
+            .on_conflict_do_nothing(index_elements=["workload_id"])
+        )
 
 
 def _workload_update(
@@ -505,6 +522,36 @@ def _weight_changed(connection: Connection, e: BudgetWeightChanged, at: int, eve
 
 def _budget_closed(connection: Connection, e: BudgetClosed, at: int, _id: str) -> None:
     connection.execute(update(budgets).where(budgets.c.budget == e.budget).values(closed_at=at))
+
+
+def _period_closed(connection: Connection, e: PeriodClosed, at: int, event_id: str) -> None:
+    """A seal and its cut (the first seal of a period stays: charging never seals twice)."""
+    connection.execute(
+        _insert(connection, closed_periods)
+        .values(
+            period=e.period,
+            start=int(e.start.timestamp()),
+            end=int(e.end.timestamp()),
+            as_of=[{"partition": p.partition, "offset": p.offset} for p in e.as_of],
+            digest=e.digest,
+            event_id=event_id,
+            event_time=at,
+        )
+        .on_conflict_do_nothing(index_elements=["period"])
+    )
+
+
+def _ledger_position(partition: int, offset: int) -> dict[str, int]:
+    """Where a charge lies on the ledger (billing places it in its sealed period by it)."""
+    return {"ledger_partition": partition, "ledger_offset": offset}
+
+
+def checkpoint_every_s(spec: Mapping[str, Any]) -> int | None:
+    """The spec's ``checkpoint_every_s`` when it is a positive whole number of seconds."""
+    every = spec.get("checkpoint_every_s")
+    if isinstance(every, bool) or not isinstance(every, int | float) or every < 1:
+        return None
+    return min(int(every), 2**31 - 1)
 
 
 def _price_set(connection: Connection, e: PriceSet, at: int, event_id: str) -> None:
@@ -636,6 +683,7 @@ _EFFECTS: dict[type[EventData], Effect] = {
     BudgetWeightChanged: _weight_changed,
     BudgetClosed: _budget_closed,
     PriceSet: _price_set,
+    PeriodClosed: _period_closed,
     PlaceCommand: _decision("place"),
     PreemptCommand: _decision("preempt"),
 }

@@ -47,6 +47,10 @@ ledger_entries = Table(
     Column("event_time", BigInteger, nullable=False, index=True),
     #: The run charged (None only on rows a migration could not attribute).
     Column("attempt", Integer),
+    #: Where the charge lies on the ledger (None on rows projected before migration 0008):
+    #: a billing period holds the charges before its seal's cut.
+    Column("ledger_partition", Integer),
+    Column("ledger_offset", BigInteger),
 )
 
 hourly_usage = Table(
@@ -241,4 +245,28 @@ prices = Table(
     Column("reason", String(2000), nullable=False),
     Column("event_id", String(64), nullable=False),
     Column("event_time", BigInteger, nullable=False),
+)
+
+#: The ledger's sealed periods (``fairshare.ledger.period_closed.v1``) and their cut: the first
+#: ledger offset after it, per partition (``as_of``: ``[{"partition": p, "offset": o}, ...]``).
+closed_periods = Table(
+    "closed_periods",
+    metadata,
+    Column("period", String(32), primary_key=True),
+    Column("start", BigInteger, nullable=False),
+    Column("end", BigInteger, nullable=False, index=True),
+    Column("as_of", JSON, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("event_time", BigInteger, nullable=False),
+)
+
+#: How often a workload says it checkpoints (its spec's ``checkpoint_every_s``), for the work a
+#: preemption throws away (``projections.costs.lost_gpu_s``); a workload that does not say has
+#: no row.
+workload_checkpoints = Table(
+    "workload_checkpoints",
+    metadata,
+    Column("workload_id", String(256), primary_key=True),
+    Column("checkpoint_every_s", Integer, nullable=False),
 )

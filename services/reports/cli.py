@@ -233,3 +233,57 @@ def users(
 ) -> None:
     """Per budget x submitter x pool x period: charged and free GPU-hours."""
     _run("users", database_url, data_dir, period, start, end, fmt, out, pool, budget)
+
+
+@report_app.command()
+def focus(
+    month: Annotated[str, typer.Option("--month", help="the billing month, YYYY-MM (UTC)")],
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    fmt: Annotated[str, typer.Option("--format", help="csv | parquet")] = "csv",
+    out: OutOption = None,
+    idle: Annotated[
+        str, typer.Option("--idle", help="idle capacity allocated by: share | use | platform")
+    ] = "share",
+    billing_account: Annotated[
+        str, typer.Option("--billing-account", help="FOCUS BillingAccountId (the org's root)")
+    ] = "fairshare",
+) -> None:
+    """A month's chargeback in FOCUS 1.0 (FinOps): every funded, burst, lost and idle GPU-hour
+    priced with the prices in force, one row per workload, pool and day (docs/reports.md)."""
+    from sqlalchemy.exc import DBAPIError
+
+    from projections.costs import IDLE_METHODS
+    from services.reports.focus import FOCUS_FORMATS, month_bounds
+    from services.reports.focus_export import focus_bytes
+
+    if fmt not in FOCUS_FORMATS:
+        raise typer.BadParameter("one of csv, parquet", param_hint="--format")
+    if idle not in IDLE_METHODS:
+        raise typer.BadParameter(f"one of {', '.join(IDLE_METHODS)}", param_hint="--idle")
+    if fmt == "parquet" and out is None:
+        raise typer.BadParameter("parquet is binary: give --out FILE", param_hint="--out")
+    try:
+        month_bounds(month)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--month") from error
+    url = database_url_for(database_url, data_dir)
+    try:
+        engine = open_read_models(url)
+    except NoReadModelsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    try:
+        content = focus_bytes(engine, month, fmt, idle, billing_account)
+    except DBAPIError as error:
+        typer.echo(f"error: {_database_error(url, error)}", err=True)
+        raise typer.Exit(1) from error
+    finally:
+        engine.dispose()
+    if out is None:
+        sys.stdout.buffer.write(content)
+        sys.stdout.flush()
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(content)
+        typer.echo(f"FOCUS export of {month} written to {out} ({len(content)} bytes)", err=True)

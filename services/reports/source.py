@@ -194,16 +194,17 @@ def load(
         if connection.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
-            return _load(connection, period, start, end, projector)
+            return load_on(connection, period, start, end, projector)
 
 
-def _load(
+def load_on(
     connection: Connection,
     period: Period,
     start: int | None,
     end: int | None,
-    projector: str,
+    projector: str = DEFAULT_PROJECTOR,
 ) -> Snapshot:
+    """:func:`load` within a transaction the caller holds (to read more in the same one)."""
     where = positions(connection, projector)
     latest = horizon(connection)
     found, weights = read_budgets(connection), read_weights(connection)

@@ -330,6 +330,9 @@ def test_migration_0005_builds_the_histograms_of_projected_intervals(
     monkeypatch.setattr(projector_module, "apply_changes", lambda *_args: None)
     monkeypatch.setattr(projector_module.usage_upkeep, "add_entries", lambda *_args: None)
     monkeypatch.setattr(projector_module.usage_upkeep, "submitted", lambda *_args: None)
+    # nor the ledger positions and checkpoint intervals of 0008
+    monkeypatch.setattr(projector_module, "_ledger_position", lambda *_args: {})
+    monkeypatch.setattr(projector_module, "_note_checkpoints", lambda *_args: None)
     SqlProjector(old).apply(deliveries)
     monkeypatch.undo()
     migrate(old)

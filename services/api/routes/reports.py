@@ -1,4 +1,4 @@
-"""``GET /reports/{charges|utilisation|users}``: the reports over HTTP (any valid token).
+"""``GET /reports/{charges|utilisation|users|focus}``: the reports over HTTP (any valid token).
 
 The read models come from the engine given to :func:`reports_router` (``create_app(...,
 engine=...)``), else from ``$FAIRSHARE_DATABASE_URL``; without either the answer is ``503``.
@@ -13,9 +13,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from sqlalchemy import Engine
 
+from projections.costs import IdleMethod
 from services.api.deps import principal
 from services.api.errors import Invalid, NotFound
 from services.reports import REPORTS, periods, report_bytes
+from services.reports.focus import MEDIA_TYPES as FOCUS_MEDIA_TYPES
+from services.reports.focus import FocusFormat, month_bounds
 from services.reports.periods import Period
 from services.reports.writers import MEDIA_TYPES, Format
 
@@ -47,6 +50,28 @@ def reports_router(engine: Engine | None = None) -> APIRouter:
     """The reports' routes; every route needs a valid bearer token (the API's rule)."""
     source = EngineSource(engine)
     router = APIRouter(prefix="/reports", tags=["reports"], dependencies=[Depends(principal)])
+
+    @router.get("/focus")
+    def focus(
+        month: Annotated[str, Query(description="the billing month, YYYY-MM (UTC)")],
+        fmt: Annotated[FocusFormat, Query(alias="format")] = "csv",
+        idle: Annotated[
+            IdleMethod, Query(description="idle allocated by share, use or platform")
+        ] = "share",
+    ) -> Response:
+        """A month's chargeback in FOCUS 1.0, as ``fairshare report focus`` writes it."""
+        try:
+            month_bounds(month)
+        except ValueError as error:
+            raise Invalid("month", str(error), location="query") from error
+        from services.reports.focus_export import focus_bytes  # SQL reads: at first use
+
+        content = focus_bytes(source(), month, fmt, idle)
+        return Response(
+            content,
+            media_type=FOCUS_MEDIA_TYPES[fmt],
+            headers={"Content-Disposition": f'attachment; filename="focus-{month}.{fmt}"'},
+        )
 
     @router.get("/{name}")
     def report(
