@@ -244,7 +244,7 @@ def to_parquet(rows: Sequence[Mapping[str, object]]) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    types = {
+    types: dict[str, pa.DataType] = {
         "decimal": pa.decimal128(24, PLACES),
         "datetime": pa.timestamp("s", tz="UTC"),
         "string": pa.string(),
