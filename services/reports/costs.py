@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from sqlalchemy import Connection, Engine, and_, or_, select
 
@@ -34,6 +35,7 @@ from projections.costs import (
 from projections.figures import Bins, PoolHistory, pool_figures
 from projections.periods import hour_held
 from projections.price_book import PriceBook
+from projections.statements import Forecast, Statement, forecast, in_subtree, statement
 from services.read_models.tables import (
     closed_periods,
     decision_records,
@@ -65,6 +67,8 @@ class Costs:
     clusters: dict[str, str] = field(default_factory=dict)
     #: Whether the period is sealed (its lines can no longer change).
     sealed: bool = False
+    #: (pool, hour) -> capacity and entitlements, as idle was allocated by.
+    entitled: dict[tuple[str, int], Capacity] = field(default_factory=dict)
 
 
 def period_costs(engine: Engine, start: int, end: int, idle_method: IdleMethod = "share") -> Costs:
@@ -91,6 +95,7 @@ def period_costs(engine: Engine, start: int, end: int, idle_method: IdleMethod =
                 submitters=_submitters(connection, ids),
                 clusters=_clusters(connection),
                 sealed=cuts[1] is not None,
+                entitled=capacity,
             )
 
 
@@ -261,3 +266,51 @@ def _clusters(connection: Connection) -> dict[str, str]:
     for pool, cluster in connection.execute(select(nodes.c.pool, nodes.c.cluster)):
         found.setdefault(str(pool), set()).add(str(cluster))
     return {pool: ",".join(sorted(names)) for pool, names in found.items()}
+
+
+@dataclass
+class BudgetMoney:
+    """What a surface shows of a budget's money in a month: its statement (period to date)
+    and its forecast to the month's end, one computation for the dashboard, the API, the
+    CLI and the reports."""
+
+    statement: Statement
+    forecast: Forecast
+    sealed: bool
+    log_position: str
+
+
+def budget_money(
+    engine: Engine, budget: str, start: int, end: int, idle_method: IdleMethod = "share"
+) -> BudgetMoney:
+    """``budget``'s subtree ("" for everything) in the billing month ``[start, end)``."""
+    costs = period_costs(engine, start, end, idle_method)
+    currency = costs.book.currency or ""
+    as_of = min(end, costs.horizon if costs.horizon is not None else start)
+    return BudgetMoney(
+        statement=statement(costs.lines, budget, start, end, currency),
+        forecast=forecast(
+            costs.lines, budget, as_of, end, _entitled_cost_per_hour(costs, budget), currency
+        ),
+        sealed=costs.sealed,
+        log_position=costs.log_position,
+    )
+
+
+def _entitled_cost_per_hour(costs: Costs, budget: str) -> Fraction:
+    """What ``budget``'s entitlement in its last hour costs at its effective rates: the rate
+    its share of the capacity would bill for each hour left."""
+    last = max((hour for _, hour in costs.entitled), default=None)
+    if last is None:
+        return Fraction(0)
+    total = Fraction(0)
+    for (pool, hour), capacity in costs.entitled.items():
+        if hour != last:
+            continue
+        for leaf, gpu_s in capacity.entitled.items():
+            if not in_subtree(leaf, budget):
+                continue
+            price = costs.book.effective_price(pool, leaf, hour)
+            if price is not None:
+                total += Fraction(gpu_s) * Fraction(price.per_gpu_hour) / HOUR
+    return total

@@ -29,6 +29,8 @@ from services.bus.memory import InMemoryBroker, InMemoryPublisher
 from services.devtools.demo_data import POOL, T0, project, small_lab
 from services.read_models.tables import closed_periods, ledger_entries
 from services.reports.cli import report_app
+from services.reports.costs import budget_money
+from services.reports.focus import month_bounds
 from services.reports.focus_export import focus_bytes
 from services.reports.prices import read_price_book
 from tests.databases import fresh_database
@@ -188,3 +190,21 @@ def test_a_late_charge_for_a_sealed_month_is_a_correction_in_the_next(database_u
     ]
     assert corrections[0]["ChargePeriodStart"] == T0.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert corrections[0]["BillingPeriodStart"] == "2026-12-01T00:00:00Z"
+
+
+def test_a_budgets_statement_is_the_sum_of_its_focus_rows(engine: Engine) -> None:
+    rows = _table(focus_bytes(engine, MONTH, "csv"))
+    start, end = month_bounds(MONTH)
+    for budget in ("", "lab", "lab/vision"):
+        money = budget_money(engine, budget, start, end)
+        mine = [
+            r
+            for r in rows
+            if budget == ""
+            or r["SubAccountId"] in (budget,)
+            or r["SubAccountId"].startswith(budget + "/")
+        ]
+        assert money.statement.billed == sum(Decimal(r["BilledCost"]) for r in mine), budget
+        assert money.forecast.spent == money.statement.billed
+        assert money.forecast.at_entitlement >= money.forecast.spent
+    assert budget_money(engine, "lab", start, end).statement.currency == "EUR"
