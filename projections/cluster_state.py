@@ -405,6 +405,13 @@ class ClusterIndexes:
             self.unallocated_active.get(pool, set()).discard(workload.workload_id)
 
 
+#: How many of a submitter's last runtimes start estimates average (Tsafrir, Etsion and
+#: Feitelson, "Backfilling using system-generated predictions rather than user runtime
+#: estimates", IEEE TPDS 2007: the mean of a user's last two jobs predicts better than the
+#: limits users declare).
+RECENT_RUNTIMES = 2
+
+
 class ClusterState:
     """Nodes, workloads and the fencing marks; ``apply`` folds one event in, keeping
     ``indexes`` (derived data) up to date as it goes."""
@@ -784,8 +791,24 @@ class ClusterState:
         workload = self._workload(e.workload_id)
         self._placed_first(workload, e.attempt)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
+            if workload.started_at is not None:
+                self._note_runtime(workload.submitter, now - workload.started_at)
             self._end(workload, e.outcome, now)
             workload.exit_code, workload.end_message = e.exit_code, e.message
+
+    @property
+    def recent_runtimes(self) -> dict[str, tuple[float, ...]]:
+        """Per submitter, how long their last runs that finished by themselves lasted (the
+        last :data:`RECENT_RUNTIMES`): what start estimates expect their next runs to last.
+        Made on first use, so that a state restored from an older checkpoint has one."""
+        found = self.__dict__.get("_recent_runtimes")
+        if found is None:
+            found = self.__dict__["_recent_runtimes"] = {}
+        return found
+
+    def _note_runtime(self, submitter: str, seconds: float) -> None:
+        kept = self.recent_runtimes.get(submitter, ())
+        self.recent_runtimes[submitter] = (*kept, max(0.0, seconds))[-RECENT_RUNTIMES:]
 
     def _on_preempted(self, e: WorkloadPreempted, now: float) -> None:
         workload = self._workload(e.workload_id)

@@ -178,3 +178,28 @@ def test_a_queue_of_hundreds_is_estimated_in_well_under_a_second() -> None:
     assert len(every) == 400
     assert all(e is not None for e in every.values())
     assert took < 2.0, took  # about 0.2 s on an idle core; the bound leaves room for a busy one
+
+
+def test_a_run_is_expected_to_last_as_long_as_its_submitters_last_two_runs() -> None:
+    """Limits are what work may last: with a history, the mean of the submitter's last two
+    runs that finished by themselves is expected instead (within contract and limit)."""
+    s = Scenario(budgets=(("a", 1.0),), nodes=(("n0", 1),))
+    for i, ran in enumerate((600, 1000, 1400)):  # the last two: 1,000 and 1,400 s, mean 1,200
+        s.running(f"past{i}", "a", (("n0", (0,)),), started_at=T0 - 10_000, time_limit_s=7200)
+        s.finished(f"past{i}", T0 - 10_000 + ran)
+    s.running("r", "a", (("n0", (0,)),), started_at=T0 - 200, min_runtime_s=60, time_limit_s=7200)
+    s.submit("w", "a", 1, 60, at=T0 - 100, time_limit_s=7200)
+    assert s.cluster.recent_runtimes[next(iter(s.cluster.recent_runtimes))] == (1000.0, 1400.0)
+    # r is expected to end at T0 - 200 + 1,200; without the history, at its limit
+    assert _estimates(s, T0) == {"w": T0 + 1000}
+    s.cluster.recent_runtimes.clear()
+    assert _estimates(s, T0) == {"w": T0 - 200 + 7200}
+
+
+def test_a_run_that_outlived_its_prediction_is_expected_to_run_to_its_limit() -> None:
+    s = Scenario(budgets=(("a", 1.0),), nodes=(("n0", 1),))
+    s.running("past", "a", (("n0", (0,)),), started_at=T0 - 10_000, time_limit_s=7200)
+    s.finished("past", T0 - 10_000 + 300)
+    s.running("r", "a", (("n0", (0,)),), started_at=T0 - 1000, min_runtime_s=60, time_limit_s=3600)
+    s.submit("w", "a", 1, 60, at=T0 - 100, time_limit_s=7200)
+    assert _estimates(s, T0) == {"w": T0 + 2600}

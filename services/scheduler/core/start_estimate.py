@@ -1,18 +1,23 @@
 """When pending work will start, like ``squeue --start``: the pass run forward on the state now.
 
-Nobody knows when running work will really end, but everyone knows when it will end at the
-latest: at its start plus its time limit (``time_limits.py``). Run forward from ``now`` on a copy
-of what matters of the state (each pool's free GPUs per node), work ends at those instants, and
+Nobody knows when running work will really end. It ends at the latest at its start plus its
+time limit (``time_limits.py``), but limits are what work may last, rarely what it does: a run
+is expected to last the mean of its submitter's last two runs that finished by themselves
+(``ClusterState.recent_runtimes``), between its contract and its limit, and its limit when
+its submitter has no history yet or it has outlived that (Tsafrir, Etsion and Feitelson 2007).
+Run forward from ``now`` on a copy of what matters of the state (each pool's free GPUs per
+node), work ends at those instants, and
 at ``now`` and at each end the pass's rules place what fits: per pool, debug-lane work first,
 then allocated work, then unallocated work, each in fair-share order (the core's
 :class:`FairShareOrder`, each placement charged before the next pick, GPUs held counted against
 entitlements), a gang on one node best-fit, a larger one on whole free nodes (the rules of
-``placement.py``). A placed workload runs its own limit. The instant a workload is placed there
-is its estimated start; one not placed within ``horizon_s`` (7 days) has none.
+``placement.py``). A placed workload runs its own expected run. The instant a workload is placed there
+is its estimated start; one not placed within ``horizon_s`` (7 days) has none. Holds and
+backfill in the pass itself keep reading the limits: a promise needs the latest end.
 
 What the estimate leaves out, so that it can answer an API request in milliseconds: work that
 will be submitted later (it can only delay the estimate when it ranks higher), runs ending
-before their limits (they only bring starts forward), preemptions, the debug lane's reserve
+before their expected end (they only bring starts forward), preemptions, the debug lane's reserve
 and held nodes, and usage accruing while the forward run goes (the order changes only by the
 pass's own charges). Those make it a forecast, not a promise; the simulator measures how far
 it is off (``services/simulator/estimates.py``, docs/simulation/README.md).
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from events.times import DEFAULT_WINDOW_S
@@ -140,9 +145,10 @@ def estimate_starts(
     pools = _pools(cluster, tree, usage, now, lanes, window_s)
     ends: list[_End] = []
     seq = itertools.count()
+    runtimes = cluster.recent_runtimes
     for workload in _running(cluster):
         pool = pools.get(workload.pool or "")
-        at = expected_end(workload, limits, now)
+        at = _predicted_end(workload, limits, now, runtimes)
         if pool is None or at is None:
             continue
         parts = tuple(
@@ -157,7 +163,7 @@ def estimate_starts(
         for name in sorted(pools):
             for workload, parts in _step(pools[name], started):
                 started[workload.workload_id] = at
-                end = at + limit_s(workload, name, limits)
+                end = at + _predicted_run(workload, name, limits, runtimes)
                 held = workload.gpus if workload.allocated else 0
                 heapq.heappush(ends, _End(end, next(seq), name, parts, workload.budget, held))
         if wanted.issubset(started) or not ends or ends[0].at > now + horizon_s:
@@ -170,6 +176,38 @@ def estimate_starts(
             if done.held:
                 pool.order.hold(done.leaf, -done.held)
     return {w: started.get(w) for w in sorted(wanted)}
+
+
+def _predicted_run(
+    workload: WorkloadState,
+    pool: str,
+    limits: TimeLimits,
+    runtimes: Mapping[str, tuple[float, ...]],
+) -> float:
+    """How long a run of ``workload`` is expected to last: the mean of its submitter's last
+    runs that finished by themselves, within [its contract, its limit]; its limit when its
+    submitter has none yet (the limit is what it may last, rarely what it does)."""
+    limit = limit_s(workload, pool, limits)
+    recent = runtimes.get(workload.submitter)
+    if not recent:
+        return float(limit)
+    return float(min(limit, max(workload.min_runtime_s, sum(recent) / len(recent))))
+
+
+def _predicted_end(
+    workload: WorkloadState,
+    limits: TimeLimits,
+    now: float,
+    runtimes: Mapping[str, tuple[float, ...]],
+) -> float | None:
+    """When a run holding GPUs is expected to end: its start plus its predicted run; a run
+    that has outlived its prediction runs to its limit (:func:`expected_end`)."""
+    latest = expected_end(workload, limits, now)
+    if latest is None or workload.pool is None:
+        return latest
+    start = workload.started_at if workload.started_at is not None else now
+    predicted = start + _predicted_run(workload, workload.pool, limits, runtimes)
+    return predicted if predicted > now else latest
 
 
 def _pending(cluster: ClusterState, targets: Collection[str] | None) -> dict[str, WorkloadState]:
