@@ -164,13 +164,18 @@ def _run(
         raise typer.Exit(1) from error
     finally:
         engine.dispose()
+    _deliver(content, out, f"{name} report")
+
+
+def _deliver(content: bytes, out: Path | None, what: str) -> None:
+    """To ``out``, else to standard output."""
     if out is None:
         sys.stdout.buffer.write(content)
         sys.stdout.flush()
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(content)
-        typer.echo(f"{name} report written to {out} ({len(content)} bytes)", err=True)
+        typer.echo(f"{what} written to {out} ({len(content)} bytes)", err=True)
 
 
 def _period(value: str) -> Period:
@@ -280,10 +285,4 @@ def focus(
         raise typer.Exit(1) from error
     finally:
         engine.dispose()
-    if out is None:
-        sys.stdout.buffer.write(content)
-        sys.stdout.flush()
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(content)
-        typer.echo(f"FOCUS export of {month} written to {out} ({len(content)} bytes)", err=True)
+    _deliver(content, out, f"FOCUS export of {month}")
