@@ -47,6 +47,7 @@ COMMANDS: dict[str, Source] = {
     "show": _CLIENT,
     "why": _CLIENT,
     "share": _CLIENT,
+    "statement": _CLIENT,
     "nodes": _CLIENT,
     "cordon": _CLIENT,
     "uncordon": _CLIENT,

@@ -35,6 +35,7 @@ from services.api.routes import (
     budgets,
     dashboard,
     meta,
+    money,
     nodes,
     prices,
     queue,
@@ -55,6 +56,7 @@ ROUTERS = (
     meta.router,
     workloads.router,
     queue.router,
+    money.router,  # before budgets: /budgets/{path} would take /budgets/{path}/statement
     budgets.router,
     nodes.router,
     prices.router,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from services.api.models import (
         BudgetAnswer,
+        BudgetDetail,
         BudgetReport,
         CancelAnswer,
         Me,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         WorkloadList,
         WorkloadView,
     )
+    from services.api.money import StatementList, StatementView
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class _Answers:
     def __init__(self) -> None:
         from pydantic import TypeAdapter
 
-        from services.api import models
+        from services.api import models, money
 
         self.submit: TypeAdapter[SubmitAnswer] = TypeAdapter(models.SubmitAnswer)
         self.cancel: TypeAdapter[CancelAnswer] = TypeAdapter(models.CancelAnswer)
@@ -73,6 +75,9 @@ class _Answers:
         self.me = TypeAdapter(models.Me)
         self.price: TypeAdapter[PriceAnswer] = TypeAdapter(models.PriceAnswer)
         self.prices = TypeAdapter(models.PriceList)
+        self.budget_detail = TypeAdapter(models.BudgetDetail)
+        self.statement = TypeAdapter(money.StatementView)
+        self.statements = TypeAdapter(money.StatementList)
 
 
 @cache
@@ -267,6 +272,31 @@ class FairshareClient:
     # -- budgets and nodes --------------------------------------------------------------------
     def budgets(self, pool: str | None = None) -> BudgetReport:
         return self._call(lambda a: a.budgets, "GET", "/budgets", params={"pool": pool})
+
+    def budget(self, budget: str) -> BudgetDetail:
+        """One budget's figures per pool (share, delivered and owed over the window)."""
+        path = f"/budgets/{_segment(budget, '/')}"
+        return self._call(lambda a: a.budget_detail, "GET", path)
+
+    def statement(
+        self,
+        budget: str,
+        month: str | None = None,
+        *,
+        idle: str | None = None,
+        workloads: bool | None = None,
+    ) -> StatementView:
+        """A budget subtree's statement and forecast for a month (default: the current)."""
+        path = f"/budgets/{_segment(budget, '/')}/statement"
+        query = {"month": month, "idle": idle, "workloads": workloads}
+        return self._call(lambda a: a.statement, "GET", path, params=query)
+
+    def statements(
+        self, month: str | None = None, *, idle: str | None = None, workloads: bool | None = None
+    ) -> StatementList:
+        """Every budget's statement for a month."""
+        query = {"month": month, "idle": idle, "workloads": workloads}
+        return self._call(lambda a: a.statements, "GET", "/statements", params=query)
 
     def set_weight(
         self, budget: str, weight: float, pool: str | None = None, reason: str = ""

@@ -228,6 +228,7 @@ def test_client_commands_merge_into_another_app(world: World) -> None:
         "show",
         "why",
         "share",
+        "statement",
         "nodes",
         "cordon",
         "uncordon",

@@ -3,12 +3,12 @@
 ``submit`` (sbatch), ``cancel`` (scancel), ``queue`` (squeue), ``list``, ``history`` (sacct),
 ``show``, ``why``, ``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol
 update state=drain), ``budgets create|close|set-weight|add-member|revoke-member`` (sacctmgr),
-``prices set|list``.
+``prices set|list``, ``statement`` (a budget's money in a month).
 Every read command takes ``--json`` to print the API's JSON as it came. HTTP errors print the
 status and the API's detail and exit 1.
 
 The commands are plain functions (:mod:`.workloads`, :mod:`.queue`, :mod:`.history`,
-:mod:`.budgets`, :mod:`.nodes`, :mod:`.prices`);
+:mod:`.budgets`, :mod:`.money`, :mod:`.nodes`, :mod:`.prices`);
 :data:`client_app` holds them at its top level, so ``app.add_typer(client_app)`` (no name)
 merges them into another Typer app.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from services.client.commands import budgets, history, nodes, prices, queue, workloads
+from services.client.commands import budgets, history, money, nodes, prices, queue, workloads
 from services.client.commands.common import ClientFactory, ClientSource, parse_duration
 
 __all__ = ["ClientFactory", "client_app", "client_commands", "parse_duration", "register"]
@@ -35,6 +35,7 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("show", workloads.show),
     ("why", queue.why),
     ("share", budgets.share),
+    ("statement", money.statement),
     ("nodes", nodes.nodes),
     ("cordon", nodes.cordon),
     ("uncordon", nodes.uncordon),

@@ -1,8 +1,10 @@
-"""Budget commands: ``share`` (sshare), ``budgets create|close``, ``budgets set-weight``,
-``budgets add-member`` and ``budgets revoke-member`` (sacctmgr's part of it)."""
+"""Budget commands: ``share`` (sshare; ``--cost``: the month's money), ``budgets
+create|close``, ``budgets set-weight``, ``budgets add-member`` and ``budgets revoke-member``
+(sacctmgr's part of it)."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -17,24 +19,53 @@ from services.client.commands.common import (
     hours,
     num,
 )
+from services.client.commands.money import COST_COLUMNS, cost_cells
 from services.client.constants import DEFAULT_API
-from services.client.terminal import FittedTable, plain
+from services.client.terminal import FittedTable, console, plain
 
 if TYPE_CHECKING:
     from services.api.models import BudgetAnswer, BudgetReport
+    from services.api.money import StatementList
+    from services.client.api import FairshareClient
 
 
 def share(
     ctx: typer.Context,
     pool: PoolFilter = None,
+    cost: Annotated[
+        bool,
+        typer.Option(
+            "--cost",
+            help="add each budget's money this month: spent, and the forecasts at the current "
+            "rate and at its entitlement (all pools)",
+        ),
+    ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The budget tree: shares, window usage, usage ratio, fair-share factor, rank, and
-    delivered vs owed as the charges report computes them (like sshare)."""
-    answer = ask(ctx, api, token, lambda c: c.budgets(pool))
-    emit(answer, as_json, lambda o: o.print(_share_table(answer)))
+    delivered vs owed as the charges report computes them (like sshare); with ``--cost``
+    the money of the API's current month too."""
+    if not cost:
+        answer = ask(ctx, api, token, lambda c: c.budgets(pool))
+        emit(answer, as_json, lambda o: o.print(_share_table(answer)))
+        return
+    report, money = ask(ctx, api, token, lambda c: _with_money(c, pool))
+    if as_json:
+        both = {
+            "budgets": report.model_dump(mode="json", by_alias=True),
+            "statements": money.model_dump(mode="json", by_alias=True),
+        }
+        typer.echo(json.dumps(both, indent=2, ensure_ascii=True))
+    else:
+        console().print(_share_table(report, money))
+
+
+def _with_money(client: FairshareClient, pool: str | None) -> tuple[BudgetReport, StatementList]:
+    """The tree, and every budget's statement for the month the API's clock is in."""
+    answer = client.budgets(pool)
+    return answer, client.statements(answer.as_of[:7], workloads=False)
 
 
 def _title(answer: BudgetReport) -> str:
@@ -48,7 +79,13 @@ def _title(answer: BudgetReport) -> str:
     )
 
 
-def _share_table(answer: BudgetReport) -> FittedTable:
+def _share_table(answer: BudgetReport, money: StatementList | None = None) -> FittedTable:
+    costs = COST_COLUMNS if money is not None else ()
+    title = _title(answer)
+    if money is not None:
+        title += f"; money {money.period.month}, per budget (all pools)"
+        if money.statements:
+            title += f", to {money.statements[0].forecast.as_of}"
     table = FittedTable(
         "BUDGET",
         "POOL",
@@ -62,13 +99,23 @@ def _share_table(answer: BudgetReport) -> FittedTable:
         "DELIVERED GPU-h",
         "DELIVERED/OWED",
         "DEMAND",
+        *costs,
         whole=("BUDGET", "POOL"),
-        drop=("DELIVERED GPU-h", "OWED GPU-h", "DEMAND", "RATIO", "WEIGHT", "DELIVERED/OWED"),
-        title=_title(answer),
+        drop=(
+            *(("CURRENCY",) if money is not None else ()),
+            "DELIVERED GPU-h",
+            "OWED GPU-h",
+            "DEMAND",
+            "RATIO",
+            "WEIGHT",
+            "DELIVERED/OWED",
+        ),
+        title=title,
     )
     for budget in answer.budgets:
         name = "  " * budget.depth + budget.budget.rsplit("/", 1)[-1]
-        for pool_name, figures in budget.pools.items():
+        spent = cost_cells(money, budget.budget) if money is not None else ()
+        for i, (pool_name, figures) in enumerate(budget.pools.items()):
             ratio = figures.delivered_ratio
             table.add_row(
                 (
@@ -84,6 +131,8 @@ def _share_table(answer: BudgetReport) -> FittedTable:
                     hours(figures.delivered_gpu_s),
                     "-" if ratio is None else f"{ratio:.3f}",
                     figures.demand_gpus,
+                    # once per budget (its first pool): the money is the budget's, all pools
+                    *(spent if i == 0 else ("",) * len(spent)),
                 ),
             )
     return table
