@@ -2,9 +2,11 @@
 API's own endpoints (``/budgets``, ``/queue``, ``/nodes``, ``/health``).
 
 * ``GET /`` redirects to ``/dashboard``; ``GET /dashboard`` is the page (no token needed: it
-  holds no data); ``/dashboard/static/...`` its script, style and the vendored Chart.js. A
-  ``token`` in the query of either is refused (400), never passed on: a URL is written to
-  access logs, browser history and ``Referer`` headers, so it must not carry a secret.
+  holds no data); ``GET /dashboard/statement?budget=&month=`` a budget's printable monthly
+  statement (``GET /budgets/{path}/statement``); ``/dashboard/static/...`` their scripts,
+  style and the vendored Chart.js. A ``token`` in the query of any is refused (400), never
+  passed on: a URL is written to access logs, browser history and ``Referer`` headers, so it
+  must not carry a secret.
 * ``/dashboard/session``: signing the browser in (:mod:`services.api.routes.dashboard_session`).
 * ``GET /dashboard/api/preemptions?limit=`` recent preemptions (:mod:`services.api.preemptions`).
 * ``GET /dashboard/api/timeline?pool=&from=&to=&last=&bin=`` one pool over time, in bins sized
@@ -94,6 +96,14 @@ def _pages() -> APIRouter:
         if (refused := _token_in_url(request)) is not None:
             return refused
         return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @router.get("/dashboard/statement", response_model=None)
+    def statement_page(request: Request) -> Response:
+        """A budget's printable monthly statement (``?budget=&month=``); its data comes from
+        ``GET /budgets/{path}/statement`` with the session cookie."""
+        if (refused := _token_in_url(request)) is not None:
+            return refused
+        return FileResponse(STATIC / "statement.html", media_type="text/html")
 
     return router
 

@@ -453,6 +453,111 @@ function pickCustom(event) {
   refresh();
 }
 
+// -- cost ----------------------------------------------------------------------------------
+// Money per budget over the whole months the range touches (GET /statements per month, the
+// API's one computation of a budget's money), stacked by pool, and the forecast of the month
+// of now. Money changes by the hour: read again when the months change, else once a minute.
+const COST_MS = 60000;
+const MAX_COST_MONTHS = 24;
+let costs = { key: "", at: 0, busy: false, data: null };
+
+const monthOf = (iso) => iso.slice(0, 7);
+function nextMonth(month) {
+  const [y, m] = month.split("-").map(Number);
+  return m === 12 ? `${y + 1}-01` : `${y}-${pad(m + 1)}`;
+}
+
+// The months from the range's start to its end (exclusive), the latest MAX_COST_MONTHS.
+function rangeMonths(t, asOf) {
+  if (!t) return [monthOf(asOf)];
+  const last = monthOf(new Date(Date.parse(t.end) - 1000).toISOString());
+  const months = [];
+  for (let m = monthOf(t.start); m <= last; m = nextMonth(m)) months.push(m);
+  return months.slice(-MAX_COST_MONTHS);
+}
+
+const money = (m) => Number(m.exact);
+const statementLink = (budget, month) =>
+  `/dashboard/statement?${new URLSearchParams({ budget, month })}`;
+
+async function refreshCosts(asOf) {
+  const months = rangeMonths(timeline, asOf);
+  const now = monthOf(asOf);
+  const key = `${months.join(",")}|${now}`;
+  if (costs.busy || (key === costs.key && Date.now() - costs.at < COST_MS)) {
+    if (costs.data) renderCosts(costs.data);
+    return;
+  }
+  costs.busy = true;
+  try {
+    const wanted = months.includes(now) ? months : [...months, now];
+    const answers = await Promise.all(wanted.map((m) =>
+      api(`/statements?${new URLSearchParams({ month: m, workloads: "false" })}`)));
+    costs = { key, at: Date.now(), busy: false,
+      data: { months, now, byMonth: Object.fromEntries(wanted.map((m, i) => [m, answers[i]])) } };
+    renderCosts(costs.data);
+  } catch (error) {
+    costs.busy = false;
+    if (!(error instanceof SignedOut)) setStatus(String(error.message || error), true);
+  }
+}
+
+// The budgets the chart compares: those of "Delivered vs owed", else the top level.
+function costBudgets(names) {
+  const compared = timeline ? comparedBudgets(timeline).map((b) => b.budget) : [];
+  const shown = compared.filter((b) => names.includes(b));
+  return shown.length ? shown : names.filter((b) => !b.includes("/"));
+}
+
+function renderCosts(data) {
+  const { months, now, byMonth } = data;
+  const current = byMonth[now];
+  const currency = Object.values(byMonth).map((a) => a.currency).find(Boolean) || "";
+  const names = current.statements.map((s) => s.budget);
+  const inRange = {}; // budget -> pool -> money over the range's months
+  const pools = new Set();
+  for (const month of months) {
+    for (const s of byMonth[month].statements) {
+      const mine = inRange[s.budget] || (inRange[s.budget] = {});
+      for (const [p, m] of Object.entries(s.by_pool)) {
+        pools.add(p);
+        mine[p] = (mine[p] || 0) + money(m);
+      }
+    }
+  }
+  const compared = costBudgets(names);
+  const poolList = [...pools].sort();
+  const datasets = poolList.map((p, i) => ({
+    ...bars(p, compared.map((b) => (inRange[b] || {})[p] || 0), PALETTE[i % PALETTE.length], "pools"),
+    barPercentage: 0.7, categoryPercentage: 0.8, maxBarThickness: 90,
+  }));
+  const options = chartOptions(currency, true);
+  options.scales.x.ticks.callback = function label(value) { return this.getLabelForValue(value); };
+  options.plugins.tooltip.callbacks.label = (c) => `${c.dataset.label}: ${c.parsed.y.toFixed(2)} ${currency}`;
+  chart("cost-chart", { data: { labels: compared, datasets }, options });
+  const total = (b) => Object.values(inRange[b] || {}).reduce((t, x) => t + x, 0);
+  const span = months.length > 1 ? `${months[0]} to ${months[months.length - 1]}` : months[0];
+  $("#cost-range-head").textContent = `billed ${span}`;
+  const rows = depthFirst(current.statements.map((s) => ({
+    ...s, parent: s.budget.includes("/") ? s.budget.slice(0, s.budget.lastIndexOf("/")) : "",
+  }))).map((s) => {
+    const depth = s.budget.split("/").length - 1;
+    const f = s.forecast;
+    return `<tr data-budget="${esc(s.budget)}" class="lvl${Math.min(depth, 4)}">` +
+      `<td class="name" title="${esc(s.budget)}">${esc(s.budget.split("/").pop())}</td>` +
+      `<td class="num range">${total(s.budget).toFixed(2)}</td>` +
+      `<td class="num spent">${esc(f.spent.display)}</td>` +
+      `<td class="num at-rate">${esc(f.at_current_rate.display)}</td>` +
+      `<td class="num at-entitlement">${esc(f.at_entitlement.display)}</td>` +
+      `<td><a href="${esc(statementLink(s.budget, now))}">${esc(now)}</a></td></tr>`;
+  });
+  setHTML($("#costs tbody"), rows.join(""));
+  $("#cost-summary").textContent = currency
+    ? `${currency}; ${span}; forecast of ${now} as of ${shortTime((current.statements[0] || {}).forecast?.as_of || "")}`
+    : "no price set: nothing is billed (fairshare prices set)";
+  document.body.dataset.costs = String(Number(document.body.dataset.costs || 0) + 1);
+}
+
 // -- queue, preemptions, nodes -------------------------------------------------------------
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
@@ -618,6 +723,7 @@ async function refresh() {
     } else if (timeline) {
       summarizeOccupancy(timeline);
     }
+    refreshCosts(all.as_of); // not awaited: its own pace, and the page does not wait for it
     $("#as-of").textContent = `as of ${shortTime(all.as_of)}`;
     document.body.dataset.asOf = all.as_of;
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
@@ -646,6 +752,7 @@ async function start() {
   $("#chart-budget").addEventListener("change", (event) => {
     chartBudget = event.target.value;
     if (timeline) renderTimeline(timeline);
+    if (costs.data) renderCosts(costs.data);
   });
   keepOpen("#queue", "queue");
   keepOpen("#preemptions", "preemptions");
