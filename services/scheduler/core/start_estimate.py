@@ -11,9 +11,9 @@ at ``now`` and at each end the pass's rules place what fits: per pool, debug-lan
 then allocated work, then unallocated work, each in fair-share order (the core's
 :class:`FairShareOrder`, each placement charged before the next pick, GPUs held counted against
 entitlements), a gang on one node best-fit, a larger one on whole free nodes (the rules of
-``placement.py``). A placed workload runs its own expected run. The instant a workload is placed there
-is its estimated start; one not placed within ``horizon_s`` (7 days) has none. Holds and
-backfill in the pass itself keep reading the limits: a promise needs the latest end.
+``placement.py``). A placed workload runs its own expected run. The instant a workload is
+placed there is its estimated start; one not placed within ``horizon_s`` (7 days) has none.
+Holds and backfill in the pass itself keep reading the limits: a promise needs the latest end.
 
 What the estimate leaves out, so that it can answer an API request in milliseconds: work that
 will be submitted later (it can only delay the estimate when it ranks higher), runs ending
