@@ -88,7 +88,7 @@ def statement(
         target.gpu_s += line.gpu_s
         target.billed += line.billed_cost
         target.list_value += line.list_cost
-        key = line.workload_id or f"(idle in {line.pool})"
+        key = line.workload_id or f"(idle of {line.budget} in {line.pool})"
         money = target.workloads.setdefault(key, WorkloadMoney(key, line.budget, line.pool))
         money.gpu_s += line.gpu_s
         money.billed += line.billed_cost

@@ -43,7 +43,7 @@ class Money(Answer):
 
 
 class WorkloadMoneyView(Answer):
-    """A workload's part of one line (idle: ``(idle in POOL)``, per pool)."""
+    """A workload's part of one line (idle: ``(idle of BUDGET in POOL)``, per leaf and pool)."""
 
     workload_id: str
     budget: str

@@ -284,17 +284,27 @@ def budget_money(
     engine: Engine, budget: str, start: int, end: int, idle_method: IdleMethod = "share"
 ) -> BudgetMoney:
     """``budget``'s subtree ("" for everything) in the billing month ``[start, end)``."""
+    return budgets_money(engine, [budget], start, end, idle_method)[budget]
+
+
+def budgets_money(
+    engine: Engine, budgets: list[str], start: int, end: int, idle_method: IdleMethod = "share"
+) -> dict[str, BudgetMoney]:
+    """:func:`budget_money` of each of ``budgets``, the month read once for all of them."""
     costs = period_costs(engine, start, end, idle_method)
     currency = costs.book.currency or ""
     as_of = min(end, costs.horizon if costs.horizon is not None else start)
-    return BudgetMoney(
-        statement=statement(costs.lines, budget, start, end, currency),
-        forecast=forecast(
-            costs.lines, budget, as_of, end, _entitled_cost_per_hour(costs, budget), currency
-        ),
-        sealed=costs.sealed,
-        log_position=costs.log_position,
-    )
+    return {
+        budget: BudgetMoney(
+            statement=statement(costs.lines, budget, start, end, currency),
+            forecast=forecast(
+                costs.lines, budget, as_of, end, _entitled_cost_per_hour(costs, budget), currency
+            ),
+            sealed=costs.sealed,
+            log_position=costs.log_position,
+        )
+        for budget in budgets
+    }
 
 
 def _entitled_cost_per_hour(costs: Costs, budget: str) -> Fraction:

@@ -13,9 +13,10 @@ The read models are the engine given to ``create_app(..., engine=...)``, else on
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 from fastapi import APIRouter, Query
 from sqlalchemy import Engine
@@ -39,9 +40,11 @@ from services.api.money import (
     WorkloadMoneyView,
 )
 from services.api.sentences import iso
-from services.reports.costs import budget_money
+from services.reports.costs import budget_money, budgets_money
 from services.reports.focus import month_bounds
 from services.reports.periods import EARLIEST, LATEST
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from projections.statements import StatementLine
@@ -51,7 +54,6 @@ router = APIRouter(tags=["money"])
 
 _MONTH = re.compile(r"^\d{4}-\d{2}$")
 #: How a statement names the idle capacity of a pool among its workloads.
-_IDLE = "(idle in "
 
 MonthQuery = Annotated[
     str | None,
@@ -104,10 +106,8 @@ def statements(
     with ctx.view.read() as state:
         budgets = sorted(path for path in state.tree.nodes if path != ROOT)
     engine = _engine(ctx)
-    views = [
-        statement_view(path, name, idle, _money(engine, path, start, end, idle), workloads)
-        for path in budgets
-    ]
+    found = _read(lambda: budgets_money(engine, budgets, start, end, idle))
+    views = [statement_view(path, name, idle, found[path], workloads) for path in budgets]
     currency = next((view.currency for view in views if view.currency), None)
     return StatementList(
         period=_period(name, start, end), currency=currency, idle_method=idle, statements=views
@@ -141,8 +141,8 @@ def statement_view(
 
 
 def _line(line: StatementLine, budget: str, workloads: bool) -> StatementLineView:
-    """One line; its idle entries (one per pool, ``(idle in POOL)``) are the whole subtree's
-    idle in that pool, so they name the statement's budget, not one leaf of it."""
+    """One line, its workloads the most billed first (idle: one entry per leaf budget and pool,
+    ``(idle of BUDGET in POOL)``)."""
     shown = None
     if workloads:
         ordered = sorted(
@@ -152,7 +152,7 @@ def _line(line: StatementLine, budget: str, workloads: bool) -> StatementLineVie
         shown = [
             WorkloadMoneyView(
                 workload_id=w.workload_id,
-                budget=budget if w.workload_id.startswith(_IDLE) else w.budget,
+                budget=w.budget,
                 pool=w.pool,
                 gpu_s=w.gpu_s,
                 gpu_h=_hours(w.gpu_s),
@@ -212,8 +212,13 @@ def _engine(ctx: Application) -> Engine:
 
 
 def _money(engine: Engine, budget: str, start: int, end: int, idle: IdleMethod) -> BudgetMoney:
+    return _read(lambda: budget_money(engine, budget, start, end, idle))
+
+
+def _read(reading: Callable[[], T]) -> T:
+    """The read models' answer; a 503 when they cannot be read."""
     try:
-        return budget_money(engine, budget, start, end, idle)
+        return reading()
     except DBAPIError as error:
         raise Unavailable(
             f"the read models cannot be read: {type(error.orig).__name__}", retry_after_s=10
