@@ -1,8 +1,7 @@
 """The small lab's morning (:func:`services.devtools.demo_data.small_lab`) with prices, as
 the money tests read it: a list price of 2.35 per GPU-hour from an hour before it, 3.10 from two
-hours in, and a negotiated 1.999999 for ``lab/vision`` (the events of
-``tests/integration/test_focus_report.py``), and an API over it whose clock stands 20 minutes
-after its last event."""
+hours in, and a negotiated 1.999999 for ``lab/vision``; and an API over it whose clock stands
+20 minutes after its last event."""
 
 from __future__ import annotations
 

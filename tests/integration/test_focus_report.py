@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -21,12 +21,12 @@ from typer.testing import CliRunner
 
 from events import new_event
 from events.envelope import derived_event_id
-from events.models import LedgerCharge, PeriodClosed, PriceSet, charge_id
+from events.models import LedgerCharge, PeriodClosed, charge_id
 from events.models.ledger import signed_seconds
 from services.api import create_app, default_tokens
 from services.api.view import LiveView
 from services.bus.memory import InMemoryBroker, InMemoryPublisher
-from services.devtools.demo_data import POOL, T0, project, small_lab
+from services.devtools.demo_data import POOL, T0, project
 from services.read_models.tables import closed_periods, ledger_entries
 from services.reports.cli import report_app
 from services.reports.costs import budget_money
@@ -36,36 +36,15 @@ from services.reports.prices import read_price_book
 from tests.databases import fresh_database
 from tests.factories import sample_payloads
 from tests.focus_validator import validate
+from tests.priced_lab import priced_lab
 
 pytestmark = [pytest.mark.database]
 MONTH = "2026-11"
 
 
-def _price(amount: str, at: datetime, budget: str | None = None) -> Any:
-    data = PriceSet(
-        pool=POOL,
-        currency="EUR",
-        per_gpu_hour=amount,
-        effective_at=at,
-        budget=budget,
-        set_by="admin",
-    )
-    return new_event(
-        data,
-        source="tests",
-        time=T0 - timedelta(hours=2),
-        event_id=derived_event_id("price", f"{amount}:{at}:{budget}"),
-    )
-
-
 def _events() -> list[Any]:
     """The small lab's morning with list prices, a change mid-run and a negotiated rate."""
-    prices = [
-        _price("2.35", T0 - timedelta(hours=1)),
-        _price("3.10", T0 + timedelta(hours=2)),
-        _price("1.999999", T0 - timedelta(hours=1), budget="lab/vision"),
-    ]
-    return prices + small_lab()
+    return priced_lab()
 
 
 @pytest.fixture
