@@ -141,11 +141,7 @@ def _run(
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from/--to") from error
     url = database_url_for(database_url, data_dir)
-    try:
-        engine = open_read_models(url)
-    except NoReadModelsError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from error
+    engine = _engine_or_exit(url)
     try:
         content = report_bytes(
             engine,
@@ -165,6 +161,15 @@ def _run(
     finally:
         engine.dispose()
     _deliver(content, out, f"{name} report")
+
+
+def _engine_or_exit(url: str) -> Engine:
+    """The read models at ``url``; where there are none, said in one line, exit 1."""
+    try:
+        return open_read_models(url)
+    except NoReadModelsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
 
 
 def _deliver(content: bytes, out: Path | None, what: str) -> None:
@@ -273,11 +278,7 @@ def focus(
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--month") from error
     url = database_url_for(database_url, data_dir)
-    try:
-        engine = open_read_models(url)
-    except NoReadModelsError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from error
+    engine = _engine_or_exit(url)
     try:
         content = focus_bytes(engine, month, fmt, idle, billing_account)
     except DBAPIError as error:
