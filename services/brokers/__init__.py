@@ -26,14 +26,17 @@ from .select import (
     start_broker,
     start_embedded_broker,
 )
+from .watch import BrokerGaveUpError, BrokerWatch
 
 __all__ = [
     "BROKER_KINDS",
     "EMBEDDED_KINDS",
     "KAFKA_VERSION",
     "NOT_CRASH_SAFE",
+    "BrokerGaveUpError",
     "BrokerHandle",
     "BrokerStartError",
+    "BrokerWatch",
     "JavaRuntime",
     "KafkaCluster",
     "KafkaUnavailableError",

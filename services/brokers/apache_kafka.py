@@ -134,6 +134,15 @@ class KafkaCluster:
         node.launch(self.java, self.libs, die_with_parent=self.die_with_parent)
         self._wait([node], timeout_s)
 
+    def revive(self, timeout_s: float = 90) -> str:
+        """Start again every node that died, on its own data and ports (a killed node
+        recovers its log from disk); what was started, once every node serves."""
+        dead = [node.node_id for node in self.nodes if node.exit_reason() is not None]
+        for node_id in dead:
+            self.restart(node_id, timeout_s)
+        pids = ", ".join(f"node {n} pid {self.node(n).pid}" for n in dead)
+        return f"Apache Kafka started again ({pids})" if dead else "Apache Kafka was running"
+
     def _wait(self, nodes: list[KafkaNode], timeout_s: float) -> None:
         """Until a Metadata round trip lists every node of the cluster as a broker; fails at
         once, with the broker's output, when one of ``nodes`` exits."""
@@ -192,6 +201,7 @@ class KafkaCluster:
             ),
             stop=stop,
             exited=self.exited,
+            revive=self.revive,
             pid=self.nodes[0].pid if len(self.nodes) == 1 else None,
         )
 

@@ -73,6 +73,11 @@ class BrokerHandle:
     exited: Callable[[], str | None] = field(default=lambda: None, repr=False, compare=False)
     #: The broker's process id when it is one local process (tests kill it with -9).
     pid: int | None = field(default=None, compare=False)
+    #: Start again, on the same data and ports, whatever of this broker died; returns what
+    #: was started once it serves (raises `BrokerStartError` if it does not). None where the
+    #: broker is not ours to start (an external Kafka) or cannot be watched (noida-db, which
+    #: daemonizes). A supervisor calls it when ``exited`` says why the broker is down.
+    revive: Callable[[], str] | None = field(default=None, repr=False, compare=False)
 
     def __enter__(self) -> BrokerHandle:
         return self

@@ -25,9 +25,11 @@ from .handle import PORTS_FILE, BrokerStartError, free_port, read_ports, tail_te
 from .java import JavaRuntime
 from .kafka_config import render_log4j2_properties, render_server_properties
 
-__all__ = ["KafkaNode", "format_storage", "summarize_java_output"]
+__all__ = ["PID_FILE", "KafkaNode", "format_storage", "summarize_java_output", "write_pid_file"]
 
 _STOP_GRACE_S = 30.0
+#: The running JVM's process id, in the node's directory.
+PID_FILE = "broker.pid"
 _PR_SET_PDEATHSIG = 1
 # Stack frames ("\tat kafka.X(...)", "... 6 more") bury the one line that says why.
 _STACK_FRAME = re.compile(r"^\s+(at\s|\.\.\.\s+\d+\s+more)")
@@ -126,6 +128,10 @@ class KafkaNode:
         return self.directory / "broker.log"
 
     @property
+    def pid_file(self) -> Path:
+        return self.directory / PID_FILE
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
@@ -177,6 +183,8 @@ class KafkaNode:
                 )
             except OSError as exc:
                 raise BrokerStartError(f"could not start {java.path}: {exc}") from exc
+        # where operators (and tests) find the JVM to signal; rewritten by every start
+        write_pid_file(self.pid_file, self.process.pid)
 
     def exit_reason(self) -> str | None:
         """Why the node is not running (its exit code and output), or None while it runs."""
@@ -187,9 +195,11 @@ class KafkaNode:
         if code is None:
             return None
         output = summarize_java_output(_read_from(self.broker_log, self.log_offset))
-        return (
-            f"Kafka node {self.node_id} exited with code {code} (log: {self.broker_log}):\n{output}"
-        )
+        how = f"exited with code {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by {signal.Signals(-code).name}"
+        return f"Kafka node {self.node_id} {how} (log: {self.broker_log})\n{output}"
 
     def output(self) -> str:
         """This start's part of ``broker.log``, summarised, for error messages."""
@@ -224,6 +234,13 @@ class KafkaNode:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signum)
         process.wait()
+
+
+def write_pid_file(path: Path, pid: int) -> None:
+    """Atomically, so a reader sees the old pid or the new one."""
+    tmp = path.with_suffix(".pid.tmp")
+    tmp.write_text(f"{pid}\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def _jvm_flags(java: JavaRuntime) -> list[str]:

@@ -41,12 +41,15 @@ def _normalize(kind: str) -> str:
     return kind.strip().lower().replace("_", "-")
 
 
-def start_broker(kind: str, data_dir: Path, *, brokers: int = 1) -> BrokerHandle:
+def start_broker(
+    kind: str, data_dir: Path, *, brokers: int = 1, die_with_parent: bool = False
+) -> BrokerHandle:
     """Start (or, for "external", borrow) a broker of ``kind``.
 
     ``data_dir`` is where a local broker keeps its state; "external" and
     "testcontainers" ignore it, since their data lives elsewhere. ``brokers`` above one
-    starts a replicated Apache Kafka cluster (the only kind that can be one).
+    starts a replicated Apache Kafka cluster (the only kind that can be one). With
+    ``die_with_parent`` Apache Kafka is stopped with the caller, even one killed with -9.
     """
     normalized = _normalize(kind)
     if normalized not in BROKER_KINDS:
@@ -57,8 +60,9 @@ def start_broker(kind: str, data_dir: Path, *, brokers: int = 1) -> BrokerHandle
         raise BrokerStartError(f"only apache-kafka runs as a cluster; {kind} has one broker")
     if normalized == "apache-kafka":
         if brokers == 1:
-            return start_apache_kafka(data_dir)
-        return start_kafka_cluster(data_dir, brokers).handle(stop_at_exit=True)
+            return start_apache_kafka(data_dir, die_with_parent=die_with_parent)
+        cluster = start_kafka_cluster(data_dir, brokers, die_with_parent=die_with_parent)
+        return cluster.handle(stop_at_exit=True)
     if normalized == "noida":
         return start_noida(data_dir)
     if normalized == "external":

@@ -320,6 +320,7 @@ def _broker_for_up(kafka: str | None, data_dir: Path, kind: str | None) -> Broke
 def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> None:
     """Run the stack until Ctrl-C or ``duration``, then stop the broker too; exit 1 if a service
     had to be restarted or did not stop cleanly (a clean run says so by its exit code)."""
+    from services.brokers import BrokerWatch
     from services.launcher.stack import run_stack
     from services.runtime.signals import stop_requested_on_signals
 
@@ -346,6 +347,7 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
                 should_stop,
                 lambda line: console.print(line),
                 on_ready=lambda: ready_at.append(time.monotonic()),
+                broker=BrokerWatch(broker),
             )
     except RuntimeError as error:
         err_console.print(f"[red]failed:[/] {error}")
@@ -389,19 +391,27 @@ def broker_run(
         ),
     ] = 1,
 ) -> None:
-    """Run a local broker (or cluster) in the foreground until Ctrl-C (for development)."""
-    from services.brokers import BrokerStartError, start_broker
+    """Run a local broker (or cluster) in the foreground until Ctrl-C or SIGTERM, which stop
+    it; a broker that dies meanwhile (Apache Kafka) is started again on its data and ports."""
+    from rich.markup import escape
 
-    try:
-        broker = start_broker(kind, data_dir, brokers=brokers)
-    except BrokerStartError as error:
-        err_console.print(f"[red]no broker:[/] {error}")
-        raise typer.Exit(2) from error
-    console.print(f"{broker.description}\nbootstrap: {broker.bootstrap}  (Ctrl-C stops it)")
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        broker.stop()
+    from services.brokers import BrokerGaveUpError, BrokerStartError, BrokerWatch, start_broker
+    from services.runtime.signals import stop_requested_on_signals
+
+    with stop_requested_on_signals() as stop:
+        try:
+            broker = start_broker(kind, data_dir, brokers=brokers, die_with_parent=True)
+        except BrokerStartError as error:
+            err_console.print(f"[red]no broker:[/] {error}")
+            raise typer.Exit(2) from error
+        try:
+            console.print(f"{broker.description}\nbootstrap: {broker.bootstrap}  (Ctrl-C stops it)")
+            watch = BrokerWatch(broker)
+            while not stop():
+                watch.check(lambda line: console.print(escape(line)))
+                time.sleep(0.2)
+        except BrokerGaveUpError as error:
+            err_console.print(f"[red]failed:[/] {escape(str(error))}")
+            raise typer.Exit(1) from error
+        finally:
+            broker.stop()

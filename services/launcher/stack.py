@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from rich.markup import escape
 
+from services.brokers.watch import BrokerWatch
 from services.launcher.children import (
     Child,
     child_for,
@@ -38,6 +39,9 @@ Report = Callable[[str], None]
 @dataclass
 class Stack:
     config: UpConfig
+    #: The broker ``fairshare up`` started (None for an external Kafka): started again first
+    #: when it dies, then every service waiting for it at once.
+    broker: BrokerWatch | None = None
     children: list[Child] = field(default_factory=list)
     submitted: int = 0
     refused: int = 0
@@ -86,7 +90,12 @@ class Stack:
     def supervise(self, report: Report, now: float | None = None) -> None:
         """One look at every child: note a death (and when to restart), restart what is due."""
         with self._lock:
-            now = time.monotonic() if now is None else now
+            given = now
+            now = time.monotonic() if given is None else given
+            broker_report = lambda line: report(escape(line))  # noqa: E731
+            if self.broker is not None and self.broker.check(broker_report, now):
+                now = time.monotonic() if given is None else given  # the restart took a while
+                self._after_broker_back(report, now)
             for child in self.children:
                 process = child.process
                 if process is None:
@@ -98,6 +107,20 @@ class Stack:
                     self.spawn(child)
                     pid = child.process.pid if child.process else "?"
                     report(f"restarted {child.name} (pid {pid}, restart {child.restarts})")
+
+    def _after_broker_back(self, report: Report, now: float) -> None:
+        """The services that died while the broker was down died of the outage, not of a
+        fault of their own: start them at once, without the backoff their deaths grew."""
+        for child in self.children:
+            process = child.process
+            if process is not None and child.restart_at is None and process.poll() is not None:
+                self._note_death(child, now, lambda _line: None)
+            if child.restart_at is not None:
+                child.failures = 0
+                child.restart_at = now
+        waiting = [c.name for c in self.children if c.restart_at is not None]
+        if waiting:
+            report(escape(f"starting again now that the broker is back: {', '.join(waiting)}"))
 
     def _note_death(self, child: Child, now: float, report: Report) -> None:
         policy = self.config.restart
@@ -197,12 +220,13 @@ def run_stack(
     should_stop: Callable[[], bool],
     report: Report,
     on_ready: Callable[[], None] = lambda: None,
+    broker: BrokerWatch | None = None,
 ) -> tuple[Stack, list[str]]:
     """Start everything, stream workloads and supervise the services until ``should_stop``,
     stop everything; returns the stack and the problems (services that had to be restarted,
     or did not stop cleanly), escaped for Rich markup like every line given to ``report``.
     ``on_ready`` is called once the API answers (``--duration`` counts from there)."""
-    stack = Stack(config)
+    stack = Stack(config, broker)
     halt = threading.Event()
     stack.start()
     stream: threading.Thread | None = None
@@ -234,6 +258,8 @@ def run_stack(
                 thread.join(timeout=10)
         stopped = [f"did not stop cleanly: {u}" for u in stack.stop()]
     restarted = [f"died and was restarted: {r}" for r in stack.restart_summary()]
+    if stack.broker is not None and stack.broker.restarts:
+        restarted.insert(0, f"died and was restarted: {stack.broker.status()}")
     # the caller prints them with Rich markup; a log line may hold brackets
     return stack, [escape(problem) for problem in restarted + stopped]
 
@@ -271,6 +297,9 @@ def _supervise_until(stack: Stack, should_stop: Callable[[], bool], report: Repo
         if now >= next_status:
             if stack.config.tokens_file is None:  # the status reads with the demo admin token
                 report(f"workloads: {escape(status_line(stack.config.api_url))}")
-            report(f"services: {escape(services_line(stack.children, now))}")
+            line = services_line(stack.children, now)
+            if stack.broker is not None and stack.broker.supervised:
+                line += f"; {stack.broker.status()}"
+            report(f"services: {escape(line)}")
             next_status = now + 10
         time.sleep(0.2)

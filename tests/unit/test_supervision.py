@@ -206,3 +206,37 @@ def test_a_child_dies_with_a_launcher_killed_by_sigkill(tmp_path: Path) -> None:
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     _wait_for(lambda: not _alive(pid), timeout_s=10)
+
+
+def test_services_that_died_while_the_broker_was_down_start_at_once_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    from services.brokers import BrokerHandle, BrokerWatch
+
+    dead = [True]
+
+    def revive() -> str:
+        dead[0] = False
+        return "Apache Kafka started again (node 1 pid 7)"
+
+    handle = BrokerHandle(
+        kind="apache-kafka",
+        bootstrap="nowhere:1",
+        description="fake",
+        stop=lambda: None,
+        exited=lambda: "Kafka node 1 was killed by SIGKILL" if dead[0] else None,
+        revive=revive,
+    )
+    stack, said = _stack(tmp_path), []
+    stack.broker = BrokerWatch(handle)
+    scheduler = stack.child("scheduler")
+    scheduler.failures = 4  # it had died over and over while the broker was down
+    _die(stack, "scheduler", 1)
+    stack.supervise(said.append, now=50.0)
+    assert said[0].startswith("broker died (Kafka node 1 was killed by SIGKILL)")
+    assert "started again" in said[1]
+    assert said[2] == "starting again now that the broker is back: scheduler"
+    assert scheduler.restarts == 1
+    assert scheduler.failures == 0
+    assert stack.child("projector").restarts == 0
+    assert stack.broker.status().startswith("broker restarted 1x")

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from services.api import queries
 from services.api.deps import Context, User
+from services.api.errors import Unavailable
 from services.api.models import Health, Me
 
 router = APIRouter(tags=["meta"])
@@ -20,7 +21,15 @@ def health(ctx: Context) -> Health:
     offsets are read first, and ``caught_up`` says whether the view has folded that far
     (allowing it a moment to get there), not whether it once had."""
     view = ctx.view
-    ends = view.log_end()
+    try:
+        ends = view.log_end()
+    except Exception as error:  # the bus client's own type: any failure means the same here
+        # a broker that is down (or restarting) is an outage the caller can wait out: 503 with
+        # a Retry-After, never a 500 that reads as a bug
+        raise Unavailable(
+            f"the event log does not answer ({error}); the view cannot say if it is current",
+            retry_after_s=2,
+        ) from error
     caught_up = view.reached(ends, timeout_s=HEALTH_WAIT_S) and view.caught_up
     with view.read() as state:
         waiting, rejected, events = len(state.waiting), state.rejected_total, state.events
