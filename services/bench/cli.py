@@ -1,5 +1,6 @@
-"""``fairshare bench scheduler | audit | audit-decisions | pipeline | chaos | latency | idle |
-history``: each prints one JSON object (history: one per history length, then a summary).
+"""``fairshare bench scheduler | audit | audit-decisions | pipeline | chaos | latency |
+throughput | idle | history``: each prints one JSON object (history: one per history length,
+then a summary).
 
 Only the standard library and Typer are imported here: assembling ``fairshare``'s command line
 must stay cheap, so every benchmark is imported by its command when it runs."""
@@ -226,6 +227,50 @@ def bench_latency(
 
     config = LatencyConfig(rate_per_s=rate, duration_s=duration)
     result = latency_benchmark(
+        config, bootstrap, data_dir, report=lambda line: err_console.print(line, markup=False)
+    )
+    _emit(result, json_out)
+
+
+@bench_app.command("throughput")
+def bench_throughput(
+    count: Annotated[int, typer.Option(min=1, help="jobs per phase (single and array)")] = 1000,
+    clients: Annotated[int, typer.Option(min=1, help="threads submitting one job each")] = 16,
+    large_array: Annotated[
+        int, typer.Option(min=1, help="elements of the large array (target: accepted in 10 s)")
+    ] = 10_000,
+    sustained_rate: Annotated[float, typer.Option(min=0.1, help="submissions per second")] = 200.0,
+    sustained_s: Annotated[float, typer.Option(min=1.0, help="seconds of sustained load")] = 60.0,
+    slurm: Annotated[
+        bool, typer.Option(help="measure sbatch on the local Slurm (bash .ci/start-slurm)")
+    ] = True,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap",
+            help="an external Kafka (topics of a fresh prefix); default: an embedded Apache Kafka",
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="keep the run here (logs, broker data) instead of a tmp dir")
+    ] = None,
+    json_out: JsonOut = None,
+) -> None:
+    """Submissions per second, time to place them all and submit-to-start, Fairshare's API
+    (single submissions from several clients, and arrays) against sbatch on a real Slurm in
+    the same run, then a sustained rate. Prints one JSON object."""
+    from services.bench.throughput import ThroughputConfig, throughput_benchmark
+    from services.runtime.cli_options import err_console
+
+    config = ThroughputConfig(
+        count=count,
+        clients=clients,
+        large_array=large_array,
+        sustained_rate=sustained_rate,
+        sustained_s=sustained_s,
+        with_slurm=slurm,
+    )
+    result = throughput_benchmark(
         config, bootstrap, data_dir, report=lambda line: err_console.print(line, markup=False)
     )
     _emit(result, json_out)

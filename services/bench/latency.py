@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -112,32 +111,18 @@ def latency_benchmark(
 def _run(
     config: LatencyConfig, bootstrap: str | None, data_dir: Path, report: Report
 ) -> dict[str, Any]:
-    from services.brokers import external_broker, free_port, start_embedded_broker
-    from services.launcher import Stack, UpConfig
+    from services.bench.bench_stack import bench_stack
 
     started = time.monotonic()
-    if bootstrap is None:
-        report(f"starting Apache Kafka in {data_dir / 'broker'}")
-        broker, _ = start_embedded_broker(data_dir / "broker", "apache-kafka")
-        topics = Topics(prefix="latency.")
-    else:
-        broker = external_broker(bootstrap)
-        topics = Topics(prefix=f"latency-{uuid.uuid4().hex[:8]}.")
-    up = UpConfig(
-        bootstrap=broker.bootstrap,
-        topics=topics,
-        data_dir=data_dir,
-        database_url=f"sqlite:///{data_dir.resolve()}/fairshare.db",
-        api_port=free_port(),
+    with bench_stack(
+        name="latency",
         nodes=config.nodes,
         gpus_per_node=config.gpus_per_node,
-        submit_every_s=0,
-    )
-    stack = Stack(up)
-    try:
-        stack.start()
-        stack.wait_for_api(timeout_s=240, report=report)
-        _wait_for_nodes(stack, config.nodes, report)
+        data_dir=data_dir,
+        bootstrap=bootstrap,
+        report=report,
+    ) as running:
+        stack, topics = running.stack, running.topics
         report(
             f"stack up ({stack.pids()}); {config.count} submissions at {config.rate_per_s:g}/s "
             f"to {config.nodes} nodes of {config.gpus_per_node} GPUs"
@@ -151,9 +136,6 @@ def _run(
         result["ratio_placed_to_roundtrip_p50"] = (
             round(placed_p50 / roundtrip_p50, 1) if placed_p50 and roundtrip_p50 else None
         )
-    finally:
-        unclean = stack.stop()
-        broker.stop()
     result["targets"] = {
         "placed_p50_ms": TARGET_PLACED_P50_MS,
         "placed_p99_ms": TARGET_PLACED_P99_MS,
@@ -164,37 +146,18 @@ def _run(
         ),
     }
     result["stack"] = {
-        "broker": broker.description,
+        "broker": running.broker_description,
         "nodes": config.nodes,
         "gpus": config.nodes * config.gpus_per_node,
-        "schedulers": up.schedulers,
-        "scheduler_tick_s": up.scheduler_tick_s,
-        "heartbeat_s": up.heartbeat_s,
+        "schedulers": stack.config.schedulers,
+        "scheduler_tick_s": stack.config.scheduler_tick_s,
+        "heartbeat_s": stack.config.heartbeat_s,
     }
     result["config"] = asdict(config)
     result["restarts_by_service"] = {c.name: c.restarts for c in stack.children if c.restarts}
-    result["unclean_stops"] = unclean
+    result["unclean_stops"] = running.unclean
     result["wall_s"] = round(time.monotonic() - started, 1)
     return result
-
-
-def _wait_for_nodes(stack: Any, nodes: int, report: Report, timeout_s: float = 120) -> None:
-    """Until the API shows every simulated node: a submission before that would wait for its
-    node to register, which is start-up, not latency."""
-    from services.client.api import FairshareClient
-
-    deadline = time.monotonic() + timeout_s
-    with FairshareClient(stack.config.api_url, "admin-token", timeout_s=10) as client:
-        while time.monotonic() < deadline:
-            stack.supervise(report)
-            try:
-                seen = len(client.request("GET", "/nodes")["nodes"])
-            except Exception:  # the API still starting
-                seen = 0
-            if seen >= nodes:
-                return
-            time.sleep(0.5)
-    raise RuntimeError(f"the API did not show {nodes} nodes within {timeout_s:.0f} s")
 
 
 def _load(
@@ -243,7 +206,7 @@ def _settle(
     deadline = time.monotonic() + config.settle_timeout_s
     while True:
         stack.supervise(report)
-        times = _event_times(stack.config.bootstrap, topics)
+        times = event_times(stack.config.bootstrap, topics)
         waiting = [w for w in load.acknowledged if w not in times["started"]]
         if not waiting or time.monotonic() > deadline:
             return figures(load, times)
@@ -251,7 +214,7 @@ def _settle(
         time.sleep(2)
 
 
-def _event_times(bootstrap: str, topics: Topics) -> dict[str, dict[str, float]]:
+def event_times(bootstrap: str, topics: Topics) -> dict[str, dict[str, float]]:
     """Per kind, workload id -> envelope time (epoch seconds) of its first such event."""
     times: dict[str, dict[str, float]] = {"submitted": {}, "placed": {}, "started": {}}
     for delivery in read_log(bootstrap, topics).deliveries:
