@@ -18,6 +18,8 @@ from rich.console import Console
 from services.runtime.cli_options import (
     CheckpointEveryOption,
     KafkaOption,
+    MetricsHostOption,
+    MetricsPortOption,
     PrefixOption,
     bootstrap_or_exit,
 )
@@ -61,6 +63,13 @@ ConfirmOption = Annotated[
         "charging (also sent at once when a node's occupants change)",
     ),
 ]
+
+
+def _serve_metrics(port: int, host: str) -> None:
+    """``/metrics`` of the agent (port 0: none); before ``_serve``, which tests replace."""
+    from services.metrics.endpoint import serve_metrics
+
+    serve_metrics(port, host)
 
 
 def _serve(
@@ -119,6 +128,8 @@ def simulated(
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
     pools: Annotated[
         str,
         typer.Option(
@@ -155,6 +166,7 @@ def simulated(
     specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several, topology=grid)
     adapter = SimulatedAdapter(specs)
     default_pool = pool or (several[0] if several else cluster)
+    _serve_metrics(metrics_port, metrics_host)
     _serve(
         adapter,
         kafka,
@@ -191,6 +203,8 @@ def local(
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
     run_as: Annotated[
         list[str] | None,
         typer.Option(
@@ -224,6 +238,7 @@ def local(
     else:
         users = ", ".join(f"{s} as {u}" for s, u in mapping.submitters.items())
         console.print(f"commands run as their submitter's unix user: {users}", markup=False)
+    _serve_metrics(metrics_port, metrics_host)
     _serve(
         adapter,
         kafka,
@@ -252,6 +267,8 @@ def slurm(
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
     drain_in_slurm: Annotated[
         bool,
         typer.Option(
@@ -350,6 +367,7 @@ def slurm(
             checkpoint_every_s=checkpoint_every_s or None,
         )
 
+    _serve_metrics(metrics_port, metrics_host)
     _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)
 
 
@@ -433,6 +451,8 @@ def kubernetes(
     heartbeat_s: HeartbeatOption = 10.0,
     confirm_s: ConfirmOption = 300.0,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """A Kubernetes cluster: each placement becomes one pod per node, bound to it, asking its
     GPUs; starts, ends, cordons and foreign pods are read from watches (see docs/agents.md)."""
@@ -472,6 +492,7 @@ def kubernetes(
         )
 
     try:
+        _serve_metrics(metrics_port, metrics_host)
         _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)
     except KubernetesError as error:
         console.print(f"stopping: Kubernetes: {error}", markup=False)

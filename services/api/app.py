@@ -31,6 +31,7 @@ from services.api.errors import (
     TooLarge,
     Unavailable,
 )
+from services.api.metrics import RequestMetrics, metrics_endpoint
 from services.api.routes import (
     budgets,
     dashboard,
@@ -111,6 +112,8 @@ def create_app(
     app.middleware("http")(log_crashes)  # outside it: its errors are logged too
     app.add_middleware(BodyLimit)  # nothing reads a body over the cap
     install_security_headers(app)  # last added = outermost: every answer, 413s too, has them
+    app.add_middleware(RequestMetrics)  # outermost of all: every answer is timed
+    app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     for router in ROUTERS:
         app.include_router(router)
     _serve_reports_and_dashboard(app, view, clock, engine)
@@ -139,8 +142,9 @@ async def domain_error(request: Request, error: Exception) -> JSONResponse:
 
 
 #: What answers while the view is still reading the log's history: liveness (with how far it
-#: has read) and the API's description. Everything else would answer from a partial state.
-_ANSWERS_WHILE_READING = ("/health", "/docs", "/openapi.json")
+#: has read), the metrics (a slow catch-up is what they show) and the API's description.
+#: Everything else would answer from a partial state.
+_ANSWERS_WHILE_READING = ("/health", "/metrics", "/docs", "/openapi.json")
 
 
 async def while_reading_the_log(

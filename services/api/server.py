@@ -66,9 +66,11 @@ def serve(
 
     from services.bus.admin import ensure_topics
     from services.bus.kafka import KafkaEventPublisher
+    from services.metrics.endpoint import count_restarts
 
     topics = Topics(prefix=topic_prefix)
     tokens = tokens_for(tokens_path, host)
+    count_restarts()  # served at /metrics on the API's own port
     if tokens_path is None:
         log.warning("serving with the demo tokens (%s) on %s", ", ".join(DEMO_TOKENS), host)
     redact_access_log()

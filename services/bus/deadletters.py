@@ -30,6 +30,7 @@ from events.topics import Topics
 from services.bus.port import EventPublisher
 from services.bus.records import RawRecord, Rejected, check, dead_letter_for
 from services.bus.records import dead_letter_id as derived_id
+from services.metrics.common import DEAD_LETTERS
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class DeadLetters:
         known.add(letter.id)
         self._unflushed += 1
         self.posted += 1
+        DEAD_LETTERS.labels(self.consumer, rejected.record.topic).inc()
         log.warning("dead-lettered record", extra={**extra, "reason": letter.data.reason})
         return letter
 

@@ -42,6 +42,7 @@ from events.registry import EventRegistry
 from services.bus.export import watermarks
 from services.bus.fatal import FatalLatch
 from services.bus.records import Rejected, check, raw_record, skip
+from services.metrics import lag as lag_metrics
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,7 @@ class Follower:
         self._fetched = sum(self.merge.fetched.values())
         #: Partitions paused because their buffer is full while the merge waits on another.
         self._paused: set[Key] = set()
+        lag_metrics.watch(self)
 
     def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]:
         """The next records that can be handed out in merge order (maybe none)."""
@@ -342,10 +344,17 @@ class Follower:
         """Records read but held back by the merge."""
         return self.merge.buffered
 
+    def lag(self) -> dict[Key, int]:
+        """Records not handed out yet per partition, up to the ends last seen (any thread: it
+        copies what the reading thread last wrote, and asks the broker nothing)."""
+        ends = dict(self.merge.ends)
+        return {key: max(0, ends.get(key, at) - at) for key, at in dict(self.positions).items()}
+
     def commit(self) -> None:
         """Nothing to commit: a follower reads from the first offset on every start."""
 
     def close(self) -> None:
+        lag_metrics.unwatch(self)
         self.source.close()
 
 

@@ -38,6 +38,7 @@ from services.bus.fatal import FatalLatch as FatalLatch
 from services.bus.fatal import is_fatal as is_fatal
 from services.bus.port import PublishError
 from services.bus.records import check, raw_record
+from services.metrics import lag as lag_metrics
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,7 @@ class KafkaEventSubscriber:
         self._consumer.subscribe(
             [self._topics.name(kind) for kind in kinds], on_revoke=self._on_revoke
         )
+        lag_metrics.watch(self)
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # What we handed out but did not commit will be redelivered to the new owner.
@@ -246,6 +248,19 @@ class KafkaEventSubscriber:
         self.dead_letters.flush()
         self._pending.update(read)
         return deliveries
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Per partition assigned now: records between what was handed out and the high
+        watermark of the last fetch (librdkafka's local figures, safe from any thread; a
+        partition not fetched yet is left out)."""
+        lag: dict[tuple[str, int], int] = {}
+        for tp in self._consumer.position(self._consumer.assignment()):
+            if tp.offset < 0:
+                continue
+            marks = self._consumer.get_watermark_offsets(tp, cached=True)
+            if marks is not None and marks[1] >= 0:
+                lag[(tp.topic, tp.partition)] = max(0, int(marks[1]) - tp.offset)
+        return lag
 
     def commit(self, asynchronous: bool = False) -> None:
         """Commit what was handed out. ``asynchronous`` suits consumers that store their
@@ -277,6 +292,7 @@ class KafkaEventSubscriber:
         when an assignment had arrived that no poll had served yet (a projector, a static
         member, told to stop just after it joined). What the serving polls fetch is neither
         handed out nor committed."""
+        lag_metrics.unwatch(self)
         try:
             self._consumer.unsubscribe()
             deadline = time.monotonic() + _LEAVE_TIMEOUT_S

@@ -10,6 +10,8 @@ import typer
 from services.runtime.cli_options import (
     CheckpointEveryOption,
     KafkaOption,
+    MetricsHostOption,
+    MetricsPortOption,
     PrefixOption,
     bootstrap_or_exit,
     console,
@@ -51,6 +53,8 @@ def charging(
             "usage window; shorter for tests and benches)",
         ),
     ] = None,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
     from events import Topics
@@ -76,6 +80,8 @@ def charging(
     from services.charging.kafka import kafka_charging_host, kafka_charging_shard
 
     horizon_s = DEFAULT_WINDOW_S if horizon_s is None else horizon_s
+    from services.charging import metrics
+    from services.metrics.endpoint import serve_metrics
     from services.runtime.signals import stop_requested_on_signals
 
     every = checkpoint_every_s or None
@@ -99,6 +105,8 @@ def charging(
             horizon_s=horizon_s,
         )
         console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
+    metrics.register(shard.host)
+    serve_metrics(metrics_port, metrics_host)
     with stop_requested_on_signals() as stop:
         shard.run(stop)
     console.print(f"published {shard.host.published} charge(s)")

@@ -49,6 +49,7 @@ from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import usage_snapshots
 from projections.usage_window import UsageWindow
 from services.bus.port import EventPublisher, EventSubscriber
+from services.charging.metrics import CHARGES, USAGE_SNAPSHOTS
 from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class ChargingHost:
         self.snapshot_every_s = snapshot_every_s
         self.clock = clock
         self._last_snapshot = -1e18
+        #: The window end (epoch seconds) of the newest usage snapshot published; None: none yet.
+        self.last_snapshot_end: float | None = None
         self.publisher = publisher
         #: Charges published since the last flush.
         self._unflushed = 0
@@ -220,6 +223,7 @@ class ChargingHost:
                 )
             )
             self.published += 1
+            CHARGES.labels(charge.pool, charge.kind).inc()
         return fresh
 
     def snapshots(self) -> list[UsageSnapshot]:
@@ -230,7 +234,8 @@ class ChargingHost:
         return usage_snapshots(self.usage, self.state.latest_time, as_of)
 
     def publish_snapshots(self) -> None:
-        for snapshot in self.snapshots():
+        snapshots = self.snapshots()
+        for snapshot in snapshots:
             key = "|".join(f"{p.topic}/{p.partition}/{p.offset}" for p in snapshot.as_of)
             self.publisher.publish(
                 new_event(
@@ -241,6 +246,9 @@ class ChargingHost:
                 )
             )
         self.publisher.flush()
+        if snapshots:
+            USAGE_SNAPSHOTS.inc(len(snapshots))
+            self.last_snapshot_end = max(s.window_end.timestamp() for s in snapshots)
 
     def snapshot_if_due(self) -> None:
         """Publish usage snapshots when ``snapshot_every_s`` has passed since the last ones."""

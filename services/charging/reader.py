@@ -19,6 +19,7 @@ from events.positions import Delivery, Position
 from services.bus.deadletters import DeadLetters
 from services.bus.follower import Follower, KafkaPartitions
 from services.bus.records import Rejected, skip
+from services.metrics import lag as lag_metrics
 
 #: The name charging signs its dead letters with, and its consumer group's name after the
 #: deployment's topic prefix (``fairshare.charging``).
@@ -104,6 +105,12 @@ class LedgerTail:
         self.seals: list[PeriodClosed] = []
         #: Told where each charge lies as it is read (the period book's ledger index).
         self.on_charge: Callable[[Key, int, LedgerCharge], None] | None = None
+        lag_metrics.watch(self)
+
+    def lag(self) -> dict[Key, int]:
+        """Charges on the ledger topic not read yet, up to the ends of the last fetch."""
+        ends = self.source.end_offsets(cached=True)
+        return {key: max(0, ends.get(key, at) - at) for key, at in dict(self.positions).items()}
 
     def read(self, timeout_s: float = 0.0) -> list[LedgerCharge]:
         charges = []
@@ -139,4 +146,5 @@ class LedgerTail:
                 raise TimeoutError("could not read the ledger topic to its end in time")
 
     def close(self) -> None:
+        lag_metrics.unwatch(self)
         self.source.close()

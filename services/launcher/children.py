@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.launcher.config import UpConfig
+from services.launcher.metrics_targets import free_ports, write_targets
 
 # one logger for the whole launcher, under the name it always had
 log = logging.getLogger("services.launcher")
@@ -33,6 +34,9 @@ PR_SET_PDEATHSIG = 1
 #: Every child carries this in its environment, naming the ``fairshare up`` that started it
 #: (operators and tests find a stack's processes by it).
 UP_PID_ENV = "FAIRSHARE_UP_PID"
+#: How often the supervisor has restarted the child: it reports the count in its metrics
+#: (``fairshare_service_restarts_total``). Same name as ``services.metrics.endpoint``'s.
+RESTARTS_ENV = "FAIRSHARE_SERVICE_RESTARTS"
 
 
 @dataclass
@@ -56,7 +60,36 @@ class Child:
 
 
 def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
-    """The ``fairshare`` arguments of each service: the commands an operator would run."""
+    """The ``fairshare`` arguments of each service: the commands an operator would run. With
+    ``config.metrics``, each gets a free metrics port, and the Prometheus targets are written
+    to ``<data_dir>/prometheus/`` (see :func:`with_metrics_ports`)."""
+    commands = _commands(config, logs)
+    return with_metrics_ports(config, commands) if config.metrics else commands
+
+
+def with_metrics_ports(config: UpConfig, commands: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``--metrics-port`` (a free port each) and ``--metrics-host`` for every service but the
+    API, placed before its first option; the targets file names them, and the API at its own
+    port. Written here, once per start: this is where the ports are known."""
+    own = [name for name in commands if name != "api"]
+    host = config.metrics_host
+    ports = dict(zip(own, free_ports(len(own), host), strict=True))
+    placed = {}
+    for name, argv in commands.items():
+        if name in ports:
+            first = next((i for i, word in enumerate(argv) if word.startswith("-")), len(argv))
+            extra = ["--metrics-port", str(ports[name]), "--metrics-host", host]
+            argv = [*argv[:first], *extra, *argv[first:]]
+        placed[name] = argv
+    targets = {name: (host, port) for name, port in ports.items()}
+    if "api" in commands:
+        targets["api"] = (config.api_host, config.api_port)
+    path = write_targets(config.data_dir / "prometheus", targets)
+    log.info("Prometheus targets in %s (a configuration beside it)", path)
+    return placed
+
+
+def _commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
     common = ["--kafka", config.bootstrap, "--topic-prefix", config.topics.prefix]
     agent = ["agent", config.agent, *common, "--cluster", config.cluster]
     if config.agent == "simulated":
@@ -172,6 +205,7 @@ def spawn_child(child: Child, stop_timeout_s: float = 15.0) -> None:
         "FAIRSHARE_LOG_LEVEL": os.environ.get("FAIRSHARE_LOG_LEVEL", "INFO"),
         "FAIRSHARE_STOP_GRACE_S": f"{child_grace_s(stop_timeout_s):g}",
         UP_PID_ENV: str(os.getpid()),
+        RESTARTS_ENV: str(child.restarts),
     }
     child.process = subprocess.Popen(
         child.argv,

@@ -96,6 +96,11 @@ class UpConfig:
     #: The currency of those prices (ISO 4217).
     currency: str = "EUR"
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    #: Prometheus metrics: each service but the API (which serves ``/metrics`` on its own
+    #: port) gets a free port on ``metrics_host``, and ``<data_dir>/prometheus/`` names them
+    #: all (``services.launcher.metrics_targets``). False: no metrics ports.
+    metrics: bool = True
+    metrics_host: str = "127.0.0.1"
     #: Stopping waits this long for every service together, then kills what is left.
     stop_timeout_s: float = 15.0
 

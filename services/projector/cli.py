@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from services.runtime.cli_options import KafkaOption, PrefixOption, bootstrap_or_exit, console
+from services.runtime.cli_options import (
+    KafkaOption,
+    MetricsHostOption,
+    MetricsPortOption,
+    PrefixOption,
+    bootstrap_or_exit,
+    console,
+)
 
 log = logging.getLogger("services.projector")
 
@@ -39,9 +46,12 @@ def projector(
             "projectors of one database its own, and they share the partitions out"
         ),
     ] = "static",
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
     from events import Topics
+    from services.metrics.endpoint import serve_metrics
     from services.projector.host import LogTruncatedError, run_projector
     from services.read_models.migrate import engine_for, migrate
     from services.runtime.signals import stop_requested_on_signals
@@ -50,6 +60,7 @@ def projector(
     bootstrap = bootstrap_or_exit(kafka, topics)
     engine = engine_for(database_url)
     migrate(engine)
+    serve_metrics(metrics_port, metrics_host)
     console.print(f"projecting {bootstrap} into {database_url}; Ctrl-C stops")
     with stop_requested_on_signals() as stop:
         try:

@@ -42,6 +42,26 @@ CheckpointEveryOption = Annotated[
     ),
 ]
 
+#: ``/metrics`` of a service without an HTTP server of its own (``services.metrics.endpoint``).
+MetricsPortOption = Annotated[
+    int,
+    typer.Option(
+        "--metrics-port",
+        envvar="FAIRSHARE_METRICS_PORT",
+        min=0,
+        max=65535,
+        help="serve Prometheus metrics on this port at /metrics (0: off)",
+    ),
+]
+MetricsHostOption = Annotated[
+    str,
+    typer.Option(
+        "--metrics-host",
+        envvar="FAIRSHARE_METRICS_HOST",
+        help="interface of the metrics port (0.0.0.0 for a Prometheus on another host)",
+    ),
+]
+
 #: Where local state goes by default (broker data, the SQLite file, logs).
 DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
 

@@ -11,6 +11,8 @@ import typer
 from services.runtime.cli_options import (
     CheckpointEveryOption,
     KafkaOption,
+    MetricsHostOption,
+    MetricsPortOption,
     PrefixOption,
     bootstrap_or_exit,
     console,
@@ -63,13 +65,17 @@ def scheduler(
         ),
     ] = None,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
     import time
 
     from events import Topics
     from services.bus.lease import KafkaLeaseLog
+    from services.metrics.endpoint import serve_metrics
     from services.runtime.signals import stop_requested_on_signals
+    from services.scheduler import metrics
     from services.scheduler.lease import LeaseTiming, LogLease, LogPoolLeases, SoleInstance
     from services.scheduler.service import SchedulerConfig, SchedulerService
 
@@ -115,6 +121,8 @@ def scheduler(
         ),
         checkpoint_every_s=checkpoint_every_s or None,
     )
+    metrics.register(service.figures)
+    serve_metrics(metrics_port, metrics_host)
     mode = ""
     if lease_per_pool:
         mode = f"; a lease per pool, preferring {', '.join(preferred) or 'none'}"

@@ -58,6 +58,13 @@ from services.scheduler.core.scheduling_pass import (
 )
 from services.scheduler.core.settings import settings_of
 from services.scheduler.lease import Lease, PoolLeases, SoleInstance
+from services.scheduler.metrics import (
+    LEASE_LOST_PASSES,
+    WHOLE_CLUSTER,
+    SchedulerFigures,
+    observe_pass,
+    observe_published,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +162,8 @@ class SchedulerService:
         self._settings_stated: tuple[int, tuple[tuple[str, int], ...] | None] | None = None
         #: Passes whose decisions were dropped because the lease ran out before publishing.
         self.lease_lost_passes = 0
+        #: Queues and leases as its metrics report them (refreshed by :meth:`run`).
+        self.figures = SchedulerFigures()
 
     @classmethod
     def over_kafka(
@@ -300,8 +309,25 @@ class SchedulerService:
                     continue
                 if self.checkpoints is not None and self.checkpoints.due():
                     self.checkpoints.save(self.state, self.follower.positions)
+                if self.figures.due():
+                    self.refresh_figures()
         finally:
             self.close()
+
+    def refresh_figures(self) -> None:
+        """Count the queues of the pools led, and state the leases, for the metrics."""
+        led: tuple[str, ...] | None
+        if self.pool_leases is None:
+            led = None if self._leading else ()
+            leases = {WHOLE_CLUSTER: (self.lease.epoch, self._leading)}
+        else:
+            held = dict(self.held)
+            led = tuple(held)
+            leases = {
+                pool: (held.get(pool, self.pool_leases.epoch(pool)), pool in held)
+                for pool in self.state.cluster.pools
+            }
+        self.figures.refresh(self.state.cluster, led, leases)
 
     def _restore(self) -> bool:
         """The latest checkpoint of the fold, if one can be restored: its state, and a follower
@@ -350,10 +376,12 @@ class SchedulerService:
             pools=None if held is None else frozenset(held),
             pool_epochs=held,
         )
+        started = time.perf_counter()
         with gc_paused():
             result = run_pass(
                 cluster, self.state.tree, self.state.usage_source(now), ctx, self.memos
             )
+        observe_pass(time.perf_counter() - started)
         # The settings it decides with, once per lease it holds (a new epoch, other pools):
         # stated before its passes, so an audit re-runs them with these settings.
         leading = (epoch, None if held is None else tuple(sorted(held.items())))
@@ -371,6 +399,7 @@ class SchedulerService:
             self.publisher.flush()
         for envelope in envelopes:
             self.state.record_own(envelope)
+        observe_published(result.commands, cluster.workloads, now)
         self._settings_stated = leading
         self.passes += 1
         self.published += len(envelopes)
@@ -419,6 +448,7 @@ class SchedulerService:
         """The pass folded decisions that will never be published: the state is rebuilt from
         the log, as after a failed publish."""
         self.lease_lost_passes += 1
+        LEASE_LOST_PASSES.inc()
         self._leading = False
         self.held = {}
         log.warning("lease lost during a pass; nothing published, rebuilding from the log")

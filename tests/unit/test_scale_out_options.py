@@ -26,7 +26,17 @@ def _config(tmp_path: Path, **fields: object) -> UpConfig:
 
 
 def _schedulers(config: UpConfig, tmp_path: Path) -> dict[str, list[str]]:
-    return {k: v for k, v in service_commands(config, tmp_path).items() if "scheduler" in k}
+    """The schedulers' commands, without their metrics ports (each has its own)."""
+    return {
+        k: _without_metrics_port(v)
+        for k, v in service_commands(config, tmp_path).items()
+        if "scheduler" in k
+    }
+
+
+def _without_metrics_port(argv: list[str]) -> list[str]:
+    at = argv.index("--metrics-port")
+    return argv[:at] + argv[at + 2 :]
 
 
 def test_by_default_the_schedulers_share_one_lease(tmp_path: Path) -> None:
