@@ -57,7 +57,7 @@ def charging(
     metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """Run the charging fold: facts in, charges and usage snapshots out (Ctrl-C stops)."""
-    from events import Topics
+    from events import TopicKind, Topics
 
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
@@ -105,7 +105,8 @@ def charging(
             horizon_s=horizon_s,
         )
         console.print(f"charging from {bootstrap} (topics {topic_prefix}*); Ctrl-C stops")
-    metrics.register(shard.host)
+    inputs = [topics.name(kind) for kind in (TopicKind.WORKLOADS, TopicKind.HEARTBEATS)]
+    metrics.register(shard.host, inputs)
     serve_metrics(metrics_port, metrics_host)
     with stop_requested_on_signals() as stop:
         shard.run(stop)

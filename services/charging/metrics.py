@@ -1,17 +1,17 @@
-"""Charging's lag behind the log, in seconds: how old the newest fact it folded is, and how old
-the newest usage snapshot it published is (the scheduler ranks budgets by that snapshot, so its
-age is how stale fair share is).
+"""Charging's lag behind the log, in seconds: how far behind the newest fact it folded is
+while records wait for it, and how old the newest usage snapshot it published is (the
+scheduler ranks budgets by that snapshot, so its age is how stale fair share is).
 
-Both are wall-clock ages of event times, read at scrape time from two numbers the host's own
-thread writes: while the log carries the agents' heartbeats (every few seconds), a fold that is
-caught up stays within seconds of now, and one that is stuck or far behind grows by the second.
-Records behind are in ``fairshare_consumer_lag_records``.
+Ages of event times, read at scrape time from numbers the host's own thread writes. The fold's
+lag counts only while charging's readers have records left on its input topics: a quiet log
+(no workload facts for a while) is no lag. Records behind are in
+``fairshare_consumer_lag_records``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter
@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from services.metrics import common as _conventions  # noqa: F401 (no _created series)
+from services.metrics import lag
 
 CHARGES = Counter(
     "fairshare_charges",
@@ -47,8 +48,15 @@ class Host(Protocol):
 
 
 class ChargingLag(Collector):
-    def __init__(self, host: Host, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        host: Host,
+        behind: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``behind``: whether records wait on charging's inputs now (else its lag is 0)."""
         self.host = host
+        self.behind = behind
         self.clock = clock
 
     def describe(self) -> Iterator[Metric]:
@@ -56,12 +64,15 @@ class ChargingLag(Collector):
 
     def collect(self) -> Iterator[Metric]:
         folded = self.host.state.latest_time or None  # 0: nothing folded yet
+        if folded is not None and not self.behind():
+            folded = self.clock()  # caught up: nothing on the log is newer than the fold
         yield from self._families(folded, self.host.last_snapshot_end)
 
     def _families(self, folded: float | None, snapshot: float | None) -> Iterator[Metric]:
         fold = GaugeMetricFamily(
             "fairshare_charging_lag_seconds",
-            "Age of the newest fact charging has folded (event time)",
+            "Age of the newest fact charging has folded while records wait on its inputs (0 "
+            "when it has read them all)",
         )
         snapshots = GaugeMetricFamily(
             "fairshare_usage_snapshot_lag_seconds",
@@ -75,8 +86,13 @@ class ChargingLag(Collector):
         yield from (fold, snapshots)
 
 
-def register(host: Host) -> ChargingLag:
-    """Report ``host``'s lag on this process's ``/metrics`` (once per process)."""
-    collector = ChargingLag(host)
+def register(host: Host, inputs: Collection[str]) -> ChargingLag:
+    """Report ``host``'s lag on this process's ``/metrics`` (once per process); ``inputs``:
+    the topics its facts come from."""
+
+    def behind() -> bool:
+        return any(lag.current().get(topic, 0) > 0 for topic in inputs)
+
+    collector = ChargingLag(host, behind)
     REGISTRY.register(collector)
     return collector

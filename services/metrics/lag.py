@@ -68,6 +68,13 @@ def lag_by_topic(sources: Iterable[LagSource]) -> dict[str, int]:
     return by_topic
 
 
+def current() -> dict[str, int]:
+    """The lag per topic of this process's readers now (what a scrape reports)."""
+    with _lock:
+        sources = list(_sources)
+    return lag_by_topic(sources)
+
+
 class ConsumerLag(Collector):
     NAME = "fairshare_consumer_lag_records"
     HELP = (

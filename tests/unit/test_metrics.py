@@ -275,6 +275,13 @@ def test_charging_lag_is_the_age_of_what_it_folded_and_published() -> None:
     host = _Host(ChargingState.new(3600), None)
     empty = generate_latest(_registry(charging_metrics.ChargingLag(host))).decode()
     assert "\nfairshare_charging_lag_seconds " not in empty, "nothing folded: no age to report"
+    state = ChargingState.new(3600)
+    state.latest_time = 1_000.0
+    caught_up = charging_metrics.ChargingLag(
+        _Host(state, None), behind=lambda: False, clock=lambda: 1_300.0
+    )
+    text = generate_latest(_registry(caught_up)).decode()
+    assert "fairshare_charging_lag_seconds 0.0" in text, "a quiet log is no lag"
 
 
 def test_the_api_times_requests_by_route_template_and_serves_metrics_without_a_token() -> None:
