@@ -48,6 +48,7 @@ from events.models import (
     PlaceCommand,
     Placement,
     PreemptCommand,
+    WorkloadArraySubmitted,
     WorkloadCancelled,
     WorkloadFinished,
     WorkloadLost,
@@ -57,8 +58,10 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
+from events.models.arrays import elements
 from events.models.heartbeats import GpuHeartbeat
 from events.models.liveness import NodeAlive
+from projections.array_gates import ArrayGate
 from projections.errors import FoldError, MissingFact
 
 Status = Literal[
@@ -67,8 +70,10 @@ Status = Literal[
 ACTIVE: frozenset[str] = frozenset({"placed", "running"})
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
-#: A pending workload's place in its budget's queue: (-priority, submitted_at, workload_id).
-QueueKey = tuple[int, float, str]
+#: A pending workload's place in its budget's queue: (-priority, submitted_at, array index,
+#: workload_id). The index (-1 for a workload of no array) puts an array's elements in index
+#: order, ``A_2`` before ``A_10``; workloads of no array keep the order of their ids.
+QueueKey = tuple[int, float, int, str]
 
 #: Pending work is queued per kind: (allocated, GPUs, gang shape). Work of one kind is
 #: interchangeable for fitting, so the scheduler can give up on a whole kind at once.
@@ -173,14 +178,19 @@ class WorkloadState:
     #: The time limit it declared (``WorkloadSubmitted.time_limit_s``); None: its pool's default
     #: (``services/scheduler/core/time_limits.py`` resolves it).
     time_limit_s: int | None = None
+    #: The job array it is an element of, and its index there (None: of no array).
+    array_id: str | None = None
+    array_index: int | None = None
 
     @property
     def allocated(self) -> bool:
         return self.min_runtime_s > 0
 
     def queue_key(self) -> QueueKey:
-        """Within one budget: higher priority first, then earlier submission, then id."""
-        return (-self.priority, self.submitted_at, self.workload_id)
+        """Within one budget: higher priority first, then earlier submission, then an array's
+        elements by index, then id."""
+        index = -1 if self.array_index is None else self.array_index
+        return (-self.priority, self.submitted_at, index, self.workload_id)
 
     def ran_s(self, now: float) -> float:
         """How long the current attempt has run: the contract counts from the start, not from
@@ -189,6 +199,22 @@ class WorkloadState:
 
     def contract_over(self, now: float) -> bool:
         return self.started_at is not None and self.ran_s(now) >= self.min_runtime_s
+
+
+@dataclass(slots=True)
+class ArrayState:
+    """A job array as its fact states it; its elements are workloads like any other."""
+
+    submitted: WorkloadArraySubmitted
+    submitted_at: float
+    #: Its elements' ids, in index order (an id already taken when the array came is not one).
+    elements: list[str] = field(default_factory=list)
+    #: Elements still in memory: the array leaves it with the last (``forget_ended_before``).
+    remaining: int = 0
+
+    @property
+    def array_id(self) -> str:
+        return self.submitted.array_id
 
 
 class PoolIndex:
@@ -258,6 +284,9 @@ class ClusterIndexes:
         self.active: dict[str, set[str]] = {}
         #: Preempted or lost resumable workloads that the scheduler must requeue.
         self.awaiting_requeue: set[str] = set()
+        #: Per throttled array, its pending elements split between the queues above and
+        #: those its limit holds back (``array_gates.py``).
+        self.gates: dict[str, ArrayGate] = {}
         #: Active workloads whose submitter asked to cancel them.
         self.cancelling: set[str] = set()
         #: Nodes out of service (cordoned, or down): maintenance works through these.
@@ -364,10 +393,53 @@ class ClusterIndexes:
         return queue
 
     def enqueue(self, workload: WorkloadState) -> None:
+        """A workload is pending: queued in each of its pools, or held by its array's gate."""
+        gate = self._gate(workload)
+        if gate is None:
+            self._enqueue(workload)
+        else:
+            gate.add(workload)
+            self._balance(gate)
+
+    def dequeue(self, workload: WorkloadState, balance: bool = True) -> None:
+        """A workload is pending no more. ``balance`` False: the caller balances its gate once
+        it has counted the run this starts (a placement moves no element in)."""
+        gate = self._gate(workload)
+        if gate is None:
+            self._dequeue(workload)
+            return
+        if gate.remove(workload):
+            self._dequeue(workload)
+        if balance:
+            self._balance(gate)
+
+    def array_run(self, workload: WorkloadState, change: int) -> None:
+        """An element of a throttled array started (+1) or stopped (-1) holding GPUs."""
+        gate = self._gate(workload)
+        if gate is not None:
+            gate.running += change
+            self._balance(gate)
+
+    def held_by_array(self, workload: WorkloadState) -> bool:
+        """Whether ``workload`` is pending but held back by its array's limit."""
+        gate = self._gate(workload)
+        return gate is not None and gate.is_held(workload)
+
+    def _gate(self, workload: WorkloadState) -> ArrayGate | None:
+        return None if workload.array_id is None else self.gates.get(workload.array_id)
+
+    def _balance(self, gate: ArrayGate) -> None:
+        enter, leave = gate.balance()
+        for workload in leave:
+            self._dequeue(workload)
+        for workload in enter:
+            self._enqueue(workload)
+
+    def _enqueue(self, workload: WorkloadState) -> None:
         for pool in workload.pools:
             self._queue(workload, pool).add(workload.queue_key())
 
-    def dequeue(self, workload: WorkloadState) -> None:
+    def _dequeue(self, workload: WorkloadState) -> None:
         for pool in workload.pools:
             self._queue(workload, pool).discard(workload.queue_key())
 
@@ -420,6 +492,8 @@ class ClusterState:
         # -- facts -----------------------------------------------------------------------
         self.nodes: dict[str, NodeState] = {}
         self.workloads: dict[str, WorkloadState] = {}
+        #: Job arrays by id (their elements are in ``workloads``).
+        self.arrays: dict[str, ArrayState] = {}
         #: The highest lease epoch seen on a command, per (cluster, pool): the fencing mark.
         self.command_epochs: dict[tuple[str, str], int] = {}
         #: Commands refused as a deposed leader's.
@@ -561,6 +635,32 @@ class ClusterState:
     def _on_submitted(self, e: WorkloadSubmitted, now: float) -> None:
         if e.workload_id in self.workloads:
             return  # idempotent submit: the client's id was seen already
+        self._add_workload(e, now, dict[str, object](e.spec))
+
+    def _on_array_submitted(self, e: WorkloadArraySubmitted, now: float) -> None:
+        """Each element, a workload; one the log already holds under the same id stays as it
+        was (the API refuses both orders of such a clash; two writers racing past it meet the
+        first fact read)."""
+        if e.array_id in self.arrays:
+            return  # idempotent submit: the client's id was seen already
+        array = self.arrays[e.array_id] = ArrayState(e, now)
+        if e.max_running is not None:
+            self.indexes.gates[e.array_id] = ArrayGate(e.max_running)
+        spec = dict[str, object](e.spec)  # one for every element: they only read it
+        for index, element in elements(e):
+            if element.workload_id not in self.workloads:
+                self._add_workload(element, now, spec, e.array_id, index)
+                array.elements.append(element.workload_id)
+        array.remaining = len(array.elements)
+
+    def _add_workload(
+        self,
+        e: WorkloadSubmitted,
+        now: float,
+        spec: dict[str, object],
+        array_id: str | None = None,
+        index: int | None = None,
+    ) -> None:
         workload = WorkloadState(
             workload_id=e.workload_id,
             budget=e.budget,
@@ -571,9 +671,11 @@ class ClusterState:
             resumable=e.resumable,
             priority=e.priority,
             submitter=e.submitter,
-            spec=dict(e.spec),
+            spec=spec,
             submitted_at=now,
             time_limit_s=e.time_limit_s,
+            array_id=array_id,
+            array_index=index,
         )
         self.workloads[e.workload_id] = workload
         self.indexes.enqueue(workload)
@@ -624,6 +726,7 @@ class ClusterState:
         self.indexes.active.setdefault(workload.pool or "", set()).add(workload.workload_id)
         self.indexes.count_held(workload, +1)
         self.indexes.victim_changed(workload)
+        self.indexes.array_run(workload, +1)
 
     def _release_assignment(self, workload: WorkloadState) -> None:
         for node_name, gpus in workload.placement:
@@ -645,6 +748,7 @@ class ClusterState:
             active.discard(workload.workload_id)
             self.indexes.count_held(workload, -1)
             self.indexes.victim_changed(workload)
+            self.indexes.array_run(workload, -1)
 
     def _on_placed(self, e: WorkloadPlaced, now: float) -> None:
         workload = self._workload(e.workload_id)
@@ -659,7 +763,7 @@ class ClusterState:
                 "applies only if a current leader issues it"
             )
         self._check_free(workload, placement)  # refuse before changing anything
-        self.indexes.dequeue(workload)
+        self.indexes.dequeue(workload, balance=False)  # _hold counts the run, then balances
         workload.status = "placed"
         workload.pool = e.pool
         workload.placement = placement
@@ -854,9 +958,20 @@ class ClusterState:
             )
         ]
         for workload_id in gone:
-            del self.workloads[workload_id]
+            array_id = self.workloads.pop(workload_id).array_id
             self.indexes.cancelling.discard(workload_id)
+            if array_id is not None:
+                self._forget_element(array_id)
         return gone
+
+    def _forget_element(self, array_id: str) -> None:
+        """An element left memory: the array goes with its last one (the read models keep it)."""
+        array = self.arrays.get(array_id)
+        if array is not None:
+            array.remaining -= 1
+            if array.remaining <= 0:
+                del self.arrays[array_id]
+                self.indexes.gates.pop(array_id, None)
 
     # -- queries ---------------------------------------------------------------------------
     def active_in(self, pool: str) -> Iterator[WorkloadState]:
@@ -903,6 +1018,7 @@ _HANDLERS: dict[type[EventData], _Handler] = {
     GpuHeartbeat: ClusterState._on_seen,
     NodeAlive: ClusterState._on_seen,
     WorkloadSubmitted: ClusterState._on_submitted,
+    WorkloadArraySubmitted: ClusterState._on_array_submitted,
     WorkloadCancelled: ClusterState._on_cancelled,
     WorkloadPlaced: ClusterState._on_placed,
     PlaceCommand: ClusterState._on_place_command,

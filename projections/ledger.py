@@ -41,12 +41,14 @@ from events.models import (
     EventData,
     GpuHeartbeat,
     LedgerCharge,
+    WorkloadArraySubmitted,
     WorkloadFinished,
     WorkloadLost,
     WorkloadPreempted,
     WorkloadStarted,
     WorkloadSubmitted,
 )
+from events.models.arrays import elements
 from events.models.ledger import (
     budget_account,
     capacity_account,
@@ -145,10 +147,12 @@ class Ledger:
             return []
         now = int(at)
         if isinstance(data, WorkloadSubmitted):
-            self.budgets.setdefault(data.workload_id, data.budget)
+            return self._submitted(data)
+        if isinstance(data, WorkloadArraySubmitted):
             released: list[LedgerCharge] = []
-            for early, early_at in self.held.pop(data.workload_id, []):
-                released += self.apply(early, early_at)
+            for _index, element in elements(data):
+                if self.owns is None or self.owns(element.workload_id):
+                    released += self._submitted(element)
             return released
         if isinstance(data, WorkloadStarted):
             return self._start(data, now)
@@ -173,21 +177,35 @@ class Ledger:
             return self._end((data.workload_id, data.attempt), int(data.last_heartbeat.timestamp()))
         return []
 
+    def _submitted(self, data: WorkloadSubmitted) -> list[LedgerCharge]:
+        """The budget a workload's runs are charged to; the facts held for it fold now."""
+        self.budgets.setdefault(data.workload_id, data.budget)
+        released: list[LedgerCharge] = []
+        for early, early_at in self.held.pop(data.workload_id, []):
+            released += self.apply(early, early_at)
+        return released
+
     def _waits_for_submission(self, data: RunFact) -> bool:
-        """A run fact waits while its workload's submission is unread; once one waits, the
-        later facts of that workload wait behind it, to be folded in order."""
+        """A run fact waits while its workload's budget is unknown (its submission unread,
+        and a start that does not name it); once one waits, the later facts of that workload
+        wait behind it, to be folded in order."""
         return data.workload_id in self.held or (
-            isinstance(data, WorkloadStarted) and data.workload_id not in self.budgets
+            isinstance(data, WorkloadStarted)
+            and data.workload_id not in self.budgets
+            and data.budget is None
         )
 
     def _start(self, e: WorkloadStarted, now: int) -> list[LedgerCharge]:
         key = (e.workload_id, e.attempt)
         if key in self.runs or e.attempt <= self.settled.get(e.workload_id, 0):
             return []  # duplicate (of a run held, or of one that left the fold)
+        budget = self.budgets.get(e.workload_id) or e.budget
+        if budget is None:  # cannot be: _waits_for_submission held it
+            raise ValueError(f"budget: no budget known for {e.workload_id}")
         run = Run(
             workload_id=e.workload_id,
             attempt=e.attempt,
-            budget=self.budgets[e.workload_id],
+            budget=budget,
             pool=e.pool,
             gpus=e.placement.gpu_count,
             allocated=e.allocated,

@@ -1,5 +1,6 @@
 """Every event and command of Fairshare (docs/design.md section 3), as frozen pydantic models."""
 
+from events.models.arrays import WorkloadArraySubmitted
 from events.models.base import EventData
 from events.models.budgets import (
     BudgetClosed,
@@ -56,6 +57,7 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     MembershipRevoked,
     PriceSet,
     WorkloadSubmitted,
+    WorkloadArraySubmitted,
     WorkloadCancelled,
     WorkloadPlaced,
     WorkloadStarted,
@@ -116,6 +118,7 @@ __all__ = [
     "SchedulerSettings",
     "TimeLimitSettings",
     "UsageSnapshot",
+    "WorkloadArraySubmitted",
     "WorkloadCancelled",
     "WorkloadFinished",
     "WorkloadLost",

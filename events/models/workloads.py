@@ -60,13 +60,18 @@ class WorkloadSubmitted(EventData):
 
     @model_validator(mode="after")
     def _distinct_pools(self) -> WorkloadSubmitted:
-        if len(set(self.pools)) != len(self.pools):
-            raise ValueError("pools: each pool may be listed only once")
+        distinct_pools(self.pools)
         return self
 
     @property
     def allocated(self) -> bool:
         return self.min_runtime_s > 0
+
+
+def distinct_pools(pools: tuple[str, ...]) -> None:
+    """A pool listed twice would be queued in twice: refused by every model that lists pools."""
+    if len(set(pools)) != len(pools):
+        raise ValueError("pools: each pool may be listed only once")
 
 
 class WorkloadCancelled(EventData):
@@ -106,6 +111,11 @@ class WorkloadStarted(EventData):
     pool: PoolName
     placement: Placement
     allocated: bool
+    #: The workload's budget, as its agent read it: the charging fold of this partition then
+    #: needs no fact of another one (an array element's submission lies on its array's
+    #: partition, which a charging shard may not hold). None in logs written before arrays,
+    #: where the submission, on this partition, names it.
+    budget: BudgetPath | None = None
 
 
 class WorkloadPreempted(EventData):

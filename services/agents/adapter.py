@@ -37,6 +37,19 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
+class ArrayTask:
+    """Where a run's workload sits in its job array (what Slurm tells a task in
+    ``SLURM_ARRAY_*``)."""
+
+    array_id: str
+    index: int
+    #: How many elements the array has, and its lowest and highest index.
+    count: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """One attempt of a workload to run on GPUs of this cluster."""
 
@@ -51,6 +64,8 @@ class RunRequest:
     budget: str = ""
     #: Who submitted the workload (the API's authenticated user): the local agent's --run-as.
     submitter: str = ""
+    #: Its place in its job array (None: it is no array's element).
+    array: ArrayTask | None = None
 
     @property
     def run_id(self) -> str:
@@ -62,6 +77,33 @@ class RunRequest:
             if name == node:
                 return gpus
         return ()
+
+
+#: What every adapter sets in a run's environment: a spec may not set these names.
+RUN_ENVIRONMENT = (
+    "FAIRSHARE_WORKLOAD_ID",
+    "FAIRSHARE_ATTEMPT",
+    "FAIRSHARE_ARRAY_ID",
+    "FAIRSHARE_ARRAY_INDEX",
+    "FAIRSHARE_ARRAY_COUNT",
+    "FAIRSHARE_ARRAY_MIN",
+    "FAIRSHARE_ARRAY_MAX",
+)
+
+
+def run_environment(run: RunRequest) -> dict[str, str]:
+    """The variables every adapter gives a run, whichever cluster runs it: its workload and
+    attempt, and for an array's element the array, its index, its size and its lowest and
+    highest index (Slurm's ``SLURM_ARRAY_JOB_ID``, ``_TASK_ID``, ``_TASK_COUNT``, ``_TASK_MIN``,
+    ``_TASK_MAX``), so one script reads its slice of the work the same everywhere."""
+    env = {"FAIRSHARE_WORKLOAD_ID": run.workload_id, "FAIRSHARE_ATTEMPT": str(run.attempt)}
+    if run.array is not None:
+        env["FAIRSHARE_ARRAY_ID"] = run.array.array_id
+        env["FAIRSHARE_ARRAY_INDEX"] = str(run.array.index)
+        env["FAIRSHARE_ARRAY_COUNT"] = str(run.array.count)
+        env["FAIRSHARE_ARRAY_MIN"] = str(run.array.first)
+        env["FAIRSHARE_ARRAY_MAX"] = str(run.array.last)
+    return env
 
 
 @dataclass(frozen=True)

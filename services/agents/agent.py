@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from events.arrays import parse_indices
 from events.envelope import Envelope, derived_event_id, new_event
 from events.models import (
     EventData,
@@ -68,7 +69,7 @@ from events.times import utc_from_epoch as _utc
 from events.topics import TopicKind
 from projections.cluster_state import ACTIVE, WorkloadState
 from projections.live_state import LiveState
-from services.agents.adapter import ClusterAdapter, NodeSpec, RunEnded, RunRequest
+from services.agents.adapter import ArrayTask, ClusterAdapter, NodeSpec, RunEnded, RunRequest
 from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_due, occupancy
 from services.bus.port import EventPublisher, EventSubscriber, PublishError
 
@@ -387,6 +388,7 @@ class ClusterAgent:
                     pool=workload.pool or self.pool,
                     placement=_placement(workload),
                     allocated=workload.allocated,
+                    budget=workload.budget,
                 ),
                 run.request.started_at,
             )
@@ -506,6 +508,17 @@ class ClusterAgent:
             started_at=started_at,
             budget=workload.budget,
             submitter=workload.submitter,
+            array=self._array_task(workload),
+        )
+
+    def _array_task(self, workload: WorkloadState) -> ArrayTask | None:
+        """The run's place in its job array, from the array's fact (None: no array's)."""
+        array = self.state.cluster.arrays.get(workload.array_id or "")
+        if array is None or workload.array_index is None:
+            return None
+        indices = parse_indices(array.submitted.indices)
+        return ArrayTask(
+            array.array_id, workload.array_index, len(indices), indices[0], indices[-1]
         )
 
     def _deadline(self, workload: WorkloadState, started_at: float) -> float | None:

@@ -7,8 +7,8 @@ make the pod (:func:`spec_problems` checks them, at submit time in the API and a
 * ``command``: a string run by ``/bin/sh -c``, or a list of strings (the container's command);
 * ``args``: a list of strings;
 * ``env``: an object of string values (names ``[A-Za-z_][A-Za-z0-9_]*``, none ``FAIRSHARE_*``:
-  the agent sets ``FAIRSHARE_WORKLOAD_ID``, ``FAIRSHARE_ATTEMPT``, ``FAIRSHARE_GANG_INDEX`` and
-  ``FAIRSHARE_GANG_SIZE``);
+  the agent sets ``FAIRSHARE_WORKLOAD_ID``, ``FAIRSHARE_ATTEMPT``, an array element's
+  ``FAIRSHARE_ARRAY_*``, ``FAIRSHARE_GANG_INDEX`` and ``FAIRSHARE_GANG_SIZE``);
 * ``cpu``, ``memory``: Kubernetes quantities (``"4"``, ``"500m"``, ``"16Gi"``), requests =
   limits;
 * ``annotations``: an object of strings copied onto the pods.
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.agents.adapter import RunRequest
+from services.agents.adapter import RunRequest, run_environment
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -226,8 +226,7 @@ def pod_manifests(run: RunRequest, options: PodOptions) -> list[dict[str, Any]]:
         given: Mapping[str, Any] = spec.get("env") or {}
         env = [{"name": str(k), "value": str(v)} for k, v in sorted(given.items())]
         env += [
-            {"name": "FAIRSHARE_WORKLOAD_ID", "value": run.workload_id},
-            {"name": "FAIRSHARE_ATTEMPT", "value": str(run.attempt)},
+            *({"name": k, "value": v} for k, v in run_environment(run).items()),
             {"name": "FAIRSHARE_GANG_INDEX", "value": str(index)},
             {"name": "FAIRSHARE_GANG_SIZE", "value": str(gang)},
         ]

@@ -2,9 +2,11 @@
 
 ``command`` is an argv list, or a string run with ``/bin/sh -c``; ``env`` (a mapping) is added
 to the agent's environment, ``cwd`` sets the working directory, and ``CUDA_VISIBLE_DEVICES`` is
-set to the run's GPU indices (comma-separated). Each run is its own process group, so a stop
-reaches the shell and its children: SIGTERM, then SIGKILL once the grace period is over. An
-exit status of 0 is success; death by signal N is reported as exit code 128 + N.
+set to the run's GPU indices (comma-separated), with the ``FAIRSHARE_*`` variables every
+adapter sets (:func:`~services.agents.adapter.run_environment`: an array element's index too).
+Each run is its own process group, so a stop reaches the shell and its children: SIGTERM, then
+SIGKILL once the grace period is over. An exit status of 0 is success; death by signal N is
+reported as exit code 128 + N.
 
 GPU readings come from NVML (``pynvml``, package nvidia-ml-py) when a driver is present; if
 NVML cannot start, the node has ``virtual_gpus`` slots that read 0 % and 0 bytes. Processes of
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
+from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest, run_environment
 from services.agents.run_as import RunAs, UnixIdentity
 
 log = logging.getLogger(__name__)
@@ -191,8 +193,7 @@ def _launch(
     if isinstance(extra, dict):
         env.update({str(k): str(v) for k, v in extra.items()})
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in run.gpus_on(node))
-    env["FAIRSHARE_WORKLOAD_ID"] = run.workload_id
-    env["FAIRSHARE_ATTEMPT"] = str(run.attempt)
+    env.update(run_environment(run))
     cwd = run.spec.get("cwd")
     if identity is None:
         return argv, env, {"cwd": cwd if isinstance(cwd, str) else None}

@@ -11,7 +11,8 @@ GPU count per node (``--gres=gpu:N``; a gang spread unevenly over nodes asks ``-
 and lets Slurm split it). ``--no-requeue``: Slurm never runs it again by itself, Fairshare
 requeues. ``--export=NIL``: the job does not inherit the agent's environment (its Kafka
 credentials, its tokens); Slurm gives it the user's login environment, then the script adds the
-spec's ``env`` and ``FAIRSHARE_WORKLOAD_ID`` / ``FAIRSHARE_ATTEMPT``.
+spec's ``env`` and the run's own variables (``FAIRSHARE_WORKLOAD_ID``, ``FAIRSHARE_ATTEMPT``, an
+array element's ``FAIRSHARE_ARRAY_*``: :func:`~services.agents.adapter.run_environment`).
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.agents.adapter import RunRequest
+from services.agents.adapter import RUN_ENVIRONMENT, RunRequest, run_environment
 from services.agents.local import run_label
 from services.agents.run_as import UnixIdentity
 from services.agents.slurm_parse import RunTag, job_comment, job_name
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Set by the agent; a spec may not override them.
-RESERVED_ENV = ("FAIRSHARE_WORKLOAD_ID", "FAIRSHARE_ATTEMPT")
+RESERVED_ENV = RUN_ENVIRONMENT
 
 
 class SpecError(ValueError):
@@ -102,8 +103,7 @@ def batch_script(run: RunRequest) -> str:
     lines = [
         "#!/bin/sh",
         "# Submitted by Fairshare's Slurm agent; the job name says which run this is.",
-        f"export FAIRSHARE_WORKLOAD_ID={shlex.quote(run.workload_id)}",
-        f"export FAIRSHARE_ATTEMPT={int(run.attempt)}",
+        *(f"export {key}={shlex.quote(value)}" for key, value in run_environment(run).items()),
     ]
     lines += [
         f"export {key}={shlex.quote(value)}" for key, value in environment(run.spec.get("env"))

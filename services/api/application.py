@@ -35,6 +35,7 @@ from events.models import (
     NodeCordoned,
     NodeUncordoned,
     PriceSet,
+    WorkloadArraySubmitted,
     WorkloadCancelled,
     WorkloadSubmitted,
 )
@@ -90,8 +91,13 @@ class Result(Generic[A]):
     answer: A
 
 
+#: A submission: one workload, or a job array.
+Submission = WorkloadSubmitted | WorkloadArraySubmitted
+
+
 class Submissions:
-    """Submissions this process published that its view has not folded yet.
+    """Submissions (workloads and arrays, by their ids) this process published that its view
+    has not folded yet.
 
     Idempotency must hold across the gap between flush and fold: a repeated submit in that gap
     is compared with what was published instead of being published again. :meth:`lock` keeps
@@ -102,16 +108,16 @@ class Submissions:
 
     def __init__(self) -> None:
         self._stripes = [threading.Lock() for _ in range(self.STRIPES)]
-        self._unseen: dict[str, WorkloadSubmitted] = {}
+        self._unseen: dict[str, Submission] = {}
 
     def lock(self, workload_id: str) -> threading.Lock:
         return self._stripes[zlib.crc32(workload_id.encode()) % self.STRIPES]
 
-    def unseen(self, workload_id: str) -> WorkloadSubmitted | None:
+    def unseen(self, workload_id: str) -> Submission | None:
         return self._unseen.get(workload_id)
 
-    def published(self, data: WorkloadSubmitted) -> None:
-        self._unseen[data.workload_id] = data
+    def published(self, data: Submission) -> None:
+        self._unseen[data.subject()] = data
 
     def folded(self, workload_id: str) -> None:
         self._unseen.pop(workload_id, None)
@@ -171,13 +177,23 @@ class Application:
 
     def publish(self, data: EventData, who: Principal, retry: str = "") -> Envelope[Any]:
         """Publish and flush one event; ``retry`` tells the client what to send again."""
-        envelope = new_event(data, source=SOURCE, time=utc_from_epoch(self.clock()))
+        return self.publish_all([data], who, retry)[0]
+
+    def publish_all(
+        self, facts: list[EventData], who: Principal, retry: str = ""
+    ) -> list[Envelope[Any]]:
+        """Publish events and flush them once (a batch costs one wait for the broker, not
+        one per event); ``retry`` tells the client what to send again."""
+        at = utc_from_epoch(self.clock())
+        envelopes = [new_event(data, source=SOURCE, time=at) for data in facts]
         # No lock: the publisher's flush answers for this thread's records (requests publish
         # side by side; the check-then-publish of one id is guarded by its caller's lock).
         try:
-            self.publisher.publish(envelope)
+            for envelope in envelopes:
+                self.publisher.publish(envelope)
             self.publisher.flush(self.flush_timeout_s)
         except PublishError as error:
+            first = envelopes[0]
             if "MSG_SIZE_TOO_LARGE" in str(error):  # no retry can make it fit
                 raise TooLarge(
                     f"the event log refuses a record this large ({error}); nothing was recorded",
@@ -185,24 +201,28 @@ class Application:
                 ) from error
             log.warning(
                 "event log did not accept a request",
-                extra={"type": envelope.type, "subject": envelope.subject, "error": str(error)},
+                extra={"type": first.type, "subject": first.subject, "error": str(error)},
+            )
+            recorded = (
+                "it was not recorded" if len(envelopes) == 1 else "not all of it was recorded"
             )
             raise Unavailable(
-                f"the event log did not accept the request ({error}); it was not "
-                f"recorded. Retry the same request{retry}: it is idempotent",
+                f"the event log did not accept the request ({error}); {recorded}. Retry the "
+                f"same request{retry}: it is idempotent",
                 retry_after_s=1,
                 user=who.user,
             ) from error
         log.info(
             "event published",
             extra={
-                "type": envelope.type,
-                "subject": envelope.subject,
-                "event_id": envelope.id,
+                "type": envelopes[0].type,
+                "subject": envelopes[0].subject,
+                "event_id": envelopes[0].id,
                 "user": who.user,
+                "events": len(envelopes),
             },
         )
-        return envelope
+        return envelopes
 
     def visible(self, envelope: Envelope[Any]) -> bool:
         """Whether the view folded ``envelope`` within the read-your-writes bound."""
@@ -238,6 +258,10 @@ def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.
                     Outcome.UNCHANGED, queries.workload_view(state, existing, app.clock())
                 )
             earlier = app.submissions.unseen(workload_id)
+            if workload_id in state.cluster.arrays or isinstance(earlier, WorkloadArraySubmitted):
+                raise Conflict(
+                    f"{workload_id} is a job array's id; choose a new workload_id", user=who.user
+                )
             if earlier is None:
                 check_submission(state, who, body, app.clock())
             forgot_some = state.forgotten_before > float("-inf")
@@ -260,9 +284,11 @@ def submit(app: Application, who: Principal, body: m.SubmitRequest) -> Result[m.
     )
 
 
-def check_submission(state: LiveState, who: Principal, body: m.SubmitRequest, now: float) -> None:
-    """What the request body alone cannot say: a known leaf budget, known pools, the caller's
-    membership, an open budget."""
+def check_submission(
+    state: LiveState, who: Principal, body: m.WorkloadTemplate, now: float
+) -> None:
+    """What the request body alone cannot say (of a workload, or of every element of an
+    array): a known leaf budget, known pools, the caller's membership, an open budget."""
     queries.budget_or_404(state, body.budget)
     node = state.tree.nodes[body.budget]
     if not node.is_leaf:

@@ -30,6 +30,8 @@ from pydantic import (
     field_validator,
 )
 
+from events.arrays import MAX_ARRAY_ELEMENTS
+from events.models.arrays import ArrayId, ArrayIndices
 from events.models.budgets import Role
 from events.models.prices import CurrencyCode
 from events.models.workloads import GangShape
@@ -52,10 +54,9 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class SubmitRequest(_Request):
-    """A workload; ``workload_id`` is the client's, so a retried submit is idempotent."""
+class WorkloadTemplate(_Request):
+    """What a workload asks for: one submission's fields, and every element's of an array."""
 
-    workload_id: Identifier
     budget: BudgetPath
     #: Acceptable pools, in order of preference.
     pools: list[PoolName] = Field(min_length=1, max_length=64)
@@ -76,6 +77,23 @@ class SubmitRequest(_Request):
         if len(set(pools)) != len(pools):
             raise ValueError("each pool may be listed only once")
         return pools
+
+
+class SubmitRequest(WorkloadTemplate):
+    """A workload; ``workload_id`` is the client's, so a retried submit is idempotent."""
+
+    workload_id: Identifier
+
+
+class ArraySubmitRequest(WorkloadTemplate):
+    """A job array: one workload ``<array_id>_<index>`` per index, all recorded or none;
+    ``array_id`` is the client's, so a retried submit is idempotent."""
+
+    array_id: ArrayId
+    #: ``sbatch --array``'s list without its ``%``: ``0-999``, ``0-99:2``, ``1,3,5-7``.
+    indices: ArrayIndices
+    #: At most this many elements placed or running at once (``%K``); None: no limit.
+    max_running: int | None = Field(default=None, ge=1, le=MAX_ARRAY_ELEMENTS)
 
 
 class CancelRequest(_Request):
@@ -279,6 +297,11 @@ class WorkloadView(Answer):
     #: every run ending at its time limit, like ``squeue --start``); null beyond 7 days, when
     #: not pending, or in a list (only ``GET /workloads/{id}`` estimates).
     estimated_start: str | None = None
+    #: The job array it is an element of, and its index there (null: of no array).
+    array_id: str | None = None
+    array_index: int | None = None
+    #: Pending, but held back by its array's limit (``%K``): not in the queue yet.
+    held_by_array: bool = False
 
 
 class WorkloadList(Answer):
@@ -308,6 +331,62 @@ class BudgetAccepted(Accepted):
 
 class NodeAccepted(Accepted):
     node: str
+
+
+class ArrayAccepted(Accepted):
+    array_id: str
+
+
+class ArrayAlreadyAccepted(Answer):
+    """202 for a repeated array submit this API published but has not seen folded yet."""
+
+    status: Literal["accepted"] = "accepted"
+    array_id: str
+    detail: str = "already submitted; not yet visible in this API's view"
+
+
+class ArrayView(Answer):
+    """A job array: what each element is, and how many of its elements are in each state."""
+
+    array_id: str
+    budget: str
+    submitter: str
+    name: str | None
+    #: The indices (canonical expression), how many, and the first and last element's ids.
+    indices: str
+    count: int
+    first_element: str
+    last_element: str
+    max_running: int | None
+    pools: list[str]
+    gpus: int
+    gang: str
+    min_runtime_s: int
+    allocated: bool
+    priority: int
+    submitted_at: str
+    #: Elements per status, of those the view holds (only statuses some element has).
+    statuses: dict[str, int]
+    #: Elements placed or running (what ``max_running`` bounds), and those pending but held
+    #: back by it.
+    running: int
+    held: int
+    #: Elements the view no longer holds (they ended before its window: ``fairshare history``).
+    archived: int = 0
+
+
+class ArrayCancelView(Answer):
+    """What a cancel of a whole array did: pending elements end at once, running ones are
+    stopped by the scheduler (202 until then)."""
+
+    array_id: str
+    #: Elements this request asked to cancel.
+    cancelled: int
+    #: Elements already cancelled or being cancelled, and those that had ended otherwise.
+    already_cancelled: int
+    ended: int
+    #: Whether the view has folded every cancel this request recorded.
+    visible: bool
 
 
 class AlreadyAccepted(Answer):
@@ -404,6 +483,15 @@ class DownReason(_Reason):
     nodes: list[str]
 
 
+class ArrayLimitReason(_Reason):
+    """Its job array runs as many elements as it allows at once (``%K``)."""
+
+    code: Literal["array-limit"]
+    array_id: str
+    max_running: int
+    running: int
+
+
 Reason = Annotated[
     PlainReason
     | FairShareReason
@@ -413,7 +501,8 @@ Reason = Annotated[
     | ContractReason
     | WorkloadsReason
     | CordonedReason
-    | DownReason,
+    | DownReason
+    | ArrayLimitReason,
     Field(discriminator="code"),
 ]
 
@@ -441,6 +530,9 @@ class QueueEntry(Answer):
     #: When it should start (``GET /queue?start=true``, like ``squeue --start``); null beyond
     #: 7 days or when not asked for.
     estimated_start: str | None = None
+    #: The job array it is an element of, and its index there (null: of no array).
+    array_id: str | None = None
+    array_index: int | None = None
 
 
 class PoolQueueView(Answer):
@@ -696,6 +788,7 @@ class PoolList(Answer):
 
 #: What each write answers: the new state, or 202 with what was recorded.
 SubmitAnswer = WorkloadView | WorkloadAccepted | AlreadyAccepted
+ArraySubmitAnswer = ArrayView | ArrayAccepted | ArrayAlreadyAccepted
 CancelAnswer = WorkloadView | WorkloadAccepted
 WeightAnswer = WeightSet | BudgetAccepted
 MemberAnswer = MemberGrant | BudgetAccepted

@@ -57,6 +57,35 @@ def past_end(engine: Engine | None, workload_id: str) -> float | None:
     return None if ended is None else float(ended)
 
 
+def past_array(engine: Engine | None, array_id: str) -> bool:
+    """Whether the read models hold an element of the array ``array_id`` (one indexed row)."""
+    if engine is None:
+        return False
+    query = select(workloads.c.workload_id).where(workloads.c.array_id == array_id).limit(1)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(query).first() is not None
+    except SQLAlchemyError:  # no read models yet
+        return False
+
+
+def past_taken(engine: Engine | None, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` the read models hold as workloads (a thousand ids per statement: an
+    array's elements are checked in a few)."""
+    if engine is None:
+        return set()
+    found: set[str] = set()
+    try:
+        with engine.connect() as connection:
+            for start in range(0, len(ids), 1000):
+                chunk = list(ids[start : start + 1000])
+                query = select(workloads.c.workload_id).where(workloads.c.workload_id.in_(chunk))
+                found.update(connection.execute(query).scalars())
+    except SQLAlchemyError:  # no read models yet
+        return set()
+    return found
+
+
 def past_history(
     engine: Engine | None,
     *,
@@ -166,4 +195,6 @@ def _view(row: Any, charged: dict[str, int]) -> m.WorkloadView:
         elapsed_s=elapsed,
         charged_gpu_s=charged.get("allocated", 0),
         burst_gpu_s=charged.get("unallocated", 0),
+        array_id=row["array_id"],
+        array_index=row["array_index"],
     )

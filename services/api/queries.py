@@ -135,6 +135,9 @@ def workload_view(
         run_time_limit_s=limit.limit_s,
         time_limit_ends_at=limit.ends_at,
         estimated_start=iso(estimate),
+        array_id=workload.array_id,
+        array_index=workload.array_index,
+        held_by_array=state.cluster.indexes.held_by_array(workload),
     )
 
 
@@ -145,8 +148,11 @@ def matches(
     budget: str | None = None,
     submitter: str | None = None,
     pool: str | None = None,
+    array: str | None = None,
 ) -> bool:
     if status is not None and workload.status != status:
+        return False
+    if array is not None and workload.array_id != array:
         return False
     if budget is not None and not (
         workload.budget == budget or workload.budget.startswith(budget + "/")
@@ -169,19 +175,30 @@ def workload_list(
     limit: int,
     preempted: bool = False,
     now: float | None = None,
+    array: str | None = None,
 ) -> m.WorkloadList:
-    """Newest first; ``preempted``: only work preempted at least once (it is requeued, so no
-    status says so)."""
+    """Newest first (an array's elements by index); ``preempted``: only work preempted at
+    least once (it is requeued, so no status says so); ``array``: only its elements."""
     found = [
         w
-        for w in state.cluster.workloads.values()
-        if matches(w, status=status, budget=budget, submitter=submitter, pool=pool)
+        for w in _candidates(state, array)
+        if matches(w, status=status, budget=budget, submitter=submitter, pool=pool, array=array)
         and (not preempted or waiting.preemption_count(state, w.workload_id) > 0)
     ]
-    found.sort(key=lambda w: (-w.submitted_at, w.workload_id))
+    found.sort(key=lambda w: (-w.submitted_at, w.queue_key()[2], w.workload_id))
     return m.WorkloadList(
         total=len(found), workloads=[workload_view(state, w, now) for w in found[:limit]]
     )
+
+
+def _candidates(state: LiveState, array: str | None) -> list[WorkloadState]:
+    """The workloads a filtered list looks at: an array's elements only, when one is asked."""
+    workloads = state.cluster.workloads
+    if array is None:
+        return list(workloads.values())
+    found = state.cluster.arrays.get(array)
+    elements = () if found is None else found.elements
+    return [workloads[w] for w in elements if w in workloads]
 
 
 #: Statuses a workload ends in; preempted and lost only when it will not be requeued.
@@ -297,13 +314,21 @@ def queue_view(
     submitter: str | None,
     reasons: bool,
     start: bool = False,
+    array: str | None = None,
 ) -> m.QueueView:
-    """Every pool's queue (or ``pool``'s; 404 if unknown), entries filtered by budget subtree
-    and submitter (positions stay those of the whole queue); with ``start``, each entry's
-    estimated start (one forward run for the whole queue)."""
+    """Every pool's queue (or ``pool``'s; 404 if unknown), entries filtered by budget subtree,
+    submitter and array (positions stay those of the whole queue); with ``start``, each
+    entry's estimated start (one forward run for the whole queue)."""
     pools = pools_or_404(state, pool)
     view = waiting.queue_view(
-        state, now, window_s, pools, budget=budget, submitter=submitter, reasons=reasons
+        state,
+        now,
+        window_s,
+        pools,
+        budget=budget,
+        submitter=submitter,
+        reasons=reasons,
+        array=array,
     )
     if start:
         ids = [entry.workload_id for queue in view.pools for entry in queue.pending]
@@ -513,10 +538,13 @@ def _demand(cluster: ClusterState, tree: BudgetTree, pool: str) -> dict[str, int
 
 def _may_want(cluster: ClusterState, pool: str) -> list[WorkloadState]:
     """The work that may want GPUs in ``pool`` (:func:`projections.figures.wanted` says how
-    many): queued there, holding GPUs there, or awaiting its requeue. Read from the fold's
+    many): queued there, held back by its array's limit (pending work wants its GPUs, as the
+    read models count it), holding GPUs there, or awaiting its requeue. Read from the fold's
     indexes, not from every workload it remembers: a long history holds thousands ended."""
     ids = set(cluster.active.get(pool, ())) | set(cluster.awaiting_requeue)
     for by_kind in cluster.pending.get(pool, {}).values():
         for queue in by_kind.values():
-            ids.update(key[2] for key in queue)
+            ids.update(key[3] for key in queue)
+    for gate in cluster.indexes.gates.values():
+        ids.update(key[3] for key in gate.held)
     return [cluster.workloads[i] for i in sorted(ids) if i in cluster.workloads]

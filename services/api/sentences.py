@@ -215,6 +215,18 @@ def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
         case why.DownNodes(pool=pool, nodes=nodes):
             message = f"{len(nodes)} node(s) of {pool} are down: {', '.join(nodes)}"
             return m.DownReason(code="down-nodes", message=message, nodes=list(nodes))
+        case why.ArrayLimit(array_id=array_id, limit=limit, running=running):
+            message = (
+                f"array {array_id} runs at most {limit} element(s) at once and {running} "
+                "hold GPUs: it is queued when one of them ends (JobArrayTaskLimit)"
+            )
+            return m.ArrayLimitReason(
+                code="array-limit",
+                message=message,
+                array_id=array_id,
+                max_running=limit,
+                running=running,
+            )
 
 
 def _fair_share(reason: why.FairShare) -> m.FairShareReason:

@@ -8,10 +8,12 @@ of ``/queue`` and ``/workloads/{id}/why``. Nothing here changes the state it rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from events.models import PreemptCommand
 from events.times import DEFAULT_WINDOW_S
+from projections.cluster_state import WorkloadState
 from projections.live_state import CommandRecord, LiveState
 from services.api import models as m
 from services.api.sentences import (
@@ -46,13 +48,22 @@ def pool_queue(
     window_s: int = DEFAULT_WINDOW_S,
     *,
     reasons: bool = True,
+    keep: Callable[[WorkloadState], bool] | None = None,
 ) -> m.PoolQueueView:
     """``pool``'s pending work in order, with position (1-based) and, if asked, reasons and
-    the one that decides."""
+    the one that decides; ``keep``: only the entries it keeps."""
     queue = pending_queue(state, pool, now, window_s)
     entries = []
-    for position, workload in enumerate(queue.ordered, start=1):
-        found = queue.reasons(position) if reasons else ()
+    listed = (
+        queue.each(keep)
+        if reasons
+        else (
+            (position, workload, ())
+            for position, workload in enumerate(queue.ordered, start=1)
+            if keep is None or keep(workload)
+        )
+    )
+    for position, workload, found in listed:
         code, summary = pending_summary(found, now) if reasons else (None, None)
         entries.append(
             m.QueueEntry(
@@ -72,6 +83,8 @@ def pool_queue(
                 name=workload_name(workload.spec),
                 reason=code,
                 summary=summary,
+                array_id=workload.array_id,
+                array_index=workload.array_index,
             )
         )
     nodes = [n for n in state.cluster.nodes.values() if n.pool == pool]
@@ -96,19 +109,23 @@ def queue_view(
     budget: str | None,
     submitter: str | None,
     reasons: bool,
+    array: str | None = None,
 ) -> m.QueueView:
-    """The queues of ``pools``, entries filtered by budget subtree and submitter (positions
-    stay those of the whole queue)."""
-    result = []
-    for name in pools:
-        entry = pool_queue(state, name, now, window_s, reasons=reasons)
-        entry.pending = [
-            item
-            for item in entry.pending
-            if (budget is None or item.budget == budget or item.budget.startswith(budget + "/"))
-            and (submitter is None or item.submitter == submitter)
-        ]
-        result.append(entry)
+    """The queues of ``pools``, entries filtered by budget subtree, submitter and array
+    (positions stay those of the whole queue)."""
+
+    def keep(workload: WorkloadState) -> bool:
+        return (
+            (
+                budget is None
+                or workload.budget == budget
+                or workload.budget.startswith(budget + "/")
+            )
+            and (submitter is None or workload.submitter == submitter)
+            and (array is None or workload.array_id == array)
+        )
+
+    result = [pool_queue(state, name, now, window_s, reasons=reasons, keep=keep) for name in pools]
     return m.QueueView(as_of=iso(now), window_s=window_s, pools=result)
 
 

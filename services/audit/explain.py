@@ -1,11 +1,11 @@
 """``fairshare audit explain WORKLOAD``: the causal chain of one workload, from the log.
 
-Submission, every placement with its decision record, starts, charges, preemptions and why
-(and preemptions it caused), requeues, the end: each with its event time and log line, in
-event-time order. A log is not in that order as a file or a read of the topics gives it (one
-topic after another: every charge after every fact), so the chain is sorted by event time; at
-equal times, in the order one causes the next (a submission before its placement before its
-start ...), then in log order.
+Submission (an array element's: its array's, on the array's partition), every placement with
+its decision record, starts, charges, preemptions and why (and preemptions it caused), requeues,
+the end: each with its event time and log line, in event-time order. A log is not in that order
+as a file or a read of the topics gives it (one topic after another: every charge after every
+fact), so the chain is sorted by event time; at equal times, in the order one causes the next
+(a submission before its placement before its start ...), then in log order.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from events.models import (
     LedgerCharge,
     PlaceCommand,
     PreemptCommand,
+    WorkloadArraySubmitted,
     WorkloadCancelled,
     WorkloadFinished,
     WorkloadLost,
@@ -28,6 +29,7 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
+from events.models.arrays import element_index
 from events.ndjson import BadLine
 
 
@@ -49,6 +51,7 @@ def _decision(record: DecisionRecord) -> str:
 #: At equal event times, the order in which one fact leads to the next.
 _CAUSAL = (
     WorkloadSubmitted,
+    WorkloadArraySubmitted,
     WorkloadCancelled,
     PlaceCommand,
     WorkloadPlaced,
@@ -94,7 +97,10 @@ def _concerns(item: Envelope[Any], workload_id: str) -> bool:
     data = item.data
     mine = getattr(data, "workload_id", None) == workload_id
     caused = isinstance(data, PreemptCommand) and data.decision.preemptor == workload_id
-    return mine or caused
+    element = (
+        isinstance(data, WorkloadArraySubmitted) and element_index(data, workload_id) is not None
+    )
+    return mine or caused or element
 
 
 def _line(item: Envelope[Any], workload_id: str) -> str | None:
@@ -108,6 +114,14 @@ def _line(item: Envelope[Any], workload_id: str) -> str | None:
             f"{when} submitted by {data.submitter} to {data.budget}: {data.gpus} GPU(s), "
             f"contract {data.min_runtime_s}s, priority {data.priority}, pools "
             f"{', '.join(data.pools)}"
+        )
+    if isinstance(data, WorkloadArraySubmitted):
+        limit = f", at most {data.max_running} at once" if data.max_running else ""
+        return (
+            f"{when} submitted by {data.submitter} to {data.budget} as element "
+            f"{element_index(data, workload_id)} of array {data.array_id} (indices "
+            f"{data.indices}{limit}): {data.gpus} GPU(s), contract {data.min_runtime_s}s, "
+            f"priority {data.priority}, pools {', '.join(data.pools)}"
         )
     if isinstance(data, PlaceCommand):
         nodes = ", ".join(f"{p.node}{list(p.gpus)}" for p in data.placement.nodes)

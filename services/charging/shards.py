@@ -4,6 +4,10 @@ A workload's facts (submission, start, end) are keyed by its id, so each lies wh
 partition of the workloads topic: the partitions split the ledger fold cleanly, and instances
 of the group ``<prefix>charging`` share them out. What does not split:
 
+* **A job array's elements** are submitted by the array's one fact, on the array's partition;
+  their starts, on their own, name their budget (the agents state it), so the shard that holds
+  an element charges it without the array's partition.
+
 * **Heartbeats** are keyed by node, and a node's GPUs may hold runs of workloads on several
   partitions. Every shard reads every heartbeat and confirms only its own runs
   (:class:`~projections.ledger.Ledger`'s ``owns``: the workload id hashes, as the producers'

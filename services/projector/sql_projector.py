@@ -31,6 +31,7 @@ from events.models import (
     PlaceCommand,
     PreemptCommand,
     PriceSet,
+    WorkloadArraySubmitted,
     WorkloadCancelled,
     WorkloadFinished,
     WorkloadLost,
@@ -44,6 +45,7 @@ from events.models.ledger import parse_charge_id
 from events.positions import Delivery
 from events.times import HOUR
 from projections.figures import wanted_gpus
+from services.projector import arrays
 from services.read_models import usage_upkeep
 from services.read_models.demand_upkeep import Change, apply_changes
 from services.read_models.tables import (
@@ -126,10 +128,8 @@ class SqlProjector:
                     # Charges touch only the ledger tables: written together, in bulk.
                     where = delivery.position
                     charges.append((envelope.data, at, envelope.id, where.partition, where.offset))
-                else:
-                    effect = _EFFECTS.get(type(envelope.data))
-                    if effect is not None:
-                        effect(connection, envelope.data, at, envelope.id)
+                elif not arrays.held_back(connection, _insert, envelope.data, at, envelope.id):
+                    _apply(connection, envelope.data, at, envelope.id)
                 advanced[key] = delivery.position.offset + 1
                 applied += 1
             if charges:
@@ -272,10 +272,22 @@ def _wanted(row: Any) -> dict[str, int]:
     )
 
 
+#: What the demand rule and a run read of a workload's row.
+_ROW = (
+    workloads.c.budget,
+    workloads.c.min_runtime_s,
+    workloads.c.status,
+    workloads.c.gpus,
+    workloads.c.pools,
+    workloads.c.pool,
+    workloads.c.resumable,
+    workloads.c.cancel_requested,
+    workloads.c.attempt,
+)
+
+
 def _workload_row(connection: Connection, workload_id: str) -> Any:
-    return connection.execute(
-        select(workloads).where(workloads.c.workload_id == workload_id)
-    ).first()
+    return connection.execute(select(*_ROW).where(workloads.c.workload_id == workload_id)).first()
 
 
 def _keeping_demand(effect: Effect) -> Effect:
@@ -403,6 +415,23 @@ def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) 
     if created is not None:  # charges read ahead of it move to its submitter
         usage_upkeep.submitted(connection, _insert, e.workload_id, e.submitter)
     _note_checkpoints(connection, e)
+
+
+def _release_early(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) -> None:
+    """Facts of the workload read before it apply now (each keeping demand as it goes)."""
+    arrays.release(connection, [e.workload_id], _apply)
+
+
+def _array_submitted(connection: Connection, e: WorkloadArraySubmitted, at: int, _id: str) -> None:
+    every = checkpoint_every_s(e.spec)
+    arrays.project_array(connection, e, at, _insert, _apply, every)
+
+
+def _apply(connection: Connection, data: EventData, at: int, event_id: str) -> None:
+    """One fact's effect on the tables (none for a type the read models do not keep)."""
+    effect = _EFFECTS.get(type(data))
+    if effect is not None:
+        effect(connection, data, at, event_id)
 
 
 def _note_checkpoints(connection: Connection, e: WorkloadSubmitted) -> None:
@@ -620,7 +649,8 @@ def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) 
 
 
 _EFFECTS: dict[type[EventData], Effect] = {
-    WorkloadSubmitted: _keeping_demand(_submitted),
+    WorkloadSubmitted: _both(_keeping_demand(_submitted), _release_early),
+    WorkloadArraySubmitted: _array_submitted,
     WorkloadPlaced: _keeping_demand(
         _workload_update("placed", ("pending",), pool=lambda e, at: e.pool)
     ),

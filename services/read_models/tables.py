@@ -85,6 +85,23 @@ workloads = Table(
     Column("pool", String(128)),
     #: Its submitter asked to cancel it while it ran: a stop ends it instead of a requeue.
     Column("cancel_requested", Boolean, nullable=False, server_default=false()),
+    #: The job array it is an element of, and its index there (None: of no array).
+    Column("array_id", String(256), index=True),
+    Column("array_index", Integer),
+)
+
+#: Facts of a workload read before the workload itself: an array element's facts lie on its
+#: own partition, its submission (the array's) on the array's, and a projector reads
+#: partitions in no order between them. Applied, in the order read, once the array is.
+early_facts = Table(
+    "early_facts",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("workload_id", String(256), nullable=False, index=True),
+    Column("event_id", String(64), nullable=False),
+    Column("event_type", String(200), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("event_time", BigInteger, nullable=False),
 )
 
 #: Every run (workload, attempt): where it ran, when, and where its charges reach. A run is

@@ -172,7 +172,7 @@ def test_errors_exit_1_with_the_status_and_detail(world: World) -> None:
     code, _, err = run(world, "show", "nope")
     assert code == 1
     assert "HTTP 404" in err
-    assert "unknown workload 'nope'" in err
+    assert "unknown workload 'nope' (no array has that id either)" in err
     code, _, err = run(world, "submit", "-A", "lab/a", "-p", "p", "-G", "0")
     assert code == 1
     assert "HTTP 422" in err

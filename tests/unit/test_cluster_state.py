@@ -184,7 +184,7 @@ def test_submit_is_idempotent_by_client_id() -> None:
     assert snapshot(s.cluster) == before
     workload = s.cluster.workloads["w"]
     assert (workload.budget, workload.gpus, workload.submitted_at) == ("a", 2, T0)
-    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == [(0, T0, "w")]
+    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == [(0, T0, -1, "w")]
 
 
 def test_submit_after_the_workload_ended_does_not_revive_it() -> None:
@@ -218,7 +218,7 @@ def test_pending_queue_orders_by_priority_then_submit_time_then_id() -> None:
     s.submit("b-same-time", "a", at=T0 + 20)
     s.submit("a-same-time", "a", at=T0 + 20)
     queue = s.cluster.pending["p"]["a"][(True, 1, "single-node")]
-    assert [key[2] for key in queue] == ["late-high", "early", "a-same-time", "b-same-time"]
+    assert [key[3] for key in queue] == ["late-high", "early", "a-same-time", "b-same-time"]
 
 
 def test_multi_pool_workload_waits_in_every_pool_and_leaves_all_when_placed() -> None:
@@ -405,7 +405,7 @@ def test_preempted_resumable_work_awaits_requeue_and_keeps_its_submit_time() -> 
     assert workload.placement == ()
     assert workload.started_at is None
     assert s.cluster.awaiting_requeue == set()
-    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == [(-3, T0 - 500, "w")]
+    assert list(s.cluster.pending["p"]["a"][(True, 2, "single-node")]) == [(-3, T0 - 500, -1, "w")]
 
 
 def test_non_resumable_preempted_work_is_not_requeued() -> None:

@@ -20,9 +20,11 @@ def queue(
     submitter: str | None = None,
     reasons: bool = True,
     start: bool = False,
+    array: str | None = None,
 ) -> QueueView:
     """Pending work per pool in the order the scheduler considers it, with each
-    workload's position and why it is pending; with ``start``, when each should start."""
+    workload's position and why it is pending (the elements an array's limit holds back come
+    last); with ``start``, when each should start; ``array``: only its elements."""
     now = ctx.clock()
     with ctx.view.read() as state:
         return queries.queue_view(
@@ -34,4 +36,5 @@ def queue(
             submitter=submitter,
             reasons=reasons,
             start=start,
+            array=array,
         )

@@ -1,5 +1,6 @@
 """``/workloads``: submit, list, show, cancel, and why one waits or was preempted;
-``/history``: finished work (like sacct)."""
+``/history``: finished work (like sacct); and ``/arrays`` (:mod:`.arrays`), whose elements
+are workloads."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from services.api.models import (
     WorkloadView,
 )
 from services.api.past_work import past_history, past_workload
+from services.api.routes import arrays
 from services.reports.periods import parse_time
 
 router = APIRouter(tags=["workloads"])
+router.include_router(arrays.router)
 
 _SUBMITTED = {
     Outcome.DONE: status.HTTP_201_CREATED,
@@ -59,10 +62,11 @@ def list_workloads(
     preempted: Annotated[
         bool, Query(description="only work preempted at least once (it was requeued)")
     ] = False,
+    array: Annotated[str | None, Query(description="only the elements of this job array")] = None,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> WorkloadList:
-    """Workloads, newest first, filtered by status, budget (its subtree), submitter, pool, and
-    whether they were ever preempted."""
+    """Workloads, newest first (an array's elements by index), filtered by status, budget (its
+    subtree), submitter, pool, job array, and whether they were ever preempted."""
     now = ctx.clock()
     with ctx.view.read() as state:
         return queries.workload_list(
@@ -74,6 +78,7 @@ def list_workloads(
             limit=limit,
             preempted=preempted,
             now=now,
+            array=array,
         )
 
 

@@ -36,6 +36,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="print the API's JSON")
 PoolFilter = Annotated[str | None, typer.Option("--pool", "-p", help="only this pool")]
 BudgetFilter = Annotated[str | None, typer.Option("--budget", "-A", help="budget subtree")]
 UserFilter = Annotated[str | None, typer.Option("--user", "-u", help="submitter")]
+ArrayFilter = Annotated[
+    str | None, typer.Option("--array", "-a", help="only the elements of this job array")
+]
 MeFilter = Annotated[
     bool, typer.Option("--me", help="only my work (the user of the token), like squeue --me")
 ]

@@ -1,4 +1,7 @@
-"""What waits and why: ``queue`` (squeue) with one reason per job, and ``why``."""
+"""What waits and why: ``queue`` (squeue) with one reason per job, and ``why``.
+
+Like squeue, ``queue`` shows a job array's elements that wait in a row for one reason as one
+line, ``A_[5-999]`` (``--json`` has every element)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import typer
 
 from services.client.commands.common import (
     ApiOption,
+    ArrayFilter,
     BudgetFilter,
     JsonOption,
     MeFilter,
@@ -26,7 +30,7 @@ from services.client.terminal import FittedTable, plain
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from services.api.models import PreemptionRecord, QueueView, WhyView
+    from services.api.models import PreemptionRecord, QueueEntry, QueueView, WhyView
 
 
 def queue(
@@ -35,6 +39,7 @@ def queue(
     budget: BudgetFilter = None,
     user: UserFilter = None,
     me: MeFilter = False,
+    array: ArrayFilter = None,
     long: Annotated[
         bool, typer.Option("--long", "-l", help="say the reason of each job in a sentence")
     ] = False,
@@ -61,6 +66,7 @@ def queue(
             budget=budget,
             submitter=submitter_filter(c, user, me),
             start=True if start else None,
+            array=array,
         ),
     )
     emit(answer, as_json, lambda o: o.print(_queue_table(answer, long, start)))
@@ -78,12 +84,12 @@ def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTa
         drop=(*(["REASON"] if long else []), "RANK", "CONTRACT", "POS", "NAME", "GPUS"),
     )
     for entry in answer.pools:
-        for item in entry.pending:
+        for item, last in _runs(entry.pending):
             table.add_row(
                 (
                     entry.pool,
-                    item.position,
-                    item.workload_id,
+                    item.position if last is None else f"{item.position}-{last.position}",
+                    item.workload_id if last is None else _elements(item, last),
                     item.name or "-",
                     item.budget,
                     item.submitter,
@@ -96,6 +102,34 @@ def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTa
                 ),
             )
     return table
+
+
+def _runs(entries: list[QueueEntry]) -> list[tuple[QueueEntry, QueueEntry | None]]:
+    """Each entry alone, or the first and last of a run of one array's elements that are
+    next to each other in the queue and wait for the same reason (one line, as squeue
+    shows them)."""
+    runs: list[tuple[QueueEntry, QueueEntry | None]] = []
+    for item in entries:
+        if runs and _continues(runs[-1][1] or runs[-1][0], item):
+            runs[-1] = (runs[-1][0], item)
+        else:
+            runs.append((item, None))
+    return runs
+
+
+def _continues(previous: QueueEntry, item: QueueEntry) -> bool:
+    return (
+        item.array_id is not None
+        and item.array_id == previous.array_id
+        and item.position == previous.position + 1
+        and item.reason == previous.reason
+        and item.estimated_start == previous.estimated_start
+    )
+
+
+def _elements(first: QueueEntry, last: QueueEntry) -> str:
+    """A run of an array's elements, as squeue writes pending tasks: ``A_[5-999]``."""
+    return f"{first.array_id}_[{first.array_index}-{last.array_index}]"
 
 
 def _start(estimated: str | None) -> str:

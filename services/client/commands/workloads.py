@@ -1,5 +1,6 @@
-"""Workload commands: ``submit`` (sbatch), ``cancel`` (scancel), ``list`` and ``show``
-(scontrol show job)."""
+"""Workload commands: ``submit`` (sbatch, ``--array`` too), ``cancel`` (scancel), ``list`` and
+``show`` (scontrol show job). A job array's id works where a workload's does: ``cancel A``
+cancels its every element, ``show A`` summarises it, ``list --array A`` lists its elements."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import typer
 
 from services.client.commands.common import (
     ApiOption,
+    ArrayFilter,
     BudgetFilter,
     JsonOption,
     MeFilter,
@@ -30,8 +32,15 @@ from services.client.terminal import FittedTable, plain
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from services.api.models import WorkloadList, WorkloadView
-    from services.client.api import FairshareClient
+    from services.api.models import (
+        ArrayCancelView,
+        ArraySubmitAnswer,
+        ArrayView,
+        CancelAnswer,
+        WorkloadList,
+        WorkloadView,
+    )
+    from services.client.api import ApiError, FairshareClient
 
 
 def submit(
@@ -79,7 +88,18 @@ def submit(
     priority: Annotated[int, typer.Option(help="order within the budget only")] = 0,
     resumable: Annotated[bool, typer.Option(help="requeue automatically after preemption")] = True,
     workload_id: Annotated[
-        str | None, typer.Option("--id", help="client id (default: a new UUID)")
+        str | None,
+        typer.Option("--id", help="client id, of the array with --array (default: a new UUID)"),
+    ] = None,
+    array: Annotated[
+        str | None,
+        typer.Option(
+            "--array",
+            "-a",
+            help="a job array, like sbatch --array: indices 0-999, 0-99:2 or 1,3,5-7, and %K "
+            "to run at most K at once (0-999%50); each element gets FAIRSHARE_ARRAY_INDEX",
+            show_default=False,
+        ),
     ] = None,
     spec: Annotated[
         str | None, typer.Option(help="JSON object for the agent (image, env, ...)")
@@ -89,12 +109,12 @@ def submit(
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Submit a workload (like sbatch). Retrying with the same --id is safe."""
+    """Submit a workload, or a job array with --array (like sbatch). Retrying with the same
+    --id is safe: the whole array is recorded once, or not at all."""
     payload_spec = _spec(spec, command, image, name)
     wid = workload_id or str(uuid.uuid4())
     # Sent as given, not checked here: the API names a bad field (422) like for any client.
-    request = {
-        "workload_id": wid,
+    request: dict[str, Any] = {
         "budget": budget,
         "pools": list(pool or []),
         "gpus": gpus,
@@ -106,13 +126,22 @@ def submit(
     }
     if time_limit is not None:
         request["time_limit_s"] = parse_duration(time_limit)
+    if array is not None:
+        request.update(_array_fields(array), array_id=wid)
+    else:
+        request["workload_id"] = wid
 
     def send(client: FairshareClient) -> tuple[Any, int]:
         if not request["pools"]:
             request["pools"] = [_only_pool(client)]
+        if array is not None:
+            return client.submit_array(request), client.last_status
         return client.submit(request), client.last_status
 
     answer, code = ask(ctx, api, token, send)
+    if array is not None:
+        emit(answer, as_json, lambda console: console.print(plain(_array_said(answer, code, wid))))
+        return
 
     def say(console: Console) -> None:
         if code == 201:
@@ -123,6 +152,29 @@ def submit(
             console.print(plain(f"Accepted workload {wid} (recorded; not yet visible)"))
 
     emit(answer, as_json, say)
+
+
+def _array_fields(text: str) -> dict[str, Any]:
+    """``--array``'s value as the API takes it: the indices, and ``max_running`` from ``%K``
+    (the API checks both and names a bad item)."""
+    indices, percent, limit = text.partition("%")
+    if not percent:
+        return {"indices": indices}
+    if not limit.isdigit():
+        raise typer.BadParameter(f"%{limit}: give a whole number of elements", param_hint="--array")
+    return {"indices": indices, "max_running": int(limit)}
+
+
+def _array_said(answer: ArraySubmitAnswer, code: int, array_id: str) -> str:
+    from services.api.models import ArrayView
+
+    if not isinstance(answer, ArrayView):
+        return f"Accepted array {array_id} (recorded; not yet visible)"
+    limit = f", at most {answer.max_running} at once" if answer.max_running else ""
+    what = f"{answer.count} element(s) ({answer.first_element} .. {answer.last_element}){limit}"
+    if code == 200:
+        return f"Array {array_id} was already submitted: {what}"
+    return f"Submitted array {array_id}: {what}"
 
 
 def _spec(
@@ -157,16 +209,53 @@ def _only_pool(client: FairshareClient) -> str:
 
 def cancel(
     ctx: typer.Context,
-    workload_id: Annotated[str, typer.Argument(help="the workload")],
+    workload_id: Annotated[
+        str, typer.Argument(help="the workload, an array's element (A_5), or a whole array (A)")
+    ],
     reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Cancel a workload (like scancel)."""
-    answer = ask(ctx, api, token, lambda c: c.cancel(workload_id, reason))
-    done = plain(f"Cancel of {workload_id} recorded ({answer.status})")
-    emit(answer, as_json, lambda o: o.print(done))
+    """Cancel a workload, or every element of a job array (like scancel)."""
+    answer = ask(ctx, api, token, lambda c: _workload_or_array(c, workload_id, reason))
+    emit(answer, as_json, lambda o: o.print(plain(_cancel_said(answer, workload_id))))
+
+
+def _workload_or_array(
+    client: FairshareClient, target: str, reason: str
+) -> CancelAnswer | ArrayCancelView:
+    """The workload's cancel, or the array's when no workload has that id."""
+    from services.client.api import ApiError
+
+    try:
+        return client.cancel(target, reason)
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        unknown = error
+    try:
+        return client.cancel_array(target, reason)
+    except ApiError as error:
+        raise _neither(unknown) if error.status == 404 else error from None
+
+
+def _cancel_said(answer: CancelAnswer | ArrayCancelView, target: str) -> str:
+    from services.api.models import ArrayCancelView
+
+    if not isinstance(answer, ArrayCancelView):
+        return f"Cancel of {target} recorded ({answer.status})"
+    if not answer.cancelled:
+        return (
+            f"Nothing left to cancel in array {target}: {answer.already_cancelled} element(s) "
+            f"cancelled already, {answer.ended} ended"
+        )
+    left = f" ({answer.already_cancelled} cancelled already, {answer.ended} ended)"
+    pending = "" if answer.visible else "; not yet visible"
+    return (
+        f"Cancel of array {target} recorded for {answer.cancelled} element(s){left}: running "
+        f"ones stop when the scheduler stops them{pending}"
+    )
 
 
 StatusFilter = Annotated[
@@ -190,11 +279,12 @@ def list_workloads(
     user: UserFilter = None,
     me: MeFilter = False,
     pool: PoolFilter = None,
+    array: ArrayFilter = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List workloads, newest first."""
+    """List workloads, newest first (an array's elements by index)."""
     answer = ask(
         ctx,
         api,
@@ -205,6 +295,7 @@ def list_workloads(
             submitter=submitter_filter(c, user, me),
             pool=pool,
             preempted=preempted or None,
+            array=array,
         ),
     )
     emit(answer, as_json, lambda o: o.print(_workload_table(answer)))
@@ -256,17 +347,42 @@ def _workload_table(answer: WorkloadList) -> FittedTable:
 
 def show(
     ctx: typer.Context,
-    workload_id: Annotated[str, typer.Argument(help="the workload")],
+    workload_id: Annotated[str, typer.Argument(help="the workload, or a job array")],
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """One workload (like scontrol show job)."""
-    answer = ask(ctx, api, token, lambda c: c.workload(workload_id))
+    """One workload, or a job array's summary (like scontrol show job)."""
+    answer = ask(ctx, api, token, lambda c: _shown(c, workload_id))
     emit(answer, as_json, lambda o: o.print(_fields_table(answer)))
 
 
-def _fields_table(answer: WorkloadView) -> FittedTable:
+def _shown(client: FairshareClient, target: str) -> WorkloadView | ArrayView:
+    """The workload, or the array when no workload has that id."""
+    from services.client.api import ApiError
+
+    try:
+        return client.workload(target)
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        unknown = error
+    try:
+        return client.array(target)
+    except ApiError as error:
+        raise _neither(unknown) if error.status == 404 else error from None
+
+
+def _neither(unknown: ApiError) -> ApiError:
+    """The API's 404 for the workload, saying that no array has the id either."""
+    from services.client.api import ApiError, format_detail
+
+    return ApiError(
+        404, f"{format_detail(unknown.detail)} (no array has that id either)", unknown.url
+    )
+
+
+def _fields_table(answer: WorkloadView | ArrayView) -> FittedTable:
     table = FittedTable("FIELD", "VALUE", whole=("FIELD",), show_header=False)
     for key, value in answer.model_dump(mode="json").items():
         table.add_row((key, value if isinstance(value, str) else json.dumps(value)))

@@ -94,7 +94,7 @@ def _schedule_pool(name: str, scheduling: SchedulingPass, pool: str, usage: Usag
             queue = queues[budget].get(kind)
             if not queue:
                 continue
-            workload_id = queue[0][2]
+            workload_id = queue[0][3]
             # Allocated work goes first, as in the fair-share pass.
             candidate = (
                 (0.0 if allocated else 1.0, *key(cluster.workloads[workload_id])),

@@ -68,11 +68,14 @@ class DebugLane:
             raise ValueError("lane fractions must be in [0, 1]")
 
     def admits(self, workload: WorkloadState) -> bool:
-        """Lane-shaped: allocated, small and short (unallocated work is never in the lane)."""
+        """Lane-shaped: allocated, small and short (unallocated work is never in the lane),
+        and no job array's element: an array is batch work, and a thousand short elements in
+        the lane would take half the pool ahead of fair share and preempt for it."""
         return (
             self.enabled
             and 0 < workload.min_runtime_s <= self.max_min_runtime_s
             and workload.gpus <= self.max_gpus
+            and workload.array_id is None
         )
 
     def max_in_use(self, capacity: int) -> int:

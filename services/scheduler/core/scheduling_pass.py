@@ -592,7 +592,7 @@ class FairSharePass(SchedulingPass):
             if candidate is None:
                 turn.order.deactivate(leaf)
                 continue
-            (_priority, _submitted, workload_id), kind = candidate
+            (*_order, workload_id), kind = candidate
             workload = self.cluster.workloads[workload_id]
             if self._place_in_phase(turn, phase, leaf, workload, kind[1]):
                 continue
@@ -620,7 +620,7 @@ class FairSharePass(SchedulingPass):
     def _first_scheduled(self, queue: SortedList[QueueKey]) -> QueueKey | None:
         """The first entry of ``queue`` this pass may place (``PassContext.schedules``)."""
         for key in queue:
-            if self.ctx.schedules(self.cluster.workloads[key[2]]):
+            if self.ctx.schedules(self.cluster.workloads[key[3]]):
                 return key
         return None
 

@@ -253,7 +253,7 @@ def _pools(
         phases: tuple[dict[str, dict[tuple[int, str], list[WorkloadState]]], ...] = ({}, {}, {})
         for by_kind in cluster.indexes.pending.get(name, {}).values():
             for queue in by_kind.values():
-                for _priority, _submitted, workload_id in queue:
+                for *_order, workload_id in queue:
                     workload = cluster.workloads[workload_id]
                     leaf = workload.budget
                     if leaf not in order.shares or order.children.get(leaf):

@@ -14,7 +14,7 @@ never run here). Pure like the rest of the core: ``now`` and the usage are argum
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Literal
@@ -43,6 +43,7 @@ class PendingCode(StrEnum):
     RANKS_AHEAD = "ranks-ahead"
     CORDONED_NODES = "cordoned-nodes"
     DOWN_NODES = "down-nodes"
+    ARRAY_LIMIT = "array-limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,8 +234,20 @@ class DownNodes:
     nodes: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ArrayLimit:
+    """Its job array has as many elements placed or running as its limit allows (``%K``):
+    it is not in the queue until one of them ends (Slurm's ``JobArrayTaskLimit``)."""
+
+    code: ClassVar[PendingCode] = PendingCode.ARRAY_LIMIT
+    array_id: str
+    limit: int
+    running: int
+
+
 PendingReason = (
-    NoShare
+    ArrayLimit
+    | NoShare
     | NoNodes
     | FairShare
     | FundedFirst
@@ -263,7 +276,8 @@ def queue_order(
     """Pending work of ``pool`` in the order a scheduling pass considers it: allocated work in
     hierarchical fair-share order (each pick charging its budget ``gpus x min_runtime`` before
     the next, as the pass does for a placement), then unallocated work in the same order.
-    Work of budgets without a share (closed, or unknown) comes last."""
+    Work of budgets without a share (closed, or unknown) comes last. Elements an array's
+    limit holds back are not in it (:func:`held_by_arrays`)."""
     queues = cluster.indexes.pending.get(pool, {})
     order = FairShareOrder(tree, pool, now, usage, cluster.capacity(pool), window_s)
     ordered: list[WorkloadState] = []
@@ -277,23 +291,38 @@ def queue_order(
         order.activate(sorted(b for b in per_leaf if b not in orphans))
         while (leaf := order.best_leaf()) is not None:
             waiting = per_leaf[leaf]
-            workload = cluster.workloads[waiting.popleft()[2]]
+            workload = cluster.workloads[waiting.popleft()[3]]
             ordered.append(workload)
             if allocated:
                 order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
             if not waiting:
                 order.deactivate(leaf)
         for budget in orphans:
-            ordered.extend(cluster.workloads[key[2]] for key in per_leaf[budget])
+            ordered.extend(cluster.workloads[key[3]] for key in per_leaf[budget])
     return ordered
+
+
+def held_by_arrays(cluster: ClusterState, pool: str) -> list[WorkloadState]:
+    """Pending elements of ``pool`` that their arrays' limits hold back, array by array (by
+    id), each array's in the order they will be queued."""
+    held: list[WorkloadState] = []
+    for array_id in sorted(cluster.indexes.gates):
+        gate = cluster.indexes.gates[array_id]
+        held.extend(
+            workload
+            for *_order, workload_id in gate.held
+            if pool in (workload := gate.pending[workload_id]).pools
+        )
+    return held
 
 
 class PoolQueue:
     """One pool's pending work in pass order at ``now``, and why each workload waits.
 
-    ``ranking`` is the fair-share order as it stands (never charged): ranks and usage ratios
-    are reported from it, and preemption is judged against it as the pass judges its first
-    pick."""
+    ``ordered`` is the queue a pass considers, then the elements their arrays' limits hold
+    back (``considered`` of them are the former). ``ranking`` is the fair-share order as it
+    stands (never charged): ranks and usage ratios are reported from it, and preemption is
+    judged against it as the pass judges its first pick."""
 
     def __init__(
         self,
@@ -307,7 +336,9 @@ class PoolQueue:
         self.cluster = cluster
         self.pool = pool
         self.now = now
-        self.ordered = tuple(queue_order(cluster, tree, pool, now, usage, window_s))
+        considered = queue_order(cluster, tree, pool, now, usage, window_s)
+        self.considered = len(considered)
+        self.ordered = (*considered, *held_by_arrays(cluster, pool))
         self.ranking = FairShareOrder(tree, pool, now, usage, cluster.capacity(pool), window_s)
 
     def rank(self, budget: str) -> int | None:
@@ -320,12 +351,100 @@ class PoolQueue:
     def reasons(self, position: int) -> tuple[PendingReason, ...]:
         """Why the workload at ``position`` (1-based) is still pending, most decisive first."""
         workload = self.ordered[position - 1]
-        return explain(
-            self.cluster, self.pool, workload, self.ordered[: position - 1], self.ranking, self.now
-        )
+        if position > self.considered:
+            return self._held(workload)
+        ahead = Ahead.of(self.ordered[: position - 1])
+        return _explain(self.cluster, self.pool, workload, ahead, self.ranking, self.now, {})
+
+    def each(
+        self, wanted: Callable[[WorkloadState], bool] | None = None
+    ) -> Iterator[tuple[int, WorkloadState, tuple[PendingReason, ...]]]:
+        """(position, workload, :meth:`reasons`) of every ``wanted`` workload, in one walk of
+        the queue: what is ahead is summed as it goes and what the pool offers is worked out
+        once per shape of work, so a queue of 10,000 costs 10,000 steps, not 50 million."""
+        ahead = Ahead()
+        rooms: dict[_Shape, _Room] = {}
+        for position, workload in enumerate(self.ordered, start=1):
+            if wanted is None or wanted(workload):
+                if position > self.considered:
+                    found = self._held(workload)
+                else:
+                    found = _explain(
+                        self.cluster, self.pool, workload, ahead, self.ranking, self.now, rooms
+                    )
+                yield position, workload, found
+            ahead.add(workload)
+
+    def _held(self, workload: WorkloadState) -> tuple[PendingReason, ...]:
+        gate = self.cluster.indexes.gates[workload.array_id or ""]
+        return (ArrayLimit(workload.array_id or "", gate.limit, gate.running),)
 
 
 # -- the reasons --------------------------------------------------------------------------------
+class Ahead:
+    """The work ahead of a workload in its queue, as its standing reasons read it, summed as
+    the queue is walked (:meth:`PoolQueue.each`)."""
+
+    def __init__(self) -> None:
+        #: Funded (allocated) workloads, and their budgets.
+        self.funded = 0
+        self.funded_budgets: set[str] = set()
+        #: Per (allocated, budget): how many; per budget: the ids, in queue order.
+        self.of_kind: dict[tuple[bool, str], int] = {}
+        self.of_budget: dict[str, list[str]] = {}
+
+    @classmethod
+    def of(cls, workloads: Iterable[WorkloadState]) -> Ahead:
+        ahead = cls()
+        for workload in workloads:
+            ahead.add(workload)
+        return ahead
+
+    def add(self, workload: WorkloadState) -> None:
+        if workload.allocated:
+            self.funded += 1
+            self.funded_budgets.add(workload.budget)
+        key = (workload.allocated, workload.budget)
+        self.of_kind[key] = self.of_kind.get(key, 0) + 1
+        self.of_budget.setdefault(workload.budget, []).append(workload.workload_id)
+
+    def standing(self, workload: WorkloadState, ranking: FairShareOrder) -> list[PendingReason]:
+        """Funded work ahead of burst work, then work of its kind of other budgets (fair
+        share), then of its own budget."""
+        ranks = ranking.ranks()
+        mine = workload.budget
+        reasons: list[PendingReason] = []
+        if self.funded and not workload.allocated:
+            reasons.append(FundedFirst(self.funded, tuple(sorted(self.funded_budgets))))
+        counts = {
+            budget: count
+            for (allocated, budget), count in self.of_kind.items()
+            if allocated == workload.allocated and budget != mine and count
+        }
+        if counts:
+            ordered = sorted(counts, key=lambda b: (ranks.get(b, len(ranks) + 1), b))
+            reasons.append(
+                FairShare(
+                    mine,
+                    ranks.get(mine),
+                    ranking.ratio(mine),
+                    tuple(
+                        BudgetAhead(b, ranks.get(b), ranking.ratio(b), counts[b]) for b in ordered
+                    ),
+                )
+            )
+        same = tuple(self.of_budget.get(mine, ()))
+        if same:
+            reasons.append(BudgetQueue(mine, same))
+        return reasons
+
+
+#: What the pool's side of the reasons depends on: budget, GPUs, gang, allocated, contract.
+_Shape = tuple[str, int, str, bool, int]
+#: The pool's side: whether it has nodes, whether and how the work fits, nodes out of service.
+_Room = tuple[bool, tuple[PendingReason, ...], tuple[PendingReason, ...]]
+
+
 def explain(
     cluster: ClusterState,
     pool: str,
@@ -337,54 +456,60 @@ def explain(
     """Why ``workload`` is still pending in ``pool`` behind ``ahead``, most decisive first:
     its standing in the order, then whether it fits (and if not, what keeps preemption from
     making room), then nodes of the pool that take no new work."""
+    return _explain(cluster, pool, workload, Ahead.of(ahead), ranking, now, {})
+
+
+def _explain(
+    cluster: ClusterState,
+    pool: str,
+    workload: WorkloadState,
+    ahead: Ahead,
+    ranking: FairShareOrder,
+    now: float,
+    rooms: dict[_Shape, _Room],
+) -> tuple[PendingReason, ...]:
     reasons: list[PendingReason] = []
     if workload.budget not in ranking.shares:
         reasons.append(NoShare(workload.budget, pool))
+    shape = (
+        workload.budget,
+        workload.gpus,
+        workload.gang,
+        workload.allocated,
+        workload.min_runtime_s,
+    )
+    room = rooms.get(shape)
+    if room is None:
+        room = rooms[shape] = _pool_side(cluster, pool, workload, ranking, now)
+    has_nodes, fit, out_of_service = room
+    if not has_nodes:
+        return (*reasons, NoNodes(pool))
+    reasons.extend(ahead.standing(workload, ranking))
+    return (*reasons, *fit, *out_of_service)
+
+
+def _pool_side(
+    cluster: ClusterState,
+    pool: str,
+    workload: WorkloadState,
+    ranking: FairShareOrder,
+    now: float,
+) -> _Room:
+    """What the pool says of a workload of this shape: whether it has nodes, whether and how
+    the work fits, and which nodes take no new work."""
     pool_nodes = [n for n in cluster.nodes.values() if n.pool == pool]
     if not pool_nodes:
-        reasons.append(NoNodes(pool))
-        return tuple(reasons)
-    reasons.extend(_standing(workload, ahead, ranking))
-    reasons.extend(_room(cluster, pool, workload, pool_nodes, ranking, now))
+        return False, (), ()
+    fit = tuple(_room(cluster, pool, workload, pool_nodes, ranking, now))
+    out: list[PendingReason] = []
     cordoned = tuple(sorted(n.name for n in pool_nodes if n.cordoned and not n.down))
     if cordoned:
         gpus = sum(cluster.nodes[n].gpus for n in cordoned)
-        reasons.append(CordonedNodes(pool, cordoned, gpus))
+        out.append(CordonedNodes(pool, cordoned, gpus))
     down = tuple(sorted(n.name for n in pool_nodes if n.down))
     if down:
-        reasons.append(DownNodes(pool, down))
-    return tuple(reasons)
-
-
-def _standing(
-    workload: WorkloadState, ahead: Sequence[WorkloadState], ranking: FairShareOrder
-) -> list[PendingReason]:
-    """Work ahead of it: funded work ahead of burst work, then work of its kind of other
-    budgets (fair share), then of its own budget."""
-    ranks = ranking.ranks()
-    mine = workload.budget
-    reasons: list[PendingReason] = []
-    funded = [w for w in ahead if w.allocated and not workload.allocated]
-    if funded:
-        reasons.append(FundedFirst(len(funded), tuple(sorted({w.budget for w in funded}))))
-    counts: dict[str, int] = {}
-    for other in ahead:
-        if other.budget != mine and other.allocated == workload.allocated:
-            counts[other.budget] = counts.get(other.budget, 0) + 1
-    if counts:
-        ordered = sorted(counts, key=lambda b: (ranks.get(b, len(ranks) + 1), b))
-        reasons.append(
-            FairShare(
-                mine,
-                ranks.get(mine),
-                ranking.ratio(mine),
-                tuple(BudgetAhead(b, ranks.get(b), ranking.ratio(b), counts[b]) for b in ordered),
-            )
-        )
-    same = tuple(w.workload_id for w in ahead if w.budget == mine)
-    if same:
-        reasons.append(BudgetQueue(mine, same))
-    return reasons
+        out.append(DownNodes(pool, down))
+    return True, fit, tuple(out)
 
 
 def offer(cluster: ClusterState, pool: str, workload: WorkloadState) -> Offer:
@@ -503,6 +628,7 @@ def _frees(cluster: ClusterState, running: WorkloadState, gpus: int) -> str | No
 #: blocks preemption come before the order: one that does not fit waits whatever its
 #: position, one that fits is placed by the next pass unless work ahead takes the GPUs.
 _PRIMARY: tuple[type, ...] = (
+    ArrayLimit,
     NoNodes,
     TooLarge,
     Contract,

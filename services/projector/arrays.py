@@ -1,0 +1,208 @@
+"""A job array in the read models: its elements' rows written in bulk, and the facts of a
+workload read before the workload itself.
+
+An array's fact expands (``events.models.arrays.elements``) into one ``workloads`` row per
+element, with the demand each pending element opens (``projections.figures.wanted_gpus``, as
+for any submission) and the charges read ahead of it moved to its submitter: written with a
+statement per table, not per element, so a 10,000-element array costs the projector a few
+statements, not tens of thousands.
+
+An element's later facts lie on its own partition, the array's fact on the array's, and the
+projector reads partitions in no order between them: a placement can come before the array.
+Such a fact is not applied to nothing (every status change of the element would be lost); it
+waits in ``early_facts`` and is applied, in the order it was read, once its workload is
+projected, whichever way that was submitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, delete, select
+
+from events.models import (
+    EventData,
+    WorkloadArraySubmitted,
+    WorkloadCancelled,
+    WorkloadFinished,
+    WorkloadLost,
+    WorkloadPlaced,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
+)
+from events.models.arrays import elements
+from events.registry import default_registry
+from projections.figures import wanted_gpus
+from services.read_models import usage_upkeep
+from services.read_models.demand_upkeep import Change, apply_changes
+from services.read_models.tables import (
+    demand_intervals,
+    early_facts,
+    ledger_entries,
+    workload_checkpoints,
+    workloads,
+)
+
+#: Makes the dialect's INSERT (with ON CONFLICT) for a table.
+Insert = Callable[[Connection, Any], Any]
+#: Applies one fact as the projector does (its effect on the tables).
+Apply = Callable[[Connection, EventData, int, str], None]
+
+#: Facts about a workload that change its row: they need the row.
+WORKLOAD_FACTS = (
+    WorkloadPlaced,
+    WorkloadStarted,
+    WorkloadFinished,
+    WorkloadPreempted,
+    WorkloadLost,
+    WorkloadRequeued,
+    WorkloadCancelled,
+)
+#: Rows per statement where a list of ids is sent (below every dialect's bound on parameters).
+CHUNK = 1000
+
+
+def held_back(
+    connection: Connection, insert: Insert, data: EventData, at: int, event_id: str
+) -> bool:
+    """Whether ``data`` is a fact of a workload not projected yet; if so it is kept in
+    ``early_facts`` (once: a redelivery keeps its event id) and True is returned."""
+    if not isinstance(data, WORKLOAD_FACTS):
+        return False
+    known = select(workloads.c.workload_id).where(workloads.c.workload_id == data.workload_id)
+    if connection.execute(known).first() is not None:
+        return False
+    kept = select(early_facts.c.seq).where(early_facts.c.event_id == event_id)
+    if connection.execute(kept).first() is None:
+        connection.execute(
+            insert(connection, early_facts).values(
+                workload_id=data.workload_id,
+                event_id=event_id,
+                event_type=data.event_type,
+                data=data.model_dump(mode="json"),
+                event_time=at,
+            )
+        )
+    return True
+
+
+def release(connection: Connection, workload_ids: Iterable[str], apply: Apply) -> None:
+    """Apply, in the order they were read, the facts kept for ``workload_ids`` (now projected)."""
+    registry = default_registry()
+    for chunk in _chunks(list(workload_ids)):
+        found = connection.execute(
+            select(early_facts)
+            .where(early_facts.c.workload_id.in_(chunk))
+            .order_by(early_facts.c.seq)
+        ).all()
+        if not found:
+            continue
+        connection.execute(delete(early_facts).where(early_facts.c.workload_id.in_(chunk)))
+        for row in found:
+            model = registry.model_for(row.event_type)
+            data = model.model_validate_json(orjson.dumps(row.data))  # as the log states it
+            apply(connection, data, int(row.event_time), str(row.event_id))
+
+
+def project_array(
+    connection: Connection,
+    e: WorkloadArraySubmitted,
+    at: int,
+    insert: Insert,
+    apply: Apply,
+    checkpoint_every_s: int | None,
+) -> None:
+    """Each element a ``workloads`` row (an id already taken keeps its row, as the fold keeps
+    its workload), with its demand, its checkpoints (how often its spec says it checkpoints)
+    and the charges read ahead of it."""
+    rows = [
+        {
+            "workload_id": element.workload_id,
+            "budget": e.budget,
+            "pools": list(e.pools),
+            "gpus": e.gpus,
+            "gang": e.gang,
+            "min_runtime_s": e.min_runtime_s,
+            "resumable": e.resumable,
+            "priority": e.priority,
+            "submitter": e.submitter,
+            "status": "pending",
+            "attempt": 1,
+            "submitted_at": at,
+            "preemptions": 0,
+            "array_id": e.array_id,
+            "array_index": index,
+        }
+        for index, element in elements(e)
+    ]
+    statement = (
+        insert(connection, workloads)
+        .on_conflict_do_nothing(index_elements=["workload_id"])
+        .returning(workloads.c.workload_id)
+    )
+    created = sorted(connection.execute(statement, rows).scalars())
+    if not created:
+        return
+    _open_demand(connection, e, at, created, insert)
+    if checkpoint_every_s is not None:
+        connection.execute(
+            insert(connection, workload_checkpoints).on_conflict_do_nothing(
+                index_elements=["workload_id"]
+            ),
+            [{"workload_id": w, "checkpoint_every_s": checkpoint_every_s} for w in created],
+        )
+    for workload_id in _charged_already(connection, created):
+        usage_upkeep.submitted(connection, insert, workload_id, e.submitter)
+    release(connection, created, apply)
+
+
+def _open_demand(
+    connection: Connection, e: WorkloadArraySubmitted, at: int, created: list[str], insert: Insert
+) -> None:
+    """What each new element wants while pending (the rule every submission follows), as
+    intervals, and the leaf's demand histograms changed once per pool by their sum."""
+    wants = wanted_gpus(
+        allocated=e.min_runtime_s > 0,
+        status="pending",
+        gpus=e.gpus,
+        pools=e.pools,
+        pool=None,
+        awaiting_requeue=False,
+    )
+    if not wants:
+        return
+    rows = [
+        {
+            "workload_id": workload_id,
+            "seq": seq,
+            "pool": pool,
+            "budget": e.budget,
+            "gpus": gpus,
+            "start_at": at,
+            "end_at": None,
+        }
+        for workload_id in created
+        for seq, (pool, gpus) in enumerate(sorted(wants.items()), start=1)
+    ]
+    connection.execute(insert(connection, demand_intervals), rows)
+    changes: list[Change] = [
+        (pool, e.budget, gpus * len(created), at) for pool, gpus in sorted(wants.items())
+    ]
+    apply_changes(connection, changes, insert)
+
+
+def _charged_already(connection: Connection, workload_ids: list[str]) -> list[str]:
+    """Those of ``workload_ids`` with charges on the ledger already (read ahead of them)."""
+    found: set[str] = set()
+    for chunk in _chunks(workload_ids):
+        query = select(ledger_entries.c.workload_id).where(ledger_entries.c.workload_id.in_(chunk))
+        found.update(connection.execute(query.distinct()).scalars())
+    return sorted(found)
+
+
+def _chunks(items: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
