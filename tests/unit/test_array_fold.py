@@ -22,6 +22,7 @@ from events.models import (
 )
 from events.models.arrays import ELEMENT_FIELDS, element_index, elements
 from events.serde import encode_binary
+from projections import checkpoint
 from projections.cluster_state import ClusterState
 from projections.ledger import Ledger
 from projections.live_state import LiveState
@@ -199,3 +200,14 @@ def test_explain_tells_an_element_s_story_from_its_array() -> None:
     )
     assert "placed" in lines[1]
     assert list(explain(log, "A_10")) == ["no event names 'A_10'"]
+
+
+def test_a_checkpoint_keeps_the_array_its_gate_and_one_spec() -> None:
+    state = LiveState()
+    state.apply(_event(NodeRegistered(node="n0", cluster="c", pool="p", gpus=4, gpu_type="h"), T0))
+    state.apply(_event(array(indices="0-99", max_running=3), T0))
+    back = checkpoint.decode(checkpoint.encode(state, {("w", 0): 1}, "code"), "code").state
+    assert back.cluster.arrays["A"].submitted == state.cluster.arrays["A"].submitted
+    gate, restored = state.cluster.indexes.gates["A"], back.cluster.indexes.gates["A"]
+    assert (list(restored.queued), list(restored.held)) == (list(gate.queued), list(gate.held))
+    assert back.cluster.workloads["A_1"].spec is back.cluster.workloads["A_2"].spec
