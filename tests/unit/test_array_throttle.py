@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from events.envelope import new_event
 from events.models import (
+    BudgetCreated,
     EventData,
     NodeDown,
     NodeRegistered,
@@ -23,8 +26,11 @@ from events.models import (
 )
 from events.times import fold_instant
 from projections.cluster_state import ACTIVE, ClusterState
+from projections.live_state import LiveState
+from services.audit.decisions import audit_decisions
 from services.scheduler.core.debug_lane import DebugLane
-from services.scheduler.core.scheduling_pass import PassContext, run_pass
+from services.scheduler.core.memos import PassMemos
+from services.scheduler.core.scheduling_pass import SOURCE, PassContext, run_pass
 from services.scheduler.core.why_pending import ArrayLimit, PoolQueue
 from tests.unit.scheduling_fixtures import (
     CLUSTER,
@@ -273,3 +279,52 @@ def test_finishing_every_element_leaves_the_gate_empty() -> None:
     gate = s.cluster.indexes.gates["A"]
     assert (gate.running, list(gate.queued), list(gate.held), gate.pending) == (0, [], [], {})
     assert {w.status for w in s.cluster.workloads.values()} == {"succeeded"}
+
+
+def test_audit_decisions_re_derives_every_pass_of_a_throttled_array() -> None:
+    """A log written as the scheduler service writes it (its passes on the live fold, each
+    decision folded as it is made and read back as its own), with two throttled arrays whose
+    elements end, fail and are cancelled: the audit re-runs each pass and finds it the same."""
+    state, log = LiveState(), []
+
+    def fact(data: EventData, at: float) -> None:
+        envelope = new_event(data, source="tests", time=datetime.fromtimestamp(at, UTC))
+        state.apply(envelope)
+        log.append(envelope)
+
+    for budget in ("a", "b"):
+        fact(BudgetCreated(budget=budget, created_by="admin"), T0 - 60)
+    for name in ("n0", "n1"):
+        fact(NodeRegistered(node=name, cluster=CLUSTER, pool="p", gpus=2, gpu_type="h"), T0 - 60)
+    fact(array("A", "0-9", 2, min_runtime_s=0), T0)
+    fact(array("B", "0-29:3", 3, budget="b", gpus=1), T0 + 1)
+    agent, memos = Agent(state.cluster, {}), PassMemos()
+    agent.remaining.update({w: 30.0 + 17 * (i % 3) for i, w in enumerate(state.cluster.workloads)})
+    now = T0 + 2
+    for step in range(1, 30):
+        now += 20
+        agent.advance(now, fact)
+        if step == 5:
+            fact(WorkloadCancelled(workload_id="B_9", cancelled_by="t"), now)
+        result = run_pass(
+            state.cluster,
+            state.tree,
+            state.usage_source(now),
+            PassContext(now=now, pass_id=step),
+            memos,
+        )
+        for data in result.ordered:
+            envelope = new_event(data, source=SOURCE, time=datetime.fromtimestamp(now, UTC))
+            state.record_own(envelope)
+            log.append(envelope)
+        agent.act(result, now)
+    assert {w.status for w in state.cluster.workloads.values()} <= {"succeeded", "cancelled"}
+    audit = audit_decisions(log)
+    assert audit.passes > 10
+    assert audit.problems == []
+    # The throttle is re-derived, not trusted: a log that says A allowed one at a time does
+    # not check out against passes that ran two.
+    first = next(i for i, e in enumerate(log) if isinstance(e.data, WorkloadArraySubmitted))
+    tighter = log[first].data.model_copy(update={"max_running": 1})
+    forged = [*log[:first], log[first].model_copy(update={"data": tighter}), *log[first + 1 :]]
+    assert audit_decisions(forged).problems
