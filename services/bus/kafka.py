@@ -223,6 +223,10 @@ class KafkaEventSubscriber:
             }
         )
         self._pending: dict[tuple[str, int], int] = {}
+        #: Next offset to hand out, and the high watermark of the last fetch, per partition
+        #: held (for :meth:`lag`).
+        self._handed_out: dict[tuple[str, int], int] = {}
+        self._ends: dict[tuple[str, int], int] = {}
         self._consumer.subscribe(
             [self._topics.name(kind) for kind in kinds], on_revoke=self._on_revoke
         )
@@ -232,6 +236,8 @@ class KafkaEventSubscriber:
         # What we handed out but did not commit will be redelivered to the new owner.
         for tp in partitions:
             self._pending.pop((tp.topic, tp.partition), None)
+            self._handed_out.pop((tp.topic, tp.partition), None)
+            self._ends.pop((tp.topic, tp.partition), None)
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Delivery]:
         deliveries: list[Delivery] = []
@@ -247,20 +253,22 @@ class KafkaEventSubscriber:
         # Only once the dead letters are in the log may a commit pass their records.
         self.dead_letters.flush()
         self._pending.update(read)
+        self._handed_out.update(read)
+        for topic, partition in read:  # librdkafka's cache of the fetch: no broker asked
+            marks = self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), cached=True
+            )
+            if marks is not None and marks[1] >= 0:
+                self._ends[(topic, partition)] = int(marks[1])
         return deliveries
 
     def lag(self) -> dict[tuple[str, int], int]:
-        """Per partition assigned now: records between what was handed out and the high
-        watermark of the last fetch (librdkafka's local figures, safe from any thread; a
-        partition not fetched yet is left out)."""
-        lag: dict[tuple[str, int], int] = {}
-        for tp in self._consumer.position(self._consumer.assignment()):
-            if tp.offset < 0:
-                continue
-            marks = self._consumer.get_watermark_offsets(tp, cached=True)
-            if marks is not None and marks[1] >= 0:
-                lag[(tp.topic, tp.partition)] = max(0, int(marks[1]) - tp.offset)
-        return lag
+        """Per partition held and read from: records between what was handed out and the high
+        watermark of its last fetch, both noted by :meth:`poll`. Any thread may ask: nothing
+        here calls the client, which blocks a caller while another thread consumes (a scrape
+        of the projector waited out whole polls)."""
+        ends = dict(self._ends)
+        return {key: max(0, ends.get(key, at) - at) for key, at in dict(self._handed_out).items()}
 
     def commit(self, asynchronous: bool = False) -> None:
         """Commit what was handed out. ``asynchronous`` suits consumers that store their

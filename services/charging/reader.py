@@ -105,11 +105,14 @@ class LedgerTail:
         self.seals: list[PeriodClosed] = []
         #: Told where each charge lies as it is read (the period book's ledger index).
         self.on_charge: Callable[[Key, int, LedgerCharge], None] | None = None
+        #: The end of each partition as the last fetch saw it (for :meth:`lag`).
+        self._ends: dict[Key, int] = {}
         lag_metrics.watch(self)
 
     def lag(self) -> dict[Key, int]:
-        """Charges on the ledger topic not read yet, up to the ends of the last fetch."""
-        ends = self.source.end_offsets(cached=True)
+        """Charges on the ledger topic not read yet, up to the ends of the last fetch (noted
+        by :meth:`read`: any thread may ask, and the client is never called from it)."""
+        ends = dict(self._ends)
         return {key: max(0, ends.get(key, at) - at) for key, at in dict(self.positions).items()}
 
     def read(self, timeout_s: float = 0.0) -> list[LedgerCharge]:
@@ -126,6 +129,7 @@ class LedgerTail:
                         self.on_charge(key, position.offset, data)
                 elif isinstance(data, PeriodClosed):
                     self.seals.append(data)
+        self._ends.update(self.source.end_offsets(cached=True))
         return charges
 
     def take_seals(self) -> list[PeriodClosed]:

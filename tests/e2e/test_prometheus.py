@@ -171,8 +171,12 @@ def test_prometheus_scrapes_every_service_of_up_and_answers_for_its_series(
     server = _start_prometheus(prometheus, stack, work, port)
     try:
         expectations = {
-            # every target scraped, and up
-            'count(up{job="fairshare"} == 1)': lambda v: v == len(SERVICES),
+            # every target scraped, and up, at every scrape for 15 s: a scrape must not wait on
+            # the service's Kafka client (the projector's once waited out whole polls)
+            (
+                'count(min_over_time(up{job="fairshare"}[15s]) == 1 '
+                'and count_over_time(up{job="fairshare"}[15s]) >= 12)'
+            ): lambda v: v == len(SERVICES),
             # the demo stream's work was placed, and timed from its submission
             "sum(fairshare_submit_to_placed_seconds_count)": lambda v: v > 0,
             "sum(fairshare_scheduler_pass_duration_seconds_count)": lambda v: v > 0,
@@ -183,6 +187,11 @@ def test_prometheus_scrapes_every_service_of_up_and_answers_for_its_series(
             'count(count by (service) (fairshare_consumer_lag_records{topic=~".*workloads"}))': (
                 lambda v: v >= 4
             ),
+            # the projector's consumer group and charging's ledger tail too
+            'count(fairshare_consumer_lag_records{service="projector"})': lambda v: v >= 4,
+            'count(fairshare_consumer_lag_records{service="charging",topic=~".*ledger"})': (
+                lambda v: v == 1
+            ),
             'sum(fairshare_api_request_duration_seconds_count{route="/workloads",method="POST"})': (
                 lambda v: v > 0
             ),
@@ -191,7 +200,7 @@ def test_prometheus_scrapes_every_service_of_up_and_answers_for_its_series(
         }
         for expression, holds in expectations.items():
             _until(
-                f"{expression} to hold (last: {_value(port, expression)}; "
+                f"{expression} to hold (when the wait began: {_value(port, expression)}; "
                 f"log: {work / 'prometheus.log'})",
                 lambda e=expression, h=holds: (v := _value(port, e)) is not None and h(v),
                 120,
