@@ -284,6 +284,13 @@ def ready_lines(config: UpConfig, pids: str) -> list[str]:
         f"pids     {pids}",
         tokens,
     ]
+    if config.metrics:
+        prometheus = config.data_dir / "prometheus"
+        lines.insert(
+            3,
+            f"metrics  {prometheus / 'targets.json'} (Prometheus file_sd; "
+            f"`prometheus --config.file={prometheus / 'prometheus.yml'}` scrapes them all)",
+        )
     return [escape(line) for line in lines]
 
 
