@@ -17,6 +17,7 @@ from rich.console import Console
 
 from services.runtime.cli_options import (
     CheckpointEveryOption,
+    KafkaConfigOption,
     KafkaOption,
     MetricsHostOption,
     MetricsPortOption,
@@ -119,6 +120,7 @@ def _serve(
 @agent_app.command()
 def simulated(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     cluster: ClusterOption = "sim",
     pool: PoolOption = None,
@@ -182,6 +184,7 @@ def simulated(
 @agent_app.command()
 def local(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     cluster: ClusterOption = "local",
     pool: PoolOption = None,
@@ -254,6 +257,7 @@ def local(
 @agent_app.command()
 def slurm(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     cluster: ClusterOption = "slurm",
     pool: PoolOption = None,
@@ -397,6 +401,7 @@ def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:
 @agent_app.command()
 def kubernetes(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     cluster: ClusterOption = "kubernetes",
     pool: PoolOption = None,

@@ -10,6 +10,7 @@ import typer
 from services.runtime.cli_options import (
     DEFAULT_DATA_DIR,
     CheckpointEveryOption,
+    KafkaConfigOption,
     KafkaOption,
     PrefixOption,
     bootstrap_or_exit,
@@ -26,6 +27,7 @@ def _api() -> None:
 @api_app.command("serve")
 def serve_command(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     tokens: Annotated[
         Path | None,

@@ -14,7 +14,13 @@ from typing import Annotated, Any
 
 import typer
 
-from services.runtime.cli_options import KafkaOption, PrefixOption, console, err_console
+from services.runtime.cli_options import (
+    KafkaConfigOption,
+    KafkaOption,
+    PrefixOption,
+    console,
+    err_console,
+)
 
 audit_app = typer.Typer(no_args_is_help=True, help="Replay, verify and explain the event log.")
 events_app = typer.Typer(no_args_is_help=True, help="Export the event log.")
@@ -60,6 +66,7 @@ def _log(
 def audit_replay(
     events: EventsOption = None,
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     database_url: Annotated[
         str | None,
@@ -137,6 +144,7 @@ audit_app.command("decisions")(audit_decisions)
 def audit_verify(
     events: EventsOption = None,
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """Check the ledger's invariants over the log."""
@@ -155,6 +163,7 @@ def audit_explain(
     workload: Annotated[str, typer.Argument(help="the workload id")],
     events: EventsOption = None,
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """The causal chain of one workload: submission, decisions, runs, charges, end."""
@@ -168,6 +177,7 @@ def audit_explain(
 def events_export(
     out: Annotated[Path, typer.Option(help="file to write (one envelope per line)")],
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """Copy every event from Kafka (up to its current end) into a file an auditor can take."""

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from services.runtime.cli_options import KafkaOption, PrefixOption, console, err_console
+from services.runtime.cli_options import (
+    KafkaConfigOption,
+    KafkaOption,
+    PrefixOption,
+    console,
+    err_console,
+)
 
 if TYPE_CHECKING:
     from services.audit.decisions import DecisionAudit
@@ -20,6 +26,7 @@ def audit_decisions(
         typer.Option("--events", help="an event log written in decision order (a simulator's)"),
     ] = None,
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """Re-derive every scheduling pass from the log and check its commands and the

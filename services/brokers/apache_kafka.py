@@ -30,6 +30,7 @@ from .kafka_config import (
 )
 from .kafka_jars import KAFKA_VERSION, default_cache_dir, fetch_kafka_jars
 from .kafka_node import KafkaNode, format_storage, summarize_java_output
+from .security import BrokerSecurity, checked_security
 
 __all__ = [
     "CLUSTER_ID_FILE",
@@ -102,6 +103,8 @@ class KafkaCluster:
     libs: Path
     version: str = KAFKA_VERSION
     die_with_parent: bool = False
+    #: SCRAM over TLS and ACLs on every listener (None: plain text, no authentication).
+    security: BrokerSecurity | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -115,10 +118,11 @@ class KafkaCluster:
         """Write configs, format new storage, launch every node and wait until all serve."""
         voters = voters_string([node.controller_port for node in self.nodes])
         for node in self.nodes:
-            node.prepare(voters, cluster_size=len(self.nodes))
+            node.prepare(voters, len(self.nodes), self._listener_settings())
         cluster_id = _cluster_id(self.data_dir, self.nodes)
+        scram = self.security.format_arguments() if self.security else []
         for node in self.nodes:
-            format_storage(self.java, self.libs, node, cluster_id)
+            format_storage(self.java, self.libs, node, cluster_id, scram)
         try:
             for node in self.nodes:
                 node.launch(self.java, self.libs, die_with_parent=self.die_with_parent)
@@ -130,7 +134,8 @@ class KafkaCluster:
     def restart(self, node_id: int, timeout_s: float = 90) -> None:
         """Start a stopped (or killed) node again on its directory; wait until it is back."""
         node = self.node(node_id)
-        node.prepare(voters_string([n.controller_port for n in self.nodes]), len(self.nodes))
+        voters = voters_string([n.controller_port for n in self.nodes])
+        node.prepare(voters, len(self.nodes), self._listener_settings())
         node.launch(self.java, self.libs, die_with_parent=self.die_with_parent)
         self._wait([node], timeout_s)
 
@@ -142,6 +147,15 @@ class KafkaCluster:
             self.restart(node_id, timeout_s)
         pids = ", ".join(f"node {n} pid {self.node(n).pid}" for n in dead)
         return f"Apache Kafka started again ({pids})" if dead else "Apache Kafka was running"
+
+    def _listener_settings(self) -> dict[str, str] | None:
+        return self.security.listener_settings() if self.security else None
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """The admin's client settings on a secured cluster; none on a plain one (never this
+        process's own, which may name another Kafka)."""
+        return self.security.admin_identity() if self.security else {}
 
     def _wait(self, nodes: list[KafkaNode], timeout_s: float) -> None:
         """Until a Metadata round trip lists every node of the cluster as a broker; fails at
@@ -157,6 +171,7 @@ class KafkaCluster:
                 timeout_s,
                 abort_check=exited,
                 min_brokers=len(self.nodes),
+                identity=self.identity,
             )
         except BrokerStartError as exc:
             message = str(exc)
@@ -192,6 +207,8 @@ class KafkaCluster:
             atexit.register(stop)
         pids = ", ".join(str(node.pid) for node in self.nodes)
         shape = "KRaft" if len(self.nodes) == 1 else f"KRaft, {len(self.nodes)} brokers"
+        if self.security is not None:
+            shape += ", SASL_SSL with SCRAM-SHA-512 and ACLs"
         return BrokerHandle(
             kind="apache-kafka",
             bootstrap=self.bootstrap,
@@ -203,6 +220,8 @@ class KafkaCluster:
             exited=self.exited,
             revive=self.revive,
             pid=self.nodes[0].pid if len(self.nodes) == 1 else None,
+            identity=self.identity,
+            security_dir=self.security.directory if self.security else None,
         )
 
 
@@ -214,6 +233,7 @@ def start_apache_kafka(
     startup_timeout_s: float = 90,
     stop_at_exit: bool = True,
     die_with_parent: bool = False,
+    security: str | None = None,
 ) -> BrokerHandle:
     """Start one Apache Kafka node whose state lives in ``data_dir``; wait until it serves.
 
@@ -222,11 +242,14 @@ def start_apache_kafka(
     ``die_with_parent`` the broker is also stopped when the calling process dies (even by
     ``kill -9``), as ``fairshare up`` wants for its child. Raises `KafkaUnavailableError` when
     there is no Java or no jars, `BrokerStartError` with the broker's output otherwise.
+    ``security``: "sasl_ssl" or "plaintext"; None: what ``data_dir`` holds, else plaintext
+    (`services.brokers.security`).
     """
     data_dir = data_dir.expanduser().resolve()
+    secured = _security(data_dir, security)
     java, libs = kafka_runtime(version)
     node = KafkaNode.in_directory(1, data_dir, port)
-    cluster = KafkaCluster(data_dir, [node], java, libs, version, die_with_parent)
+    cluster = KafkaCluster(data_dir, [node], java, libs, version, die_with_parent, secured)
     cluster.start(startup_timeout_s)
     return cluster.handle(stop_at_exit=stop_at_exit)
 
@@ -238,6 +261,7 @@ def start_kafka_cluster(
     version: str = KAFKA_VERSION,
     startup_timeout_s: float = 180,
     die_with_parent: bool = False,
+    security: str | None = None,
 ) -> KafkaCluster:
     """Start ``brokers`` combined broker+controller nodes in ``data_dir/node-<id>``.
 
@@ -250,11 +274,19 @@ def start_kafka_cluster(
         raise BrokerStartError(f"a cluster needs at least one broker, not {brokers}")
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    secured = _security(data_dir, security)
     java, libs = kafka_runtime(version)
     nodes: list[KafkaNode] = []
     for node_id in range(1, brokers + 1):
         taken = {port for node in nodes for port in (node.port, node.controller_port)}
         nodes.append(KafkaNode.in_directory(node_id, data_dir / f"node-{node_id}", avoid=taken))
-    cluster = KafkaCluster(data_dir, nodes, java, libs, version, die_with_parent)
+    cluster = KafkaCluster(data_dir, nodes, java, libs, version, die_with_parent, secured)
     cluster.start(startup_timeout_s)
     return cluster
+
+
+def _security(data_dir: Path, wanted: str | None) -> BrokerSecurity | None:
+    """The cluster's security files when it is (to be) secured, made on its first start."""
+    if checked_security(data_dir, wanted) == "plaintext":
+        return None
+    return BrokerSecurity.in_directory(data_dir)

@@ -15,7 +15,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +23,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+
+from services.bus.connection import client_config
 
 __all__ = [
     "PORTS_FILE",
@@ -78,6 +80,11 @@ class BrokerHandle:
     #: broker is not ours to start (an external Kafka) or cannot be watched (noida-db, which
     #: daemonizes). A supervisor calls it when ``exited`` says why the broker is down.
     revive: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    #: The admin's client settings of a secured broker Fairshare started (SASL_SSL, SCRAM),
+    #: empty for a plain one: what whoever started it sets up the services' principals with.
+    identity: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: Where a secured broker keeps its CA, certificate, secrets and client files.
+    security_dir: Path | None = field(default=None, compare=False)
 
     def __enter__(self) -> BrokerHandle:
         return self
@@ -111,6 +118,7 @@ def wait_until_ready(
     *,
     abort_check: Callable[[], str | None] | None = None,
     min_brokers: int = 1,
+    identity: Mapping[str, str] | None = None,
 ) -> None:
     """Block until a broker at ``bootstrap`` answers a Metadata request listing at least
     ``min_brokers`` brokers (a cluster is ready when all its nodes have registered).
@@ -122,7 +130,9 @@ def wait_until_ready(
 
     ``abort_check`` lets a launcher stop waiting early: it is called between attempts
     and returns an error message (for example "the java process exited") or None.
-    Raises `BrokerStartError` on timeout or abort.
+    ``identity``: the settings the probe connects with (default: this process's, see
+    `services.bus.connection`); a secured broker answers only a principal it knows, so the
+    probe also proves the credentials work. Raises `BrokerStartError` on timeout or abort.
     """
     deadline = time.monotonic() + timeout_s
     last_error = "no attempt made"
@@ -139,7 +149,7 @@ def wait_until_ready(
             )
         attempt_s = max(0.2, min(2.0, remaining))
         try:
-            admin = AdminClient(_probe_config(bootstrap, attempt_s))
+            admin = AdminClient(_probe_config(bootstrap, attempt_s, identity))
             metadata: Any = admin.list_topics(timeout=attempt_s)
         except KafkaException as exc:
             last_error = str(exc.args[0]) if exc.args else repr(exc)
@@ -154,15 +164,16 @@ def wait_until_ready(
         time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 
-def _probe_config(bootstrap: str, attempt_s: float) -> dict[str, Any]:
+def _probe_config(
+    bootstrap: str, attempt_s: float, identity: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """librdkafka settings for one readiness probe.
 
     ``log_level`` 0 silences the "Connection refused" lines librdkafka would
     otherwise print on every attempt while the broker is still starting.
     """
     timeout_ms = max(100, int(attempt_s * 1000))
-    return {
-        "bootstrap.servers": bootstrap,
+    return client_config(bootstrap, identity=identity) | {
         "socket.timeout.ms": timeout_ms,
         "socket.connection.setup.timeout.ms": timeout_ms,
         "reconnect.backoff.ms": 50,

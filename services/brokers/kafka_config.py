@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "new_cluster_id",
@@ -57,6 +57,7 @@ def render_server_properties(
     node_id: int = 1,
     voters: str | None = None,
     cluster_size: int = 1,
+    security: Mapping[str, str] | None = None,
 ) -> str:
     """``server.properties`` for one combined broker+controller node of a loopback cluster.
 
@@ -66,17 +67,23 @@ def render_server_properties(
     Kafka's default, written out because the guarantee depends on it: an out-of-sync replica
     never becomes leader and so never truncates acknowledged records away.
     ``group.initial.rebalance.delay.ms=0`` makes consumer groups start at once.
+
+    With ``security`` (`services.brokers.security.BrokerSecurity.listener_settings`), the
+    client and inter-broker listener speaks SASL_SSL and the controller listener TLS, with
+    those settings added: no listener is left that speaks plain text.
     """
     replication, min_isr = replication_for(cluster_size)
+    listener = "SASL_SSL" if security else "PLAINTEXT"
+    controller = "SSL" if security else "PLAINTEXT"
     settings = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
         "controller.quorum.voters": voters or f"{node_id}@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "listeners": f"{listener}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"{listener}://127.0.0.1:{port}",
+        "inter.broker.listener.name": listener,
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:{controller}",
         "log.dirs": str(log_dir),
         "num.partitions": "1",
         "default.replication.factor": str(replication),
@@ -88,6 +95,7 @@ def render_server_properties(
         "share.coordinator.state.topic.replication.factor": str(replication),
         "share.coordinator.state.topic.min.isr": str(min_isr),
         "group.initial.rebalance.delay.ms": "0",
+        **(security or {}),
     }
     lines = ["# Written by services/brokers/apache_kafka.py; rewritten on every start."]
     lines += [f"{key}={_escape_property(value)}" for key, value in settings.items()]

@@ -17,9 +17,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from services.bus.connection import write_private
 
 from .handle import PORTS_FILE, BrokerStartError, free_port, read_ports, tail_text, write_ports
 from .java import JavaRuntime
@@ -135,18 +137,23 @@ class KafkaNode:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    def prepare(self, voters: str, cluster_size: int) -> Path:
+    def prepare(
+        self, voters: str, cluster_size: int, security: Mapping[str, str] | None = None
+    ) -> Path:
         """Check the ports are free, remember them, write the config; the server.properties.
 
         The port check fails fast when a broker still runs on this directory: without it the
         new JVM would die on the log-dir lock while the readiness probe talked to the old one.
+        ``security``: the secured listeners' settings (they hold the admin's password, so the
+        file is then readable by its owner only).
         """
         ports = {"port": self.port, "controller port": self.controller_port}
         for name, number in ports.items():
             _ensure_port_free(self.directory, name, number)
         write_ports(self.directory, {"port": self.port, "controller_port": self.controller_port})
         config = self.directory / "server.properties"
-        config.write_text(
+        write_private(
+            config,
             render_server_properties(
                 port=self.port,
                 controller_port=self.controller_port,
@@ -154,8 +161,8 @@ class KafkaNode:
                 node_id=self.node_id,
                 voters=voters,
                 cluster_size=cluster_size,
+                security=security,
             ),
-            encoding="utf-8",
         )
         (self.directory / "log4j2.properties").write_text(
             render_log4j2_properties(), encoding="utf-8"
@@ -265,21 +272,31 @@ def _ensure_port_free(directory: Path, name: str, number: int) -> None:
             ) from exc
 
 
-def format_storage(java: JavaRuntime, libs: Path, node: KafkaNode, cluster_id: str) -> None:
+def format_storage(
+    java: JavaRuntime,
+    libs: Path,
+    node: KafkaNode,
+    cluster_id: str,
+    extra: Sequence[str] = (),
+) -> None:
     """Format the node's KRaft metadata log, unless it already holds a cluster.
 
     Skipping an already formatted directory is what lets a restart keep its topics
-    and offsets (formatting again would fail, or with a new id, orphan the data).
+    and offsets (formatting again would fail, or with a new id, orphan the data). ``extra``:
+    more arguments of ``format`` (the admin's SCRAM credential of a secured cluster).
     """
     if (node.log_dir / "meta.properties").is_file():
         return
     config = node.directory / "server.properties"
     command = [str(java.path), *_jvm_flags(java), "-cp", f"{libs}/*"]
     command += ["kafka.tools.StorageTool", "format"]
-    command += ["-t", cluster_id, "-c", str(config)]
+    command += ["-t", cluster_id, "-c", str(config), *extra]
+    # The arguments go through a Java @argfile (owner-only, deleted after): a password on a
+    # command line is readable by every local user in ps while the tool runs.
+    argfile = write_private(node.directory / "format.args", _argfile_text(command[1:]))
     try:
         result = subprocess.run(
-            command,
+            [command[0], f"@{argfile}"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -289,8 +306,17 @@ def format_storage(java: JavaRuntime, libs: Path, node: KafkaNode, cluster_id: s
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BrokerStartError(f"could not format Kafka storage in {node.log_dir}: {exc}") from exc
+    finally:
+        argfile.unlink(missing_ok=True)
     if result.returncode != 0:
         raise BrokerStartError(
             f"formatting Kafka storage in {node.log_dir} failed (exit {result.returncode}):\n"
             f"{summarize_java_output(result.stdout)}"
         )
+
+
+def _argfile_text(arguments: Sequence[str]) -> str:
+    """A Java launcher @argfile holding ``arguments``: each quoted, with backslashes and quotes
+    escaped (the launcher's own rules), one per line."""
+    quoted = ['"' + a.replace("\\", "\\\\").replace('"', '\\"') + '"' for a in arguments]
+    return "\n".join(quoted) + "\n"

@@ -42,7 +42,12 @@ def _normalize(kind: str) -> str:
 
 
 def start_broker(
-    kind: str, data_dir: Path, *, brokers: int = 1, die_with_parent: bool = False
+    kind: str,
+    data_dir: Path,
+    *,
+    brokers: int = 1,
+    die_with_parent: bool = False,
+    security: str | None = None,
 ) -> BrokerHandle:
     """Start (or, for "external", borrow) a broker of ``kind``.
 
@@ -50,6 +55,8 @@ def start_broker(
     "testcontainers" ignore it, since their data lives elsewhere. ``brokers`` above one
     starts a replicated Apache Kafka cluster (the only kind that can be one). With
     ``die_with_parent`` Apache Kafka is stopped with the caller, even one killed with -9.
+    ``security`` "sasl_ssl" secures Apache Kafka (`services.brokers.security`); None: what the
+    data dir holds.
     """
     normalized = _normalize(kind)
     if normalized not in BROKER_KINDS:
@@ -58,16 +65,29 @@ def start_broker(
         )
     if brokers != 1 and normalized != "apache-kafka":
         raise BrokerStartError(f"only apache-kafka runs as a cluster; {kind} has one broker")
+    _check_security(normalized, security)
     if normalized == "apache-kafka":
         if brokers == 1:
-            return start_apache_kafka(data_dir, die_with_parent=die_with_parent)
-        cluster = start_kafka_cluster(data_dir, brokers, die_with_parent=die_with_parent)
+            return start_apache_kafka(data_dir, die_with_parent=die_with_parent, security=security)
+        cluster = start_kafka_cluster(
+            data_dir, brokers, die_with_parent=die_with_parent, security=security
+        )
         return cluster.handle(stop_at_exit=True)
     if normalized == "noida":
         return start_noida(data_dir)
     if normalized == "external":
         return external_broker()
     return start_testcontainers_kafka()
+
+
+def _check_security(kind: str, security: str | None) -> None:
+    """Only an Apache Kafka that Fairshare starts is secured by it; an external one is
+    secured by whoever runs it (``--kafka-config`` says how to reach it)."""
+    if security not in (None, "plaintext") and kind != "apache-kafka":
+        raise BrokerStartError(
+            f"only apache-kafka can be started secured ({security}), not {kind}: noida-db "
+            "has no authentication, and an external Kafka is secured by whoever runs it"
+        )
 
 
 def kind_kept_in(data_dir: Path) -> str | None:
@@ -84,7 +104,7 @@ def kind_kept_in(data_dir: Path) -> str | None:
 
 
 def start_embedded_broker(
-    data_dir: Path, kind: str | None = None
+    data_dir: Path, kind: str | None = None, security: str | None = None
 ) -> tuple[BrokerHandle, list[str]]:
     """The broker ``fairshare up`` starts in ``data_dir``, and the banner lines to print.
 
@@ -92,6 +112,7 @@ def start_embedded_broker(
     else, only when Kafka cannot run here at all (no Java 17+, no jars), noida-db with a
     banner saying it is not crash-safe. A Kafka that fails to *start* is an error, not a
     reason to fall back. Apache Kafka is stopped with its parent, even one killed with -9.
+    ``security`` as for `start_broker`: a secured log never falls back to noida-db.
     """
     wanted = _normalize(kind) if kind else None
     if wanted is not None and wanted not in EMBEDDED_KINDS:
@@ -102,12 +123,15 @@ def start_embedded_broker(
             f"{data_dir} holds a {kept} log; use another --data-dir for {wanted}"
         )
     chosen = wanted or kept
+    secured = security not in (None, "plaintext")
+    if secured:
+        _check_security(chosen or "apache-kafka", security)
     if chosen == "noida":
         return start_noida(data_dir), [NOT_CRASH_SAFE]
     try:
-        return start_apache_kafka(data_dir, die_with_parent=True), []
+        return start_apache_kafka(data_dir, die_with_parent=True, security=security), []
     except KafkaUnavailableError as error:
-        if chosen == "apache-kafka":
+        if chosen == "apache-kafka" or secured:
             raise
         reason = f"Apache Kafka cannot run here ({error}); falling back to noida-db"
         return start_noida(data_dir), [reason, NOT_CRASH_SAFE]

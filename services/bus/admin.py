@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from events.topics import TRANSIENT_KINDS, TopicKind, Topics
+from services.bus.connection import client_config
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ def ensure_topics(
     config: Mapping[str, str] | None = None,
     liveness_retention: float | None = None,
     timeout_s: float = 30.0,
+    identity: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Create any missing topic; return ``name -> partition count`` for all of them.
 
@@ -107,6 +109,8 @@ def ensure_topics(
     when the topic is created (an existing one is changed with ``kafka-configs``: see
     docs/operations.md). An existing topic with a different partition count is reported, not
     altered: repartitioning would move keys to other partitions and break per-subject order.
+    ``identity``: whose settings create them (default: this process's; on a secured Kafka only
+    the admin principal may create topics, and a service's principal finds them all there).
     """
     topics = topics or Topics()
     wanted: dict[str, int] = {}
@@ -117,7 +121,7 @@ def ensure_topics(
         if count < 1:
             raise ValueError(f"partitions for {kind.value} must be >= 1")
         wanted[topics.name(kind)] = count
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap, identity=identity))
     cluster = admin.list_topics(timeout=timeout_s)
     replication, replication_config = replication_for_cluster(
         len(cluster.brokers), replication_factor
@@ -168,10 +172,13 @@ def ensure_topics(
     return actual
 
 
-def ensure_compacted_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
+def ensure_compacted_topic(
+    bootstrap: str, topic: str, timeout_s: float, identity: Mapping[str, str] | None = None
+) -> None:
     """One partition, compacted by key, replicated like every other topic (the lease, the
-    checkpoints); a broker that refuses the configuration gets a plain topic."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    checkpoints); a broker that refuses the configuration gets a plain topic. ``identity`` as
+    for :func:`ensure_topics`."""
+    admin = AdminClient(client_config(bootstrap, identity=identity))
     cluster = admin.list_topics(timeout=timeout_s)
     if topic in cluster.topics:
         return

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from events import Topics
 from services.bus.admin import ensure_compacted_topic
+from services.bus.connection import client_config
 from services.bus.export import read_to_end
 from services.bus.fatal import FatalLatch
 from services.bus.kafka import producer_config
@@ -160,8 +161,8 @@ class KafkaCheckpoints:
             return b""
         fatal = FatalLatch("checkpoints")
         consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
+            client_config(self.bootstrap)
+            | {
                 "group.id": f"fairshare-checkpoints-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "error_cb": fatal.on_error,

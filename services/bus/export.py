@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from events.ndjson import EventLogWriter
 from events.positions import Delivery
 from events.topics import Topics
+from services.bus.connection import client_config
 from services.bus.fatal import FatalLatch
 from services.bus.records import RawRecord, check, raw_record, skip
 
@@ -60,9 +61,8 @@ def end_offsets(
     bootstrap: str, topic_names: list[str], timeout_s: float = 10.0
 ) -> dict[tuple[str, int], int]:
     """The high watermark of every partition of ``topic_names`` (missing topics: none)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"fairshare-ends-{uuid.uuid4().hex}"}
-    )
+    group = f"fairshare-ends-{uuid.uuid4().hex}"
+    consumer = Consumer(client_config(bootstrap) | {"group.id": group})
     try:
         metadata = consumer.list_topics(timeout=timeout_s)
         ends: dict[tuple[str, int], int] = {}
@@ -108,8 +108,8 @@ def _read(
 ) -> Iterator[RawRecord]:
     fatal = FatalLatch("reader")
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
+        client_config(bootstrap)
+        | {
             "group.id": f"fairshare-reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

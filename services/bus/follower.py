@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from events import TopicKind, Topics
 from events.positions import Delivery, Position
 from events.registry import EventRegistry
+from services.bus.connection import client_config
 from services.bus.export import watermarks
 from services.bus.fatal import FatalLatch
 from services.bus.records import Rejected, check, raw_record, skip
@@ -394,8 +395,8 @@ class KafkaPartitions:
         self._on_invalid = on_invalid or (lambda rejected: skip(rejected, "follower"))
         self.fatal = FatalLatch("follower")
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
+            client_config(bootstrap)
+            | {
                 "group.id": f"fairshare-follower-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
@@ -417,8 +418,8 @@ class KafkaPartitions:
         # End offsets are asked for from other threads too (the API's health check while its
         # consumer thread fetches): a client of their own, never assigned, one call at a time.
         self._ends_consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
+            client_config(bootstrap)
+            | {
                 "group.id": f"fairshare-ends-{uuid.uuid4().hex}",
                 **(config or {}),
                 "error_cb": self.fatal.on_error,
@@ -513,8 +514,10 @@ class LogFollower(Follower):
         eager: bool = False,
         start: Mapping[Key, int] | None = None,
     ) -> None:
-        """``eager``: hand out a record as soon as it arrives (see :meth:`KafkaPartitions.fetch`);
-        the API's view batches instead, since each fold wakes every waiting request."""
+        """``eager``: hand out a record as soon as it arrives (see :meth:`KafkaPartitions.fetch`),
+        with whatever else is fetched already: for readers a caller waits on (the scheduler,
+        the agents, the API's view). A batching reader waits out its poll timeout unless a
+        whole batch arrives (a catch-up, a projector)."""
         topics = topics or Topics()
         names = [topics.name(k) for k in kinds]
         self.kafka = KafkaPartitions(

@@ -31,6 +31,7 @@ from events.positions import Delivery, Position
 from events.registry import EventRegistry, default_registry
 from events.serde import encode_binary
 from events.topics import TopicKind, Topics
+from services.bus.connection import client_config
 from services.bus.deadletters import DeadLetters
 from services.bus.export import read_to_end
 from services.bus.fatal import FatalBusError as FatalBusError  # where the services import it
@@ -53,18 +54,20 @@ def _utc_now() -> datetime:
 
 
 def producer_config(bootstrap: str, client_id: str = "fairshare") -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "client.id": client_id,
-        "enable.idempotence": True,
-        "acks": "all",
-        "partitioner": "murmur2_random",
-        "linger.ms": 5,
-        "message.timeout.ms": 30_000,
-        # Heartbeats are most of the log and compress well (readings repeat): zstd batches
-        # cut what the broker keeps several-fold; every consumer decompresses transparently.
-        "compression.type": "zstd",
-    }
+    return client_config(
+        bootstrap,
+        {
+            "client.id": client_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "message.timeout.ms": 30_000,
+            # Heartbeats are most of the log and compress well (readings repeat): zstd batches
+            # cut what the broker keeps several-fold; every consumer decompresses transparently.
+            "compression.type": "zstd",
+        },
+    )
 
 
 class KafkaEventPublisher:
@@ -211,8 +214,8 @@ class KafkaEventSubscriber:
         self._owns_dead_letters = dead_letters is None
         self.fatal = FatalLatch(f"consumer {group_id}")
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
+            client_config(bootstrap)
+            | {
                 "group.id": group_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",

@@ -32,6 +32,7 @@ from confluent_kafka import (
 
 from events import Topics
 from services.bus.admin import ensure_compacted_topic
+from services.bus.connection import client_config
 from services.bus.export import watermarks
 from services.bus.fatal import FatalLatch, is_fatal
 
@@ -72,8 +73,8 @@ class KafkaLeaseLog:
         self._partition = TopicPartition(self.topic, 0)
         self._next_offset = 0
         self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
+            client_config(bootstrap)
+            | {
                 "acks": "all",
                 "linger.ms": 0,
                 "max.in.flight.requests.per.connection": 1,
@@ -84,8 +85,8 @@ class KafkaLeaseLog:
             }
         )
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
+            client_config(bootstrap)
+            | {
                 "group.id": f"fairshare-lease-{uuid.uuid4().hex}",  # never joined or committed
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 50,

@@ -9,6 +9,7 @@ import typer
 
 from services.runtime.cli_options import (
     CheckpointEveryOption,
+    KafkaConfigOption,
     KafkaOption,
     MetricsHostOption,
     MetricsPortOption,
@@ -25,6 +26,7 @@ charging_app = typer.Typer()
 @charging_app.command()
 def charging(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     host: Annotated[str, typer.Option(help="plain (confluent consumer) or faust")] = "plain",
     instance: Annotated[

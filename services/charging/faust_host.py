@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import faust
 
 from events import TopicKind, Topics
+from services.bus.connection import security_settings
 from services.bus.records import RawRecord, Rejected, check, skip
 from services.charging.host import ChargingHost
 from services.charging.kafka import kafka_charging_fold
@@ -31,11 +34,39 @@ from services.charging.kafka import kafka_charging_fold
 log = logging.getLogger(__name__)
 
 
+def broker_credentials(settings: Mapping[str, str]) -> Any:
+    """faust's (aiokafka's) credentials from the librdkafka settings every other client of
+    the process uses (``services.bus.connection``), so ``--kafka-config`` means one principal
+    whichever host runs: SASL (SCRAM, PLAIN) over TLS or not, or TLS alone (mTLS when a
+    client certificate is named). None for a plain Kafka."""
+    protocol = settings.get("security.protocol", "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return None
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
+        if "ssl.certificate.location" in settings:
+            context.load_cert_chain(
+                settings["ssl.certificate.location"],
+                settings.get("ssl.key.location"),
+                settings.get("ssl.key.password"),
+            )
+    if protocol == "SSL":
+        return faust.SSLCredentials(context)
+    return faust.SASLCredentials(
+        username=settings.get("sasl.username"),
+        password=settings.get("sasl.password"),
+        ssl_context=context,
+        mechanism=settings.get("sasl.mechanism", "PLAIN").upper(),
+    )
+
+
 def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
     host = kafka_charging_fold(bootstrap, topics, snapshot_every_s=30)
     app = faust.App(
         f"fairshare-charging-{time.time_ns()}",  # a fresh group: the fold replays from 0
         broker=f"kafka://{bootstrap}",
+        broker_credentials=broker_credentials(security_settings()),
         web_enabled=False,
         consumer_auto_offset_reset="earliest",
         topic_allow_declare=False,

@@ -48,6 +48,7 @@ from confluent_kafka import Consumer, TopicPartition
 from events import TopicKind, Topics
 from events.models import LedgerCharge
 from projections.charging_state import ChargingState
+from services.bus.connection import client_config
 from services.bus.kafka import FatalLatch
 from services.bus.partitioning import partition_for_key
 from services.charging.host import ChargingHost
@@ -132,8 +133,8 @@ class ShardMembership:
         group = self.group
         self.fatal = FatalLatch(f"charging shard {instance}")
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
+            client_config(bootstrap)
+            | {
                 "group.id": group,
                 "group.instance.id": f"{group}-{instance}",
                 "partition.assignment.strategy": "roundrobin",

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from services.runtime.cli_options import (
+    KafkaConfigOption,
     KafkaOption,
     MetricsHostOption,
     MetricsPortOption,
@@ -37,6 +38,7 @@ DatabaseOption = Annotated[
 @projector_app.command()
 def projector(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     database_url: DatabaseOption = "sqlite:///.fairshare/fairshare.db",
     instance: Annotated[

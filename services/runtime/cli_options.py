@@ -27,6 +27,32 @@ KafkaOption = Annotated[
         help="bootstrap servers of the Kafka to use",
     ),
 ]
+
+
+def _use_kafka_config(path: Path | None) -> Path | None:
+    """Applied as the command line is read, before any client exists: every Kafka client of
+    the process (and of the children it starts) then connects as the file says
+    (``services.bus.connection``); a missing or unreadable file stops the command (exit 2)."""
+    if path is not None:
+        from services.bus.connection import KafkaConfigError, use_config_file
+
+        try:
+            use_config_file(path)
+        except KafkaConfigError as error:
+            raise typer.BadParameter(str(error)) from error
+    return path
+
+
+KafkaConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kafka-config",
+        envvar="FAIRSHARE_KAFKA_CONFIG",
+        callback=_use_kafka_config,
+        help="librdkafka properties of a secured Kafka (security.protocol, sasl.mechanism, "
+        "sasl.username, sasl.password, ssl.ca.location, ...): who this service is on the log",
+    ),
+]
 PrefixOption = Annotated[
     str, typer.Option("--topic-prefix", envvar="FAIRSHARE_TOPIC_PREFIX", help="topic name prefix")
 ]

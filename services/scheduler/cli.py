@@ -10,6 +10,7 @@ import typer
 
 from services.runtime.cli_options import (
     CheckpointEveryOption,
+    KafkaConfigOption,
     KafkaOption,
     MetricsHostOption,
     MetricsPortOption,
@@ -25,6 +26,7 @@ scheduler_app = typer.Typer()
 @scheduler_app.command()
 def scheduler(
     kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
     tick_s: Annotated[float, typer.Option(help="a pass at least this often")] = 5.0,
     heartbeat_timeout_s: Annotated[float, typer.Option(help="a silent node is down after")] = 60.0,

@@ -222,11 +222,13 @@ class _Launchers:
         monkeypatch.setattr(select, "start_apache_kafka", self.kafka)
         monkeypatch.setattr(select, "start_noida", self.noida)
 
-    def kafka(self, data_dir: Path, *, die_with_parent: bool) -> BrokerHandle:
+    def kafka(
+        self, data_dir: Path, *, die_with_parent: bool, security: str | None = None
+    ) -> BrokerHandle:
         assert die_with_parent  # `fairshare up` must not leave an orphan JVM behind
         if self.kafka_error is not None:
             raise self.kafka_error
-        self.started.append("apache-kafka")
+        self.started.append("apache-kafka" if security in (None, "plaintext") else security)
         return BrokerHandle("apache-kafka", "127.0.0.1:1", "kafka", stop=lambda: None)
 
     def noida(self, data_dir: Path) -> BrokerHandle:
@@ -252,6 +254,20 @@ def test_up_falls_back_to_noida_with_a_banner_only_without_java(
     assert "no Java 17+" in banner[0]
     with pytest.raises(KafkaUnavailableError):
         start_embedded_broker(tmp_path, "apache-kafka")
+
+
+def test_a_secured_log_never_falls_back_to_noida(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """noida-db has no authentication: a secured ``up`` without Java stops instead."""
+    launchers = _Launchers(monkeypatch, kafka_error=None)
+    start_embedded_broker(tmp_path, security="sasl_ssl")
+    assert launchers.started == ["sasl_ssl"]
+    _Launchers(monkeypatch, kafka_error=KafkaUnavailableError("no Java 17+"))
+    with pytest.raises(KafkaUnavailableError):
+        start_embedded_broker(tmp_path / "other", security="sasl_ssl")
+    with pytest.raises(BrokerStartError, match="only apache-kafka"):
+        start_embedded_broker(tmp_path / "third", "noida", security="sasl_ssl")
 
 
 def test_up_does_not_fall_back_when_kafka_fails_to_start(
