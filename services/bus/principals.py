@@ -215,9 +215,22 @@ def passwords_for(path: Path, names: Iterable[str]) -> dict[str, str]:
 
 
 def identity_of(admin: Mapping[str, str], name: str, password: str) -> dict[str, str]:
-    """A principal's client settings: the admin's way to the broker (protocol, mechanism, CA),
-    with the principal's own name and password."""
-    return {**admin, "sasl.username": name, "sasl.password": password}
+    """A principal's client settings: the admin's way to the broker (TLS and its CA), with
+    the principal's own SCRAM name and password. The admin's own client certificate or key,
+    if it has one (mTLS), is never handed on."""
+    tls = admin.get("security.protocol", "").upper() in ("SSL", "SASL_SSL")
+    kept = {k: v for k, v in admin.items() if not k.startswith(_ADMINS_OWN)}
+    return {
+        **kept,
+        "security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT",
+        "sasl.mechanism": SCRAM_MECHANISM,
+        "sasl.username": name,
+        "sasl.password": password,
+    }
+
+
+#: Settings that identify the admin itself: its password, its certificate and key.
+_ADMINS_OWN = ("sasl.", "ssl.key", "ssl.certificate", "ssl.keystore")
 
 
 # -- provisioning ------------------------------------------------------------------------------
@@ -297,3 +310,23 @@ def write_identities(
         name: write_properties(directory / f"{name}.properties", identity_of(admin, name, pw))
         for name, pw in passwords.items()
     }
+
+
+def set_up_principals(
+    bootstrap: str,
+    admin: Mapping[str, str],
+    topics: Topics,
+    clusters: Iterable[str],
+    directory: Path,
+) -> dict[str, Path]:
+    """Every service principal of a deployment, in force on the Kafka at ``bootstrap``: their
+    passwords kept in ``directory/secrets.json`` (made on the first call), created and granted
+    by ``admin`` (:func:`provision`), and one properties file each in ``directory/clients``;
+    returns ``principal -> file``."""
+    roles = principals(clusters)
+    passwords = passwords_for(directory / "secrets.json", roles)
+    try:
+        provision(bootstrap, admin, topics, passwords, roles)
+    except KafkaException as error:  # the admin could not reach the broker, or was refused
+        raise ProvisionError(f"as {admin.get('sasl.username', 'admin')}: {error}") from error
+    return write_identities(directory / "clients", admin, passwords)

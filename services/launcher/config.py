@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +102,10 @@ class UpConfig:
     #: all (``services.launcher.metrics_targets``). False: no metrics ports.
     metrics: bool = True
     metrics_host: str = "127.0.0.1"
+    #: On a secured Kafka of its own: each principal's client settings (``principal -> file``,
+    #: ``services.bus.principals``); each service runs as its own. Empty: a plain Kafka, or
+    #: an external one every service reaches as ``--kafka-config`` says.
+    kafka_identities: Mapping[str, Path] = field(default_factory=dict)
     #: Stopping waits this long for every service together, then kills what is left.
     stop_timeout_s: float = 15.0
 
