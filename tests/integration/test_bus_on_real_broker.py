@@ -99,6 +99,7 @@ for start in range(16):
 """
 
 
+@pytest.mark.slow  # 14-32 s: the default run stays under 10 minutes; CI runs it with -m slow
 def test_closing_right_after_joining_returns(bus: KafkaBus) -> None:
     """librdkafka's close never returned when an assignment had arrived that no poll had
     served (a projector, a static member, stopped just after it joined)."""

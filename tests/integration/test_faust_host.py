@@ -36,6 +36,7 @@ def _worker(bus: KafkaBus, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow  # 14-32 s: the default run stays under 10 minutes; CI runs it with -m slow
 def test_faust_worker_posts_the_folds_charges_once(bus: KafkaBus, tmp_path: Path) -> None:
     facts = run_events("w1", "lab/a", 2, T0 + 60, T0 + 3 * 3600, True, 600)
     facts += run_events("w2", "lab/b", 1, T0 + 900, T0 + 5000, False, 600)

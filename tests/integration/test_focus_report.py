@@ -58,6 +58,7 @@ def _table(content: bytes) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(content.decode())))
 
 
+@pytest.mark.slow  # 14-32 s: the default run stays under 10 minutes; CI runs it with -m slow
 def test_the_export_passes_the_validator_and_reconciles_with_the_ledger(
     engine: Engine, tmp_path: Path
 ) -> None:

@@ -96,6 +96,7 @@ def _for(seconds: float, after: Callable[[], bool]) -> Callable[[], bool]:
     return stop
 
 
+@pytest.mark.slow  # 14-32 s: the default run stays under 10 minutes; CI runs it with -m slow
 def test_poison_is_skipped_by_followers_dead_lettered_once_and_exported_never(
     bus: KafkaBus, tmp_path: Path
 ) -> None:
