@@ -27,6 +27,10 @@ EventId = Annotated[
     StringConstraints(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
 ]
 Source = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^\S+$")]
+#: The id of the key that signed the record (``events.models.keys.KeyId``).
+Signer = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+#: An Ed25519 signature (64 bytes) in standard base64.
+Signature = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]{86}==$")]
 
 SPECVERSION = "1.0"
 CONTENT_TYPE = "application/json"
@@ -45,6 +49,10 @@ class Envelope(BaseModel, Generic[DataT]):
     subject: str
     correlationid: EventId | None = None
     causationid: EventId | None = None
+    #: CloudEvents extensions: the key that signed the record and its signature over the
+    #: canonical form of everything else (``events.signing``); None on unsigned records.
+    signer: Signer | None = None
+    signature: Signature | None = None
     datacontenttype: Literal["application/json"] = "application/json"
     data: DataT
 
@@ -59,6 +67,8 @@ class Envelope(BaseModel, Generic[DataT]):
                 f"subject: {self.subject!r} must be the payload's "
                 f"{type(self.data).subject_field} ({expected_subject!r})"
             )
+        if (self.signer is None) != (self.signature is None):
+            raise ValueError("signature: signer and signature come together or not at all")
         return self
 
     @property

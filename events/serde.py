@@ -33,6 +33,8 @@ _ATTRIBUTES = (
     "subject",
     "correlationid",
     "causationid",
+    "signer",
+    "signature",
 )
 HEADER_PREFIX = "ce_"
 CONTENT_TYPE_HEADER = "content-type"

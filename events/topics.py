@@ -21,6 +21,8 @@ class TopicKind(StrEnum):
     USAGE = "usage"
     LEDGER = "ledger"
     DEADLETTER = "deadletter"
+    #: Who may sign what: the registrations and revocations of signing keys (docs/signed-facts.md).
+    KEYS = "keys"
 
 
 #: Topics kept for a while only (time-based retention), never part of the durable log: the

@@ -7,7 +7,10 @@ pure folds, so what the API says about a workload is what the scheduler acted on
 
 A live log can carry facts a fold rejects (a start for a workload nobody submitted, a weight
 change for a budget that does not exist): they are kept in ``rejected`` and logged, and never
-stop the reader.
+stop the reader. Before any fold sees a fact, the state's :class:`~projections.trust.Trust`
+judges whether it may be believed at all (signed by a key that may state it, or written before
+its signer had to sign); the key facts travel on their own topic, merged with the others like
+any fact, and a fact signed by a key not read yet is held like any early fact.
 
 Readers merge partitions by event time (``services/bus/follower.py``), so a fact rarely meets
 the fold before what it depends on. What the merge cannot order (facts at equal times, a fact
@@ -47,6 +50,8 @@ from events.models import (
     PreemptCommand,
     PriceSet,
     SchedulerSettings,
+    SigningKeyRegistered,
+    SigningKeyRevoked,
     UsageSnapshot,
 )
 from events.serde import decode_structured, encode_structured
@@ -55,6 +60,7 @@ from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.errors import FoldError, MissingFact
 from projections.seen_ids import SeenIds
+from projections.trust import UNKNOWN_KEY, Distrust, Trust
 from projections.usage_snapshots import RankedUsage, usage_to_rank
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,8 @@ _BUDGET_EVENTS = (
     MembershipRevoked,
     PriceSet,
 )
+
+_KEY_FACTS = (SigningKeyRegistered, SigningKeyRevoked)
 
 
 #: Events whose effect is the same however often they are applied (a heartbeat or a liveness
@@ -183,6 +191,13 @@ class LiveState:
     forgotten_before: float = float("-inf")
     #: The tidying period (``latest_time // _tidy_every_s``) last tidied in.
     _tidied_period: int = field(default=0, init=False, repr=False)
+    #: Who may state what, from the key facts folded so far (``projections.trust``): a fact
+    #: not believed is rejected before anything else, its id not even kept (a forgery must
+    #: not make the genuine fact of the same id look like a redelivery).
+    trust: Trust = field(default_factory=lambda: Trust(horizon_s=FORGET_AFTER_S))
+    #: Held facts signed by a key not read yet, by (id, signature): judged again when they
+    #: are retried (by signature too: a forgery held so must not stand for the genuine fact).
+    _unvouched: set[tuple[str, str | None]] = field(default_factory=set, init=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
         """For a checkpoint (``projections.checkpoint``): held facts are envelopes of a generic
@@ -193,6 +208,9 @@ class LiveState:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state["waiting"] = [decode_structured(line) for line in state["waiting"]]
+        # a checkpoint from before signed facts: no key was registered in what it folded
+        state.setdefault("trust", Trust(horizon_s=state.get("forget_after_s", FORGET_AFTER_S)))
+        state.setdefault("_unvouched", set())
         self.__dict__.update(state)
 
     @property
@@ -206,6 +224,14 @@ class LiveState:
         at = float(envelope.epoch_seconds)
         if at < self.horizon:
             self.beyond_horizon += 1
+            return False
+        verdict = self.trust.judge(envelope, self)
+        if verdict is not None:
+            if verdict.kind == UNKNOWN_KEY and len(self.waiting) < MAX_WAITING:
+                self._unvouched.add((envelope.id, envelope.signature))
+                self._hold(envelope)
+            else:
+                self._distrust(envelope, verdict)
             return False
         if self.event_ids.seen(envelope.id, at):
             return False
@@ -261,10 +287,58 @@ class LiveState:
         self.waiting = [e for e in self.waiting if self._held_at.get(e.id, mark) >= mark]
         for envelope in stale:
             self._held_at.pop(envelope.id, None)
+            if (envelope.id, envelope.signature) in self._unvouched:
+                verdict = self.trust.judge(envelope, self)
+                if verdict is not None:  # the key never came: not believed, whatever else
+                    self._distrust(envelope, verdict)
+                    continue
+                self._unvouched.discard((envelope.id, envelope.signature))
             self._reject(
                 envelope, reason or "still inapplicable after the whole log was read past it"
             )
         return len(stale)
+
+    def _hold(self, envelope: Envelope[Any]) -> None:
+        self.waiting.append(envelope)
+        if envelope.id not in self._held_at:
+            self._held_at[envelope.id] = self._holds
+            self._holds += 1
+
+    def _distrust(self, envelope: Envelope[Any], verdict: Distrust) -> None:
+        self._unvouched.discard((envelope.id, envelope.signature))
+        self.trust.refuse(envelope, verdict)
+        self._reject(envelope, f"not believed ({verdict.kind}): {verdict.reason}")
+
+    def _vouched(self, envelope: Envelope[Any]) -> bool:
+        """A held fact signed by a key unknown when it was read: whether it may be folded
+        now (judged and its id kept as :meth:`apply` would have), else held or refused."""
+        verdict = self.trust.judge(envelope, self)
+        if verdict is not None and verdict.kind == UNKNOWN_KEY:
+            self.waiting.append(envelope)
+            return False
+        self._unvouched.discard((envelope.id, envelope.signature))
+        if verdict is not None:
+            self._held_at.pop(envelope.id, None)
+            self._distrust(envelope, verdict)
+            return False
+        at = float(envelope.epoch_seconds)
+        if self.event_ids.seen(envelope.id, at):
+            self._held_at.pop(envelope.id, None)
+            return False
+        if not isinstance(envelope.data, _IDEMPOTENT):
+            self.event_ids.add(envelope.id, at)
+        return True
+
+    # -- what the trust asks (projections.trust.Owners) --------------------------------------
+    def node_cluster(self, node: str) -> str | None:
+        state = self.cluster.nodes.get(node)
+        return state.cluster if state is not None else None
+
+    def run_cluster(self, workload_id: str, attempt: int) -> str | None:
+        workload = self.cluster.workloads.get(workload_id)
+        if workload is None or workload.attempt != attempt or not workload.placement:
+            return None
+        return self.node_cluster(workload.placement[0][0])
 
     def _reject(self, envelope: Envelope[Any], reason: str) -> None:
         self.rejected_total += 1
@@ -277,10 +351,15 @@ class LiveState:
         )
 
     def _apply(self, envelope: Envelope[Any]) -> bool:
+        unvouched = self._unvouched and (envelope.id, envelope.signature) in self._unvouched
+        if unvouched and not self._vouched(envelope):
+            return False
         data = envelope.data
         now = float(envelope.epoch_seconds)
         try:
-            if isinstance(data, _BUDGET_EVENTS):
+            if isinstance(data, _KEY_FACTS):
+                pass  # folded into the trust's key book when judged
+            elif isinstance(data, _BUDGET_EVENTS):
                 self.tree.apply(data, now)
             elif isinstance(data, LedgerCharge):
                 totals = self.charged_gpu_s if data.kind == "allocated" else self.free_gpu_s
@@ -304,10 +383,7 @@ class LiveState:
                     self.cluster.apply(data, now)
         except MissingFact as error:
             if envelope.id in self._held_at or len(self.waiting) < MAX_WAITING:
-                self.waiting.append(envelope)
-                if envelope.id not in self._held_at:
-                    self._held_at[envelope.id] = self._holds
-                    self._holds += 1
+                self._hold(envelope)
                 return False
             self._reject(envelope, f"{error} (and {MAX_WAITING} facts already wait)")
             return False

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from events.envelope import Envelope, new_event
 from events.models import (
     ALL_EVENT_MODELS,
@@ -36,6 +38,8 @@ from events.models import (
     Placement,
     PreemptCommand,
     PriceSet,
+    SigningKeyRegistered,
+    SigningKeyRevoked,
     UsageSnapshot,
     WorkloadArraySubmitted,
     WorkloadCancelled,
@@ -48,6 +52,7 @@ from events.models import (
     WorkloadSubmitted,
     charge_id,
 )
+from events.signing import Signer
 from services.scheduler.core.debug_lane import DebugLane, DebugLanes
 from services.scheduler.core.scheduling_pass import PassContext
 from services.scheduler.core.settings import settings_of
@@ -239,9 +244,22 @@ def sample_payloads() -> list[EventData]:
             reason="data.gpus: Input should be greater than or equal to 1",
             value_b64="e30=",
         ),
+        SigningKeyRegistered(
+            key_id=SAMPLE_SIGNER.key_id,
+            public_key=SAMPLE_SIGNER.public_key_text,
+            role="agent",
+            cluster="cluster-a",
+            registered_by="admin",
+            required_from=datetime(1970, 1, 1, tzinfo=UTC),
+        ),
+        SigningKeyRevoked(key_id=SAMPLE_SIGNER.key_id, revoked_by="admin", reason="rotated"),
     ]
     assert [type(p) for p in payloads] == list(ALL_EVENT_MODELS), "add new models here"
     return payloads
+
+
+#: A fixed key, so the samples (and the schemas' examples) are the same on every run.
+SAMPLE_SIGNER = Signer(Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
 
 
 def sample_events(source: str = "tests") -> list[Envelope[Any]]:

@@ -31,6 +31,7 @@ from events.models.commands import (
 )
 from events.models.deadletter import DeadLetter
 from events.models.heartbeats import GpuHeartbeat, GpuReading
+from events.models.keys import SigningKeyRegistered, SigningKeyRevoked
 from events.models.ledger import LedgerCharge, charge_id
 from events.models.liveness import NodeAlive
 from events.models.periods import AccountBalance, PeriodClosed
@@ -80,6 +81,8 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     LedgerCharge,
     PeriodClosed,
     DeadLetter,
+    SigningKeyRegistered,
+    SigningKeyRevoked,
 )
 
 __all__ = [
@@ -116,6 +119,8 @@ __all__ = [
     "PreemptCommand",
     "PriceSet",
     "SchedulerSettings",
+    "SigningKeyRegistered",
+    "SigningKeyRevoked",
     "TimeLimitSettings",
     "UsageSnapshot",
     "WorkloadArraySubmitted",

@@ -28,7 +28,7 @@ from events.lean import BinaryDecoder
 from events.models import DeadLetter
 from events.positions import Delivery, Position
 from events.registry import EventRegistry
-from events.serde import EventDecodeError, decode_binary
+from events.serde import EventDecodeError, decode_binary, encode_binary
 from events.topics import Topics
 
 if TYPE_CHECKING:
@@ -101,6 +101,22 @@ def check(
     if record.key != envelope.key:
         return Rejected(record, f"key: {record.key!r} is not the subject {envelope.subject!r}")
     return Delivery(envelope=envelope, position=record.position)
+
+
+def record_of(delivery: Delivery) -> RawRecord:
+    """A delivered event as the record it was read from, for a dead letter of a record that
+    decoded but is not believed (``services.bus.trust``): encoding is deterministic, so the
+    bytes are those the producer wrote, but for the order of headers other than ours."""
+    encoded = encode_binary(delivery.envelope)
+    position = delivery.position
+    return RawRecord(
+        position.topic,
+        position.partition,
+        position.offset,
+        encoded.key,
+        encoded.value,
+        list(encoded.headers),
+    )
 
 
 def skip(rejected: Rejected, reader: str) -> Position:
