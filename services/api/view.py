@@ -99,19 +99,21 @@ class LiveView:
     ) -> LiveView:
         """A view over a Kafka cluster, reading every topic from its first offset, or, with
         ``checkpoint_every_s``, from the latest checkpoint of the view's fold (then only the
-        log's tail), saving one that often."""
+        log's tail), saving one that often. Its reader is eager: a write waits for the view to
+        fold it (read-your-writes), and a reader that waited out its poll timeout for a full
+        batch held every request ~0.1-0.2 s (16 clients: 69 submissions/s)."""
         from services.bus.checkpoints import KafkaCheckpoints
         from services.bus.follower import LogFollower
 
         topics = topics or Topics()
         if checkpoint_every_s is None:
-            return cls(LogFollower(bootstrap, tuple(kinds), topics), topics=topics)
+            return cls(LogFollower(bootstrap, tuple(kinds), topics, eager=True), topics=topics)
         store = KafkaCheckpoints(bootstrap, topics, "api-view")
         checkpoints = FoldCheckpoints(store, checkpoint_every_s, name="api-view")
         restored = checkpoints.restore()
         start = restored.positions if restored is not None else None
         view = cls(
-            LogFollower(bootstrap, tuple(kinds), topics, start=start),
+            LogFollower(bootstrap, tuple(kinds), topics, start=start, eager=True),
             topics=topics,
             state=restored.state if restored is not None else None,
         )
