@@ -116,7 +116,8 @@ def test_a_flush_reports_its_own_refusals_not_another_thread_s(
     publisher.publish(new_event(submitted("mine"), source="test", time=T0))
     _in_thread(other)
     publisher.flush(2)  # the other thread's refusal is not this request's
-    assert failures and "NOT_ENOUGH_REPLICAS" in failures[0]
+    assert failures
+    assert "NOT_ENOUGH_REPLICAS" in failures[0]
 
 
 def test_a_flush_waits_for_its_own_held_record_and_says_so(
