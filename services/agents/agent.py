@@ -82,9 +82,15 @@ TIME_LIMIT_GRACE_S = 30.0
 TIME_LIMIT_MESSAGE = "time limit"
 
 #: What the running agent follows, in the order an in-memory poll (and the catch-up merge, for
-#: events of one instant) reads them: a node is known before work is placed on it, and a preempt
-#: command that frees GPUs comes before the placement that takes them.
-AGENT_TOPICS: tuple[TopicKind, ...] = (TopicKind.CLUSTER, TopicKind.COMMANDS, TopicKind.WORKLOADS)
+#: events of one instant) reads them: the keys that vouch for a fact before it, a node before
+#: work is placed on it, and a preempt command that frees GPUs before the placement that takes
+#: them.
+AGENT_TOPICS: tuple[TopicKind, ...] = (
+    TopicKind.KEYS,
+    TopicKind.CLUSTER,
+    TopicKind.COMMANDS,
+    TopicKind.WORKLOADS,
+)
 #: What it reads once on start: the above, plus heartbeats and liveness signals (for the last
 #: time a run it cannot recover was seen).
 CATCH_UP_TOPICS: tuple[TopicKind, ...] = (
@@ -180,8 +186,12 @@ class ClusterAgent:
         self.in_flight.discard(envelope.id)
         if isinstance(envelope.data, GpuHeartbeat | NodeAlive):
             # They only move "last seen" times: fold them without remembering their ids (they
-            # are most of the log, and a repeated one changes nothing).
-            self.state.cluster.apply(envelope.data, float(envelope.epoch_seconds))
+            # are most of the log, and a repeated one changes nothing), once believed.
+            verdict = self.state.trust.judge(envelope, self.state)
+            if verdict is None:
+                self.state.cluster.apply(envelope.data, float(envelope.epoch_seconds))
+            else:
+                self.state.trust.refuse(envelope, verdict)
             return
         self.state.apply(envelope)
 

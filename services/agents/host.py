@@ -25,6 +25,7 @@ from services.bus.checkpoints import KafkaCheckpoints
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher
+from services.bus.signing import signed
 from services.runtime.fold_checkpoints import FoldCheckpoints
 
 A = TypeVar("A", bound=ClusterAgent)
@@ -146,7 +147,8 @@ def serve_agent(
     """The agent ``make`` builds over a publisher to ``bootstrap``, run until
     ``should_stop()`` (every kind of agent is served so: the generic one, Slurm's,
     Kubernetes')."""
-    publisher = KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}")
+    # signed with the cluster's key ($FAIRSHARE_SIGNING_KEY): it speaks for this cluster only
+    publisher = signed(KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}"))
     agent = make(publisher)
     try:
         run_on_kafka(

@@ -66,6 +66,7 @@ def serve(
 
     from services.bus.admin import ensure_topics
     from services.bus.kafka import KafkaEventPublisher
+    from services.bus.signing import signed
     from services.metrics.endpoint import count_restarts
 
     topics = Topics(prefix=topic_prefix)
@@ -76,7 +77,8 @@ def serve(
     redact_access_log()
     ensure_topics(bootstrap, topics)
     view = LiveView.from_kafka(bootstrap, topics, checkpoint_every_s=checkpoint_every_s)
-    publisher = KafkaEventPublisher(bootstrap, topics, client_id="fairshare-api")
+    # what the API accepts is signed with its key ($FAIRSHARE_SIGNING_KEY, services.bus.signing)
+    publisher = signed(KafkaEventPublisher(bootstrap, topics, client_id="fairshare-api"))
     view.start()  # reads the history meanwhile: requests answer 503 until it has
     try:
         log.info(

@@ -40,6 +40,7 @@ from events.models import (
 )
 from events.ndjson import BadLine
 from projections.live_state import LiveState
+from services.audit.trust import AuditTrust, describe
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 from services.scheduler.core.settings import with_settings
@@ -59,7 +60,7 @@ PASS_OUTPUTS = (
 )
 
 #: The rule a problem breaks, as the CLI names it.
-Rule = Literal["re-derived", "contract", "victim", "command-id", "usage"]
+Rule = Literal["re-derived", "contract", "victim", "command-id", "usage", "signer"]
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,23 @@ def audit_decisions(log: Iterable[Envelope[Any] | BadLine]) -> DecisionAudit:
         audit.problems.extend(replay.fold_to(decided.start))
         audit.problems.extend(replay.check(decided, audit))
     audit.problems.extend(replay.fold_to(len(envelopes)))
+    audit.problems.extend(signer_problems(envelopes))
     return audit
+
+
+def signer_problems(log: Sequence[Envelope[Any]]) -> list[Problem]:
+    """Every record of ``log`` that may not be believed (``services.audit.trust``), by its
+    line: the replay's live state folds none of them, but a pass's own outputs are only
+    noted as seen there, so they are judged here, with the rest, once."""
+    trust = AuditTrust(log)
+    lines: dict[tuple[str, str | None], int] = {}
+    for line, envelope in enumerate(log, start=1):
+        if not trust.believes(envelope):
+            lines.setdefault((envelope.id, envelope.signer), line)
+    return [
+        Problem(None, lines.get((refusal.event_id, refusal.signer), 0), "signer", describe(refusal))
+        for refusal in trust.refusals
+    ]
 
 
 class _Replay:

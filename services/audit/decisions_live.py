@@ -49,6 +49,7 @@ from services.audit.decisions import (
     compare_facts,
     misplaced,
     rerun_pass,
+    signer_problems,
 )
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import SOURCE
@@ -93,6 +94,7 @@ def audit_live_decisions(
             audit.not_checked += 1  # its outputs are folded as inputs of the next pass
             continue
         _check(log, decided, decided.at == last_of_epoch[decided.epoch], audit)
+    audit.problems += signer_problems([delivery.envelope for delivery in log.deliveries])
     return audit
 
 

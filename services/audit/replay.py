@@ -4,6 +4,11 @@ The facts (submissions, starts, heartbeats, ends) go through the same ledger fol
 projector uses; the recorded charges are taken as they are. The audit passes only when both
 lists are identical entry for entry; otherwise every difference is listed, with totals per
 budget and hour so that a reader sees what the differences amount to.
+
+Only what may be believed is replayed or compared (``services.audit.trust``): a start signed
+by another cluster's agent is no start, a charge charging did not sign is no charge. Each
+record not believed is a difference of its own, so a log with one forged fact never audits as
+identical, even where the forgery would have changed no figure.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from events.envelope import Envelope
 from events.models import LedgerCharge
 from events.ndjson import BadLine
 from projections.ledger import Ledger, charge_totals
+from services.audit.trust import AuditTrust, describe
 from services.runtime.gc_pause import gc_paused
 
 
@@ -30,31 +36,43 @@ class ReplayResult:
     recomputed: list[LedgerCharge] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
+    #: Records not believed (neither replayed nor compared), each named in ``differences``.
+    not_believed: int = 0
 
     @property
     def identical(self) -> bool:
         return not self.differences and not self.bad_lines
 
 
-def replay(log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool = False) -> ReplayResult:
+def replay(
+    log: Iterable[Envelope[Any] | BadLine],
+    keep_recomputed: bool = False,
+    trust: AuditTrust | None = None,
+) -> ReplayResult:
     """Streams the log once and holds only what is still unmatched (plus the fold's own
     state), so the audit of a long log needs little memory. The cyclic GC is paused: the log
     creates no cycles, and scanning the growing fold state on every allocation burst would
-    dominate the replay."""
+    dominate the replay. ``trust``: with the log's keys read first (default: learned as
+    they come, right for a log in event-time order)."""
     with gc_paused():
-        return _replay(log, keep_recomputed)
+        return _replay(log, keep_recomputed, trust or AuditTrust.of_log(log))
 
 
-def _replay(log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool) -> ReplayResult:
+def _replay(
+    log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool, trust: AuditTrust
+) -> ReplayResult:
     result = ReplayResult()
     ledger = Ledger(keep_entries=keep_recomputed)
     matcher = ChargeMatcher()
     offer_recorded, offer_recomputed = matcher.offer_recorded, matcher.offer_recomputed
+    believes = trust.believes
     for item in log:
         if isinstance(item, BadLine):
             result.bad_lines.append(item)
             continue
         result.events += 1
+        if not believes(item):
+            continue
         data = item.data
         if isinstance(data, LedgerCharge):
             offer_recorded(data)
@@ -64,7 +82,8 @@ def _replay(log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool) -> Re
     result.recorded_count = matcher.recorded
     result.recomputed_count = matcher.recomputed
     result.recomputed = ledger.entries
-    result.differences = matcher.differences()
+    result.not_believed = len(trust.refusals)
+    result.differences = [describe(r) for r in trust.refusals] + matcher.differences()
     return result
 
 

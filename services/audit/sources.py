@@ -16,16 +16,43 @@ from events.lean import binary_decoder
 from events.models import LedgerCharge
 from events.ndjson import BadLine, read_events
 from events.positions import Delivery
+from events.serde import EventDecodeError, decode_structured, peek_type
 from services.audit.replay import ReplayResult
+from services.audit.trust import VOUCHING, AuditTrust, describe
 from services.bus.records import RawRecord, Rejected, check, source_position
 from services.read_models.tables import ledger_entries
 
 
-def log_from_file(path: Path, strict: bool = True) -> Iterator[Envelope[Any] | BadLine]:
+class EventFile:
+    """An export file, read as often as it is iterated; its key facts and node registrations
+    can be found apart (:meth:`vouching`), so an audit knows every key before it judges the
+    first record (``services.audit.trust``)."""
+
+    def __init__(self, path: Path, strict: bool = True) -> None:
+        self.path = path
+        self.strict = strict
+
+    def __iter__(self) -> Iterator[Envelope[Any] | BadLine]:
+        return read_events(self.path, lean=not self.strict)
+
+    def vouching(self) -> Iterator[Envelope[Any]]:
+        """The lines whose type is a key fact or a node registration, decoded strictly; the
+        others are not decoded (a type is found without parsing the line)."""
+        wanted = {model.event_type for model in VOUCHING}
+        with self.path.open("rb") as handle:
+            for line in handle:
+                if peek_type(line) in wanted:
+                    try:
+                        yield decode_structured(line.strip())
+                    except EventDecodeError:
+                        continue  # a bad line: the replay reports it where it lies
+
+
+def log_from_file(path: Path, strict: bool = True) -> EventFile:
     """An export holds only records that passed the strict check on their way out of the log
     (``services.bus.export``), so the replay may decode it leanly (``strict=False``,
     :mod:`events.lean`)."""
-    return read_events(path, lean=not strict)
+    return EventFile(path, strict)
 
 
 def log_from_kafka(
@@ -115,9 +142,12 @@ def audit_log(
     (the projector's copy: in any order, since it stores by id)."""
     from services.audit.replay import compare, replay
 
-    result = replay(log, keep_recomputed=bool(database_url))
+    trust = AuditTrust.of_log(log)
+    result = replay(log, keep_recomputed=bool(database_url), trust=trust)
     if database_url:
         stored = stored_charges(database_url)
         result.recorded_count = len(stored)
-        result.differences = compare(stored, result.recomputed, check_order=False)
+        result.differences = [describe(r) for r in trust.refusals] + compare(
+            stored, result.recomputed, check_order=False
+        )
     return result

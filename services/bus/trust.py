@@ -97,7 +97,9 @@ class KeysFromLog:
         if now - self._read_at >= self.refresh_s:
             self.refresh()
         verdict = self.trust.judge(envelope, owners)
-        if verdict is not None and verdict.kind == UNKNOWN_KEY and self._read_at < now:
+        if verdict is not None and verdict.kind == UNKNOWN_KEY and now - self._read_at >= 1.0:
+            # at most once a second: a stream of records under made-up keys must not turn
+            # into a stream of reads of the keys topic
             self.refresh()
             verdict = self.trust.judge(envelope, owners)
         if verdict is not None:
@@ -139,6 +141,12 @@ class Believing:
         if refused and self._flush is not None:
             self._flush()
         return believed
+
+    def commit(self) -> None:
+        self.inner.commit()
+
+    def close(self) -> None:
+        self.inner.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -19,6 +19,8 @@ from services.bus.deadletters import DeadLetters
 from services.bus.export import end_offsets, read_to_end
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.records import check, skip
+from services.bus.signing import signed
+from services.bus.trust import KeysFromLog, kafka_keys
 from services.charging.host import ChargingHost
 from services.charging.periods import kafka_ledger
 from services.charging.reader import GROUP, InputReader, LedgerTail
@@ -46,7 +48,7 @@ def kafka_charging_fold(bootstrap: str, topics: Topics, **options: Any) -> Charg
     """A host that is fed its facts by someone else (the faust worker): it learns the recorded
     charges from the whole ledger topic (:meth:`ChargingHost.restore`)."""
     return ChargingHost(
-        KafkaEventPublisher(bootstrap, topics, client_id=CONSUMER),
+        signed(KafkaEventPublisher(bootstrap, topics, client_id=CONSUMER)),
         lambda: charges_on_ledger(bootstrap, topics),
         **options,
     )
@@ -84,7 +86,8 @@ def _charging(
     **options: Any,
 ) -> ChargingShard:
     host = ChargingHost(
-        KafkaEventPublisher(bootstrap, topics, client_id=client_id),
+        # charges, usage snapshots and seals are signed with charging's key
+        signed(KafkaEventPublisher(bootstrap, topics, client_id=client_id)),
         lambda: iter(()),  # the driver learns the recorded charges from its ledger tail
         **options,
     )
@@ -95,10 +98,15 @@ def _charging(
         topics,
     )
 
+    # one judgement of what charging reads, its inputs and the ledger (services.bus.trust)
+    trust = KeysFromLog(kafka_keys(bootstrap, topics))
+
     def open_reader(
         owned: frozenset[int] | None, speaks: bool, start: Mapping[Key, int]
     ) -> InputReader:
-        return InputReader(bootstrap, topics, owned, dead_letters, speaks=speaks, start=start)
+        return InputReader(
+            bootstrap, topics, owned, dead_letters, speaks=speaks, start=start, trust=trust
+        )
 
     def open_checkpoints(name: str) -> StateCheckpoints[ChargingState]:
         from services.bus.checkpoints import KafkaCheckpoints
@@ -111,7 +119,7 @@ def _charging(
         host,
         membership,
         open_reader,
-        lambda start: LedgerTail(bootstrap, topics, start),
+        lambda start: LedgerTail(bootstrap, topics, start, trust),
         topics.name(TopicKind.LEDGER),
         dead_letters,
         open_checkpoints if checkpoint_every_s is not None else None,

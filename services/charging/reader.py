@@ -5,7 +5,9 @@ positions (a checkpoint's) or from the first offset.
 Both readers are assigned their partitions: nothing is committed, since what charging has read
 is what its fold (and its checkpoint) says it has folded. Invalid input records are
 dead-lettered as every owner of a topic does (heartbeats only by the instance that ``speaks``
-for the shared inputs; the others skip them).
+for the shared inputs; the others skip them), and so are the records its ``trust`` does not
+believe (``services.bus.trust``: a start by another cluster's agent, a forged end); a charge on
+the ledger topic that charging did not sign is not counted (the projector dead-letters it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from events.models import LedgerCharge, PeriodClosed
 from events.positions import Delivery, Position
 from services.bus.deadletters import DeadLetters
 from services.bus.follower import Follower, KafkaPartitions
-from services.bus.records import Rejected, skip
+from services.bus.records import Rejected, record_of, skip
+from services.bus.trust import KeysFromLog
 from services.metrics import lag as lag_metrics
 
 #: The name charging signs its dead letters with, and its consumer group's name after the
@@ -49,10 +52,12 @@ class InputReader:
         *,
         speaks: bool,
         start: Mapping[Key, int] | None = None,
+        trust: KeysFromLog | None = None,
     ) -> None:
         self.topics = topics
         self.dead_letters = dead_letters
         self.speaks = speaks
+        self.trust = trust
         workloads, heartbeats = (
             topics.name(k) for k in (TopicKind.WORKLOADS, TopicKind.HEARTBEATS)
         )
@@ -76,8 +81,18 @@ class InputReader:
 
     def poll(self, timeout_s: float, max_records: int) -> list[Delivery]:
         deliveries = self._follower.poll(timeout_s, max_records)
+        if self.trust is not None:
+            deliveries = [d for d in deliveries if self._believed(d)]
         self.dead_letters.flush()  # before any charge that follows them is published
         return deliveries
+
+    def _believed(self, delivery: Delivery) -> bool:
+        assert self.trust is not None
+        verdict = self.trust.judge(delivery.envelope)
+        if verdict is None:
+            return True
+        self._invalid(Rejected(record_of(delivery), f"not believed: {verdict.reason}"))
+        return False
 
     def ends(self) -> dict[Key, int]:
         """The end of every partition read, as the broker has it now: what this reader has
@@ -94,8 +109,13 @@ class LedgerTail:
     already published (its own before a crash, other shards') and usage counts them all."""
 
     def __init__(
-        self, bootstrap: str, topics: Topics, start: Mapping[Key, int] | None = None
+        self,
+        bootstrap: str,
+        topics: Topics,
+        start: Mapping[Key, int] | None = None,
+        trust: KeysFromLog | None = None,
     ) -> None:
+        self.trust = trust
         self.source = KafkaPartitions(
             bootstrap, [topics.name(TopicKind.LEDGER)], topics=topics, start=start
         )
@@ -122,6 +142,8 @@ class LedgerTail:
             self.positions[(position.topic, position.partition)] = position.offset + 1
             if isinstance(item, Delivery):
                 data = item.envelope.data
+                if self.trust is not None and self.trust.judge(item.envelope) is not None:
+                    continue  # not charging's: no charge, no seal (the projector dead-letters it)
                 if isinstance(data, LedgerCharge):
                     charges.append(data)
                     if self.on_charge is not None:

@@ -58,6 +58,8 @@ class Child:
     last_exit: str | None = None
     #: Set while dead: when the supervisor starts it again.
     restart_at: float | None = None
+    #: More of its environment (its signing key: ``services.launcher.keys``).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def service_commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
@@ -239,6 +241,7 @@ def spawn_child(child: Child, stop_timeout_s: float = 15.0) -> None:
         "FAIRSHARE_STOP_GRACE_S": f"{child_grace_s(stop_timeout_s):g}",
         UP_PID_ENV: str(os.getpid()),
         RESTARTS_ENV: str(child.restarts),
+        **child.env,
     }
     if "--kafka-config" in child.argv:
         # its own principal, never the launcher's (the admin, on a secured Kafka of its own)

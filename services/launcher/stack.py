@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from rich.markup import escape
 
 from services.brokers.watch import BrokerWatch
+from services.bus.signing import SIGNING_KEY_ENV
 from services.launcher.children import (
     Child,
     child_for,
@@ -28,6 +29,7 @@ from services.launcher.children import (
     stop_children,
 )
 from services.launcher.config import UpConfig
+from services.launcher.keys import admin_signatory, key_of, register_keys, signatory_of
 from services.launcher.lab import seed_lab
 from services.launcher.prices import price_token, set_up_prices, up_prices
 from services.launcher.status import services_line, status_line
@@ -53,11 +55,21 @@ class Stack:
 
         config = self.config
         ensure_topics(config.bootstrap, config.topics)
-        seed_lab(config.bootstrap, config.topics)
         logs = config.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        for name, argv in service_commands(config, logs).items():
+        commands = service_commands(config, logs)
+        # Keys before any fact: the admin registers every signer's key, then signs the lab.
+        signatories = {name: signatory_of(name, config) for name in commands}
+        admin = key_of(admin_signatory(config))
+        register_keys(
+            config.bootstrap, config.topics, admin, [s for s in signatories.values() if s]
+        )
+        seed_lab(config.bootstrap, config.topics, admin)
+        for name, argv in commands.items():
             child = child_for(name, argv, logs)
+            signatory = signatories[name]
+            if signatory is not None:
+                child.env[SIGNING_KEY_ENV] = str(signatory.path)
             self.spawn(child)
             self.children.append(child)
 

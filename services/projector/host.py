@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -22,6 +23,7 @@ from events.positions import Delivery
 from services.bus.export import end_offsets
 from services.bus.kafka import KafkaEventSubscriber
 from services.bus.port import EventSubscriber
+from services.bus.trust import Believing, KeysFromLog, kafka_keys
 from services.projector.sql_projector import PROJECTOR_NAME, SqlProjector
 from services.runtime.gc_pause import gc_paused
 
@@ -135,6 +137,18 @@ def project(
     return applied
 
 
+def believing(subscriber: KafkaEventSubscriber | Any, trust: KeysFromLog) -> Believing:
+    """The projector's subscriber handing out only what ``trust`` believes: a record not
+    believed is dead-lettered by the projector (it owns the topics it projects) and changes no
+    table, exactly as a record that does not decode."""
+    return Believing(
+        subscriber,
+        trust.judge,
+        subscriber.dead_letters.reject,
+        subscriber.dead_letters.flush,
+    )
+
+
 def run_projector(
     bootstrap: str,
     engine: Engine,
@@ -167,7 +181,7 @@ def run_projector(
     )
     try:
         return project(
-            subscriber,
+            believing(subscriber, KeysFromLog(kafka_keys(bootstrap, topics))),
             projector,
             lambda: end_offsets(bootstrap, names),
             should_stop,

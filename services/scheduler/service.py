@@ -45,6 +45,7 @@ from projections.live_state import LiveState
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
+from services.bus.signing import signed
 from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.liveness import liveness_facts
@@ -82,6 +83,7 @@ class Follower(Protocol):
 
 
 INPUTS = (
+    TopicKind.KEYS,
     TopicKind.BUDGETS,
     TopicKind.CLUSTER,
     TopicKind.WORKLOADS,
@@ -188,7 +190,7 @@ class SchedulerService:
             checkpoints = FoldCheckpoints(store, checkpoint_every_s, name="scheduler")
         return cls(
             lambda: LogFollower(bootstrap, INPUTS, topics, eager=True),
-            KafkaEventPublisher(bootstrap, topics, client_id="scheduler"),
+            signed(KafkaEventPublisher(bootstrap, topics, client_id="scheduler")),
             lease=lease,
             pool_leases=pool_leases,
             config=config,
