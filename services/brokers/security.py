@@ -33,6 +33,7 @@ __all__ = [
     "SECURITY_DIR",
     "SECURITY_KINDS",
     "BrokerSecurity",
+    "admin_settings_file",
     "kept_security",
 ]
 
@@ -42,6 +43,11 @@ SECURITY_KINDS = ("plaintext", "sasl_ssl")
 #: The nodes' principal on the controller listener (the subject of their certificate).
 BROKER_PRINCIPAL = "User:CN=fairshare-broker"
 _VALID_DAYS = 3650
+
+
+def admin_settings_file(security_dir: Path) -> Path:
+    """The admin's client settings (``--kafka-config``) in a cluster's security directory."""
+    return security_dir / "clients" / f"{ADMIN}.properties"
 
 
 def kept_security(data_dir: Path) -> str | None:
@@ -91,7 +97,7 @@ class BrokerSecurity:
             _issue_certificates(directory)
         password = passwords_for(directory / "secrets.json", [ADMIN])[ADMIN]
         security = cls(directory, password)
-        write_properties(security.clients_dir / f"{ADMIN}.properties", security.admin_identity())
+        write_properties(admin_settings_file(directory), security.admin_identity())
         return security
 
     @property
@@ -105,10 +111,6 @@ class BrokerSecurity:
     @property
     def secrets_file(self) -> Path:
         return self.directory / "secrets.json"
-
-    @property
-    def clients_dir(self) -> Path:
-        return self.directory / "clients"
 
     def listener_settings(self) -> dict[str, str]:
         """``server.properties`` entries beyond the plain node's (listener names come from

@@ -76,22 +76,23 @@ class Role(StrEnum):
 
 _ALL = frozenset(TopicKind)
 _K = TopicKind
+#: The signing keys of signed facts (docs/signed-facts.md), where the log has them: every
+#: reader may check a signature, only the admin registers a key (no role writes them).
+_KEYS = frozenset(kind for kind in TopicKind if kind.value == "keys")
 #: Topic kinds each role reads and writes (the folds' inputs and the events each publishes).
 READS: dict[Role, frozenset[TopicKind]] = {
     # its view folds every topic but the dead letters (services.api.view.VIEW_KINDS)
     Role.API: _ALL - {_K.DEADLETTER},
     # services.scheduler.service.INPUTS
-    Role.SCHEDULER: frozenset(
-        {_K.BUDGETS, _K.CLUSTER, _K.WORKLOADS, _K.COMMANDS, _K.USAGE, _K.HEARTBEATS, _K.LIVENESS}
-    ),
+    Role.SCHEDULER: _KEYS
+    | {_K.BUDGETS, _K.CLUSTER, _K.WORKLOADS, _K.COMMANDS, _K.USAGE, _K.HEARTBEATS, _K.LIVENESS},
     # services.agents.agent.CATCH_UP_TOPICS
-    Role.AGENT: frozenset({_K.CLUSTER, _K.COMMANDS, _K.WORKLOADS, _K.HEARTBEATS, _K.LIVENESS}),
+    Role.AGENT: _KEYS | {_K.CLUSTER, _K.COMMANDS, _K.WORKLOADS, _K.HEARTBEATS, _K.LIVENESS},
     # its inputs and its own ledger; the dead letters, so each is published once
-    Role.CHARGING: frozenset({_K.WORKLOADS, _K.HEARTBEATS, _K.LEDGER, _K.DEADLETTER}),
+    Role.CHARGING: _KEYS | {_K.WORKLOADS, _K.HEARTBEATS, _K.LEDGER, _K.DEADLETTER},
     # services.projector.host.PROJECTED, and the dead letters (as charging)
-    Role.PROJECTOR: frozenset(
-        {_K.WORKLOADS, _K.COMMANDS, _K.CLUSTER, _K.BUDGETS, _K.LEDGER, _K.DEADLETTER}
-    ),
+    Role.PROJECTOR: _KEYS
+    | {_K.WORKLOADS, _K.COMMANDS, _K.CLUSTER, _K.BUDGETS, _K.LEDGER, _K.DEADLETTER},
     Role.AUDIT: _ALL,
 }
 WRITES: dict[Role, frozenset[TopicKind]] = {

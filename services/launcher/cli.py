@@ -388,21 +388,29 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
 def _with_principals(broker: BrokerHandle, config: UpConfig) -> UpConfig:
     """On a secured broker of its own: every service's principal created and granted (their
     passwords in ``<broker dir>/security/secrets.json``), ``config`` naming each one's client
-    file, and this process (topics, the demo lab) acting as the admin. A plain or external
-    broker: ``config`` as it is."""
-    if broker.security_dir is None:
-        return config
+    file, and this process (topics, the demo lab) acting as the admin. On a plain broker of its
+    own, no settings of an external Kafka (``--kafka-config``, ``$FAIRSHARE_KAFKA_CONFIG``)
+    reach its services. An external broker: ``config`` as it is."""
+    import os
     from dataclasses import replace
 
-    from services.bus.connection import use_config_file
-    from services.bus.principals import ADMIN, set_up_principals
+    from services.brokers.security import admin_settings_file
+    from services.bus.connection import KAFKA_CONFIG_ENV, use_config_file
+    from services.bus.principals import set_up_principals
+
+    if broker.kind == "external":
+        return config
+    if os.environ.pop(KAFKA_CONFIG_ENV, None):
+        console.print("--kafka-config ignored: it is for an external --kafka")
+    if broker.security_dir is None:
+        return config
 
     started = time.monotonic()
     identities = set_up_principals(
         broker.bootstrap, broker.identity, config.topics, config.pools, broker.security_dir
     )
     clients = broker.security_dir / "clients"
-    use_config_file(clients / f"{ADMIN}.properties")
+    use_config_file(admin_settings_file(broker.security_dir))
     console.print(
         f"kafka    SASL_SSL, SCRAM-SHA-512, a principal per service with ACLs "
         f"({time.monotonic() - started:.1f} s); client settings in {clients}"

@@ -33,6 +33,7 @@ from services.brokers import (
     start_kafka_cluster,
 )
 from services.bus.admin import ensure_topics
+from services.bus.connection import KAFKA_CONFIG_ENV
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import PublishError
 from tests.factories import submitted
@@ -99,7 +100,10 @@ def _end_offset(consumer: Consumer, topic: str, partition: int, timeout_s: float
 
 
 @pytest.fixture
-def topics() -> Topics:
+def topics(monkeypatch: pytest.MonkeyPatch) -> Topics:
+    # these tests start plain brokers of their own: the session's identity (a secured session
+    # broker's admin, --broker-security) is not theirs
+    monkeypatch.delenv(KAFKA_CONFIG_ENV, raising=False)
     return Topics(prefix=f"crash{uuid.uuid4().hex[:8]}.")
 
 

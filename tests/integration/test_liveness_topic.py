@@ -14,6 +14,7 @@ from events import TopicKind, Topics, new_event
 from events.models import GpuReading, NodeAlive
 from services.brokers import BrokerHandle
 from services.bus.admin import LIVENESS_RETENTION_ENV, ensure_topics
+from services.bus.connection import client_config
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from tests.factories import T0
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.broker]
 
 
 def _configs(bootstrap: str, topic: str) -> dict[str, str]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     resource = ConfigResource(ResourceType.TOPIC, topic)
     entries = admin.describe_configs([resource])[resource].result(timeout=30)
     return {name: entry.value for name, entry in entries.items()}
@@ -63,7 +64,7 @@ def test_a_follower_whose_position_retention_removed_reads_from_the_first_offset
         publisher.publish(new_event(alive, source="tests", time=T0))
     publisher.flush()
     publisher.close()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient(client_config(broker.bootstrap))
     # what time-based retention does to old segments, done at once
     for future in admin.delete_records([TopicPartition(name, 0, 4)]).values():
         future.result(timeout=30)

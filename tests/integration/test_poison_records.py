@@ -23,6 +23,7 @@ from events.models import DeadLetter
 from events.ndjson import BadLine, read_events
 from events.positions import Delivery
 from services.audit.sources import log_from_kafka
+from services.bus.connection import client_config
 from services.bus.export import export_events, read_to_end
 from services.bus.follower import LogFollower
 from services.bus.records import check, dead_letter_id
@@ -44,7 +45,7 @@ PROJECTOR_SEES = POISON
 def _produce_raw(bus: KafkaBus) -> None:
     """The valid event, then every poison record (the wrong-key and wrong-topic ones are
     copies of it, same id), with a client that checks nothing."""
-    producer = Producer({"bootstrap.servers": bus.broker.bootstrap, "partitioner": "murmur2"})
+    producer = Producer(client_config(bus.broker.bootstrap, {"partitioner": "murmur2"}))
     workloads_topic = bus.topics.name(TopicKind.WORKLOADS)
     producer.produce(workloads_topic, key=ENCODED.key, value=ENCODED.value, headers=ENCODED.headers)
     for poison in POISON:
