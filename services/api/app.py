@@ -12,12 +12,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events.times import DEFAULT_WINDOW_S
 from services.api.application import Application, Clock
@@ -108,8 +109,8 @@ def create_app(
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(FatalBusError, fatal_bus_error)
     app.add_exception_handler(RequestValidationError, request_validation_error)
-    app.middleware("http")(while_reading_the_log)
-    app.middleware("http")(log_crashes)  # outside it: its errors are logged too
+    app.add_middleware(WhileReadingTheLog)
+    app.add_middleware(LogCrashes)  # outside it: its errors are logged too
     app.add_middleware(BodyLimit)  # nothing reads a body over the cap
     install_security_headers(app)  # last added = outermost: every answer, 413s too, has them
     app.add_middleware(RequestMetrics)  # outermost of all: every answer is timed
@@ -147,43 +148,67 @@ async def domain_error(request: Request, error: Exception) -> JSONResponse:
 _ANSWERS_WHILE_READING = ("/health", "/metrics", "/docs", "/openapi.json")
 
 
-async def while_reading_the_log(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
+class WhileReadingTheLog:
     """Until the view has read the log's history once, a 503 with Retry-After for every
     request but ``/health``: the API listens at once (a long history no longer leaves
-    ``/health`` unreachable while it folds), and no read answers from half the log."""
-    if request.url.path.startswith(_ANSWERS_WHILE_READING):
-        return await call_next(request)
-    application: Application = request.app.state.application
-    try:
-        application.ready()
-    except Unavailable as error:
-        return await domain_error(request, error)
-    return await call_next(request)
+    ``/health`` unreachable while it folds), and no read answers from half the log.
+
+    Plain ASGI, as are the API's other middlewares: Starlette's ``BaseHTTPMiddleware`` (what
+    ``@app.middleware("http")`` makes) runs every request through a task group and memory
+    streams, and two of them took ~30% of the API's CPU under a burst of submissions."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not str(scope["path"]).startswith(_ANSWERS_WHILE_READING):
+            application: Application = scope["app"].state.application
+            try:
+                application.ready()
+            except Unavailable as error:
+                answer = await domain_error(Request(scope), error)
+                await answer(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
-async def log_crashes(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
+class LogCrashes:
     """Any error no handler answered: a 500 with a plain message, and one structured log line
     with the request and the whole traceback (the server alone would log only "Exception in
     ASGI application"). Every 500 is a bug to fix: the fuzz test asserts there are none."""
-    try:
-        return await call_next(request)
-    except Exception as error:
-        log.exception(
-            "request failed",
-            extra={
-                "method": request.method,
-                "path": request.url.path,
-                "error_type": type(error).__name__,
-            },
-        )
-        return JSONResponse(
-            {"detail": "internal error (logged); please report it"},
-            status.HTTP_500_INTERNAL_SERVER_ERROR,
-        )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def noting_start(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_start)
+        except Exception as error:
+            log.exception(
+                "request failed",
+                extra={
+                    "method": scope.get("method", ""),
+                    "path": scope["path"],
+                    "error_type": type(error).__name__,
+                },
+            )
+            if started:  # half an answer is out: only the server can end the connection
+                raise
+            answer = JSONResponse(
+                {"detail": "internal error (logged); please report it"},
+                status.HTTP_500_INTERNAL_SERVER_ERROR,
+            )
+            await answer(scope, receive, send)
 
 
 #: How the API process ends once its bus client is dead (replaced in tests).
