@@ -58,6 +58,7 @@ COMMANDS: dict[str, Source] = {
     "events": ("services.audit.cli", "events_app", _GROUP),
     "api": ("services.api.cli", "api_app", _GROUP),
     "tokens": ("services.api.cli", "tokens_app", _GROUP),
+    "keys": ("services.launcher.keys_cli", "keys_app", _GROUP),
     "report": ("services.reports.cli", "report_app", _GROUP),
     "agent": ("services.agents.cli", "agent_app", _GROUP),
     "budgets": _CLIENT,

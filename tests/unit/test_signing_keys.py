@@ -136,3 +136,19 @@ def test_a_fresh_signer_round_trips_through_its_file(tmp_path: Path) -> None:
     write_key(tmp_path / "x.key", signer)
     again = load_key(tmp_path / "x.key")
     assert (again.key_id, again.public_key) == (signer.key_id, signer.public_key)
+
+
+def test_keys_create_writes_a_private_key_once(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from services.launcher.keys_cli import keys_app
+
+    runner = CliRunner()
+    path = tmp_path / "api.key"
+    made = runner.invoke(keys_app, ["create", str(path)])
+    assert made.exit_code == 0, made.output
+    signer = load_key(path)
+    assert signer.key_id in made.output
+    again = runner.invoke(keys_app, ["create", str(path)])
+    assert again.exit_code == 2
+    assert load_key(path).key_id == signer.key_id
