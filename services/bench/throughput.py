@@ -122,7 +122,9 @@ def _fairshare_phases(
     ) as running:
         stack, topics = running.stack, running.topics
         report(f"fairshare: {config.count} submissions from {config.clients} clients")
+        cpu_before = _cpu_by_service(stack)
         singles = fairshare.submit_singles(stack, config.count, config.clients, config.job_s)
+        cpu_used = _cpu_used(cpu_before, _cpu_by_service(stack))
         placed, started = fairshare.wait_placed(stack, topics, singles.sent, config, report)
         phases["single"] = submit_phase_figures(
             sent=singles.sent,
@@ -132,6 +134,11 @@ def _fairshare_phases(
             placed=placed,
             started=started,
         )
+        # CPU per answered submission, by process: what a loaded machine's wall times hide
+        answered = max(1, len(singles.acknowledged))
+        phases["single"]["cpu_ms_per_submission"] = {
+            name: round(1000 * seconds / answered, 2) for name, seconds in cpu_used.items()
+        }
         report(f"fairshare: one array of {config.count}")
         array = fairshare.submit_array(stack, config.count, config.job_s)
         placed, started = fairshare.wait_placed(stack, topics, array.sent, config, report)
@@ -158,6 +165,23 @@ def _fairshare_phases(
         }
     phases["stack"]["unclean_stops"] = running.unclean
     return phases
+
+
+def _cpu_by_service(stack: Any) -> dict[str, float]:
+    """CPU seconds each service's process has used so far (the API's submission path is
+    the API's; the fold of what it accepts is every reader's)."""
+    from services.bench.history_measure import cpu_seconds
+
+    used = {}
+    for child in stack.children:
+        seconds = cpu_seconds(child.process.pid)
+        if seconds is not None:
+            used[child.name] = seconds
+    return used
+
+
+def _cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before[name] for name in after if name in before}
 
 
 def _sustained(
