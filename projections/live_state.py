@@ -281,10 +281,10 @@ class LiveState:
     def reject_held_before(self, mark: int, reason: str = "") -> int:
         """The reader has read every partition to the ends it captured after ``mark``: a fact
         held before the mark that still cannot apply never will. Returns how many."""
-        stale = [e for e in self.waiting if self._held_at.get(e.id, mark) < mark]
+        stale = [e for e in self.waiting if self._held_since(e, mark) < mark]
         if not stale:
             return 0
-        self.waiting = [e for e in self.waiting if self._held_at.get(e.id, mark) >= mark]
+        self.waiting = [e for e in self.waiting if self._held_since(e, mark) >= mark]
         for envelope in stale:
             self._held_at.pop(envelope.id, None)
             if (envelope.id, envelope.signature) in self._unvouched:
@@ -339,6 +339,12 @@ class LiveState:
         if workload is None or workload.attempt != attempt or not workload.placement:
             return None
         return self.node_cluster(workload.placement[0][0])
+
+    def _held_since(self, envelope: Envelope[Any], mark: int) -> int:
+        """When ``envelope`` was held; a fact held for its key whose id a genuine fact has
+        since taken (and with it the hold's mark) counts as held before any mark."""
+        unvouched = (envelope.id, envelope.signature) in self._unvouched
+        return self._held_at.get(envelope.id, -1 if unvouched else mark)
 
     def _reject(self, envelope: Envelope[Any], reason: str) -> None:
         self.rejected_total += 1
