@@ -32,6 +32,7 @@ from events.models import LedgerCharge, PlaceCommand, PreemptCommand
 from services.brokers import BrokerHandle
 from services.bus.export import read_to_end
 from services.launcher import Stack, UpConfig
+from tests.integration.kafka_bus import service_principals
 from tests.processes import free_port, run_fairshare
 
 pytestmark = [pytest.mark.broker]
@@ -39,9 +40,10 @@ pytestmark = [pytest.mark.broker]
 
 @pytest.fixture
 def stack(broker: BrokerHandle, tmp_path: Path) -> Iterator[Stack]:
+    topics = Topics(prefix=f"e2e{uuid.uuid4().hex[:8]}.")
     config = UpConfig(
         bootstrap=broker.bootstrap,
-        topics=Topics(prefix=f"e2e{uuid.uuid4().hex[:8]}."),
+        topics=topics,
         data_dir=tmp_path,
         database_url=f"sqlite:///{tmp_path}/fairshare.db",
         api_port=free_port(),
@@ -52,6 +54,8 @@ def stack(broker: BrokerHandle, tmp_path: Path) -> Iterator[Stack]:
         scheduler_tick_s=1.0,
         grace_period_s=2,
         submit_every_s=0,
+        # on a secured session broker, each service as its own principal (as `up` runs them)
+        kafka_identities=service_principals(broker, topics, ["demo"], tmp_path / "kafka"),
     )
     running = Stack(config)
     running.start()

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 
 from events import TopicKind, Topics
 from services.brokers import BrokerHandle
 from services.bus.admin import ensure_topics
 from services.bus.kafka import KafkaEventPublisher, KafkaEventSubscriber
+from services.bus.principals import set_up_principals
+
+
+def service_principals(
+    broker: BrokerHandle, topics: Topics, clusters: Iterable[str], directory: Path
+) -> dict[str, Path]:
+    """Each service's own principal, set up as ``fairshare up`` sets them up, when the
+    session's broker is secured (``--broker-security sasl_ssl``): a stack started with them
+    runs under the ACLs of each role. None on a plain broker."""
+    if broker.security_dir is None:
+        return {}
+    return set_up_principals(broker.bootstrap, broker.identity, topics, clusters, directory)
 
 
 class KafkaBus:
