@@ -227,7 +227,8 @@ class LiveState:
             return False
         verdict = self.trust.judge(envelope, self)
         if verdict is not None:
-            if verdict.kind == UNKNOWN_KEY and len(self.waiting) < MAX_WAITING:
+            waits = verdict.kind == UNKNOWN_KEY and not self.trust.knows_every_key
+            if waits and len(self.waiting) < MAX_WAITING:
                 self._unvouched.add((envelope.id, envelope.signature))
                 self._hold(envelope)
             else:

@@ -481,6 +481,10 @@ class Trust:
     Ids are kept by the day of their event time and dropped past ``horizon_s`` behind the
     newest fact (None: never, for an audit), as the live state drops its seen ids."""
 
+    #: Whether every key there will be is known already (an audit's): then a record signed by
+    #: an unknown key is refused at once, never held for its key.
+    knows_every_key = False
+
     def __init__(self, horizon_s: float | None = None, keep_refusals: int | None = 1000) -> None:
         self.book = KeyBook()
         self.owners = NodesAndRuns()

@@ -40,7 +40,8 @@ from events.models import (
 )
 from events.ndjson import BadLine
 from projections.live_state import LiveState
-from services.audit.trust import AuditTrust, describe
+from projections.trust import Distrust
+from services.audit.trust import AuditTrust, Verdicts, describe
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
 from services.scheduler.core.settings import with_settings
@@ -320,36 +321,48 @@ def audit_decisions(log: Iterable[Envelope[Any] | BadLine]) -> DecisionAudit:
         else:
             envelopes.append(item)
     audit.events = len(envelopes)
-    replay = _Replay(envelopes)
+    signers, verdicts = judged(envelopes)
+    replay = _Replay(envelopes, verdicts)
     for decided in passes_in(envelopes):
         audit.problems.extend(replay.fold_to(decided.start))
         audit.problems.extend(replay.check(decided, audit))
     audit.problems.extend(replay.fold_to(len(envelopes)))
-    audit.problems.extend(signer_problems(envelopes))
+    audit.problems.extend(signers)
     return audit
 
 
-def signer_problems(log: Sequence[Envelope[Any]]) -> list[Problem]:
+def judged(log: Sequence[Envelope[Any]]) -> tuple[list[Problem], Verdicts]:
     """Every record of ``log`` that may not be believed (``services.audit.trust``), by its
-    line: the replay's live state folds none of them, but a pass's own outputs are only
-    noted as seen there, so they are judged here, with the rest, once."""
+    line, and the verdicts for the live states that fold the log: they fold none of these,
+    and verify no signature again. A pass's own outputs are only noted as seen by those
+    states, so they are judged here, with the rest, once."""
     trust = AuditTrust(log)
     lines: dict[tuple[str, str | None], int] = {}
+    verdicts: dict[int, Distrust] = {}
     for line, envelope in enumerate(log, start=1):
-        if not trust.believes(envelope):
+        verdict = trust.judge(envelope)
+        if verdict is not None:
+            verdicts[id(envelope)] = verdict
             lines.setdefault((envelope.id, envelope.signer), line)
-    return [
+    problems = [
         Problem(None, lines.get((refusal.event_id, refusal.signer), 0), "signer", describe(refusal))
         for refusal in trust.refusals
     ]
+    return problems, Verdicts(verdicts)
+
+
+def signer_problems(log: Sequence[Envelope[Any]]) -> list[Problem]:
+    """The records of ``log`` not believed, as problems (:func:`judged`)."""
+    return judged(log)[0]
 
 
 class _Replay:
     """The state the log has folded to, and the memos of the passes run on it."""
 
-    def __init__(self, log: Sequence[Envelope[Any]]) -> None:
+    def __init__(self, log: Sequence[Envelope[Any]], verdicts: Verdicts) -> None:
         self.log = log
-        self.state = LiveState()
+        self.verdicts = verdicts
+        self.state = LiveState(trust=verdicts)
         self.memos = PassMemos()
         self.folded = 0
 
@@ -387,7 +400,7 @@ class _Replay:
     def _rebuild(self, start: int, end: int) -> list[Problem]:
         """The pass folded in place what the log does not hold: start again from the log, and
         fold the pass's outputs as the log states them."""
-        self.state = LiveState()
+        self.state = LiveState(trust=self.verdicts)
         for index in range(start):
             self.state.apply(self.log[index])
         self.folded = start

@@ -47,10 +47,11 @@ from services.audit.decisions import (
     DecisionAudit,
     compare_commands,
     compare_facts,
+    judged,
     misplaced,
     rerun_pass,
-    signer_problems,
 )
+from services.audit.trust import Verdicts
 from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.scheduling_pass import SOURCE
 
@@ -86,6 +87,8 @@ def audit_live_decisions(
     stated: a history written by a generator, not decided by this policy)."""
     audit = LiveDecisionAudit(events=len(deliveries))
     log = _MergedLog(deliveries)
+    signers, log.verdicts = judged([delivery.envelope for delivery in log.deliveries])
+    log.state = LiveState(trust=log.verdicts)
     passes = log.passes()
     last_of_epoch = {p.epoch: p.at for p in passes}
     for decided in passes:
@@ -94,7 +97,7 @@ def audit_live_decisions(
             audit.not_checked += 1  # its outputs are folded as inputs of the next pass
             continue
         _check(log, decided, decided.at == last_of_epoch[decided.epoch], audit)
-    audit.problems += signer_problems([delivery.envelope for delivery in log.deliveries])
+    audit.problems += signers
     return audit
 
 
@@ -125,7 +128,9 @@ class _MergedLog:
         self.read_to: dict[Key, int] = dict.fromkeys(self.by_partition, 0)
         self.output_times = sorted(self.outputs_at)
         self.outputs_folded_to = 0  # how many of output_times are folded
-        self.state = LiveState()
+        #: What the audit believes of each record (judged once: ``services.audit.trust``).
+        self.verdicts = Verdicts({})
+        self.state = LiveState(trust=self.verdicts)
         self.memos = PassMemos()
 
     def envelope(self, index: int) -> Envelope[EventData]:
@@ -191,7 +196,7 @@ class _MergedLog:
         them (the state a pass left in place is not what the log holds)."""
         for index in also:
             self.folded[index] = True
-        self.state = LiveState()
+        self.state = LiveState(trust=self.verdicts)
         for index, done in enumerate(self.folded):
             if done:
                 self.state.apply(self.envelope(index))

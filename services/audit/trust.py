@@ -20,7 +20,7 @@ from typing import Any
 
 from events.envelope import Envelope
 from events.models import NodeRegistered
-from projections.trust import KEY_FACTS, Refusal, Trust
+from projections.trust import KEY_FACTS, Distrust, Owners, Refusal, Trust
 
 #: What vouches for other records: the keys, and whose each node is.
 VOUCHING = (*KEY_FACTS, NodeRegistered)
@@ -32,7 +32,8 @@ class AuditTrust:
         self.trust = Trust(keep_refusals=None)
         found = [e for e in vouching if isinstance(e.data, VOUCHING)]
         self._refused_keys = {
-            (refusal.event_id, refusal.signer) for refusal in self.trust.learn_keys(found)
+            (refusal.event_id, refusal.signer): Distrust(refusal.kind, refusal.reason)
+            for refusal in self.trust.learn_keys(found)
         }
         registrations = [e for e in found if isinstance(e.data, NodeRegistered)]
         for envelope in sorted(registrations, key=lambda e: e.time):
@@ -54,15 +55,20 @@ class AuditTrust:
         return cls()
 
     def believes(self, envelope: Envelope[Any]) -> bool:
+        return self.judge(envelope) is None
+
+    def judge(self, envelope: Envelope[Any]) -> Distrust | None:
+        """The verdict on ``envelope``; a refusal is recorded once."""
         if isinstance(envelope.data, KEY_FACTS) and self._learned(envelope):
-            return (envelope.id, envelope.signer) not in self._refused_keys
+            return self._refused_keys.get((envelope.id, envelope.signer))
         verdict = self.trust.judge(envelope)
-        if verdict is None:
-            return True
-        if (envelope.id, envelope.signer, verdict.reason) not in self._named:
+        if (
+            verdict is not None
+            and (envelope.id, envelope.signer, verdict.reason) not in self._named
+        ):
             self._named.add((envelope.id, envelope.signer, verdict.reason))
             self.trust.refuse(envelope, verdict)
-        return False
+        return verdict
 
     def _learned(self, envelope: Envelope[Any]) -> bool:
         key = self.trust.book.key(envelope.subject)
@@ -71,6 +77,22 @@ class AuditTrust:
     @property
     def refusals(self) -> list[Refusal]:
         return self.trust.refusals
+
+
+class Verdicts(Trust):
+    """Verdicts already reached, handed to the live states a decision audit folds, so that
+    each record's signature is verified once per audit, not once per fold of it (the replay
+    folds again from the start where a pass does not check out). Keyed by the very envelope
+    objects of the audit's log, which every fold of it is given."""
+
+    knows_every_key = True
+
+    def __init__(self, verdicts: dict[int, Distrust]) -> None:
+        super().__init__()
+        self._verdicts = verdicts
+
+    def judge(self, envelope: Envelope[Any], owners: Owners | None = None) -> Distrust | None:
+        return self._verdicts.get(id(envelope))
 
 
 def describe(refusal: Refusal) -> str:
