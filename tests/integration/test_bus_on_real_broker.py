@@ -128,4 +128,3 @@ def test_topic_creation_is_idempotent_and_refuses_repartitioning(broker: BrokerH
     assert ensure_topics(broker.bootstrap, topics, partitions={TopicKind.HEARTBEATS: 6}) == created
     with pytest.raises(TopicSetupError, match="has 6 partitions, wanted 3"):
         ensure_topics(broker.bootstrap, topics, partitions=3)
-

@@ -43,7 +43,8 @@ def test_the_printed_dashboard_link_carries_no_token(tmp_path: Path) -> None:
     assert "sign in to the dashboard with admin-token" in demo[-1]
     assert any(line.startswith("pids     api 1") for line in demo)
     metrics = [line for line in demo if line.startswith("metrics  ")]
-    assert metrics and str(tmp_path / "prometheus" / "targets.json") in metrics[0]
+    assert metrics
+    assert str(tmp_path / "prometheus" / "targets.json") in metrics[0]
 
     with_file = ready_lines(_config(tmp_path, tmp_path / "tokens.json"), "api 1")
     assert with_file[0] == "dashboard http://127.0.0.1:8000/dashboard"
