@@ -45,6 +45,7 @@ from services.api.routes import (
     workloads,
 )
 from services.api.security import install_security_headers
+from services.api.tokens import TokenSource
 from services.api.validation import BodyLimit, request_validation_error
 from services.api.view import LiveView
 from services.bus.kafka import FatalBusError
@@ -76,7 +77,7 @@ REFUSALS: dict[type[DomainError], int] = {
 def create_app(
     view: LiveView,
     publisher: EventPublisher,
-    tokens: dict[str, Principal],
+    tokens: dict[str, Principal] | TokenSource,
     clock: Clock = time.time,
     *,
     window_s: int = DEFAULT_WINDOW_S,
@@ -84,9 +85,9 @@ def create_app(
     flush_timeout_s: float = 10.0,
     engine: Engine | None = None,
 ) -> FastAPI:
-    """The API over ``view`` (read) and ``publisher`` (write), with bearer ``tokens``; the
-    reports and the dashboard read the read models of ``engine`` (or
-    ``$FAIRSHARE_DATABASE_URL``)."""
+    """The API over ``view`` (read) and ``publisher`` (write), with bearer ``tokens`` (a
+    table, or the tokens file re-read as it changes); the reports and the dashboard read the
+    read models of ``engine`` (or ``$FAIRSHARE_DATABASE_URL``)."""
     app = FastAPI(
         redoc_url=None,  # its CDN script is not allowed by the CSP; /docs serves the same
         title="Fairshare API",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -48,14 +49,40 @@ def serve_command(
         ),
     ] = None,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            envvar="FAIRSHARE_API_TLS_CERT",
+            help="serve HTTPS with this certificate (PEM, chain included); needs --tls-key",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-key",
+            envvar="FAIRSHARE_API_TLS_KEY",
+            help="the certificate's private key (PEM, readable by its owner only)",
+        ),
+    ] = None,
+    insecure_http: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-http",
+            envvar="FAIRSHARE_API_INSECURE_HTTP",
+            help="serve plain HTTP on a non-loopback --host: only behind a TLS-terminating "
+            "proxy that alone reaches the API",
+        ),
+    ] = False,
 ) -> None:
-    """Serve the API over Kafka until interrupted."""
+    """Serve the API over Kafka until interrupted (HTTPS with --tls-cert and --tls-key)."""
     from events import Topics
-    from services.api.server import DemoTokensError, serve, tokens_for
+    from services.api.server import DemoTokensError, TransportError, preflight, serve
     from services.api.tokens_file import TokenFileError
 
     try:
-        tokens_for(tokens, host)  # before Kafka: a refusal says so at once
+        # before Kafka: a refusal says so at once
+        _, tls = preflight(tokens, host, tls_cert, tls_key, insecure_http=insecure_http)
         bootstrap = bootstrap_or_exit(kafka, Topics(prefix=topic_prefix))
         serve(
             bootstrap,
@@ -65,8 +92,10 @@ def serve_command(
             port,
             database_url,
             checkpoint_every_s=checkpoint_every_s or None,
+            tls=tls,
+            insecure_http=insecure_http,
         )
-    except (TokenFileError, DemoTokensError) as error:
+    except (TokenFileError, DemoTokensError, TransportError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
 
@@ -88,45 +117,142 @@ TokensFileOption = Annotated[
 ]
 
 
+ExpiresInOption = Annotated[
+    str | None,
+    typer.Option(
+        "--expires-in",
+        help="how long the token is accepted: 90d, 12h, 30m, 3600 (seconds)",
+    ),
+]
+NoExpiryOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-expiry",
+        help="a token that never expires (a service's, rotated by its operator)",
+    ),
+]
+
+
+def _lifetime(expires_in: str | None, no_expiry: bool) -> float | None:
+    """Seconds the new token is accepted, None for ever; a bad value is exit 2 (BadParameter)."""
+    from services.client.commands.common import parse_duration
+
+    if no_expiry:
+        if expires_in is not None:
+            raise typer.BadParameter("give --expires-in or --no-expiry, not both")
+        return None
+    if expires_in is None:
+        from services.api.tokens_file import DEFAULT_EXPIRY_S
+
+        return DEFAULT_EXPIRY_S
+    seconds = parse_duration(expires_in)
+    if seconds <= 0:
+        raise typer.BadParameter(f"--expires-in {expires_in}: a token needs some time to live")
+    return seconds
+
+
+def _expiry_note(lifetime: float | None) -> str:
+    from services.api.tokens_file import timestamp
+
+    if lifetime is None:
+        return "it never expires"
+    return f"it expires at {timestamp(time.time() + lifetime)}"
+
+
 @tokens_app.command("add")
 def tokens_add(
     user: Annotated[str, typer.Argument(help="who the token is for")],
     file: TokensFileOption = DEFAULT_TOKENS_FILE,
     admin: Annotated[bool, typer.Option("--admin", help="an admin token")] = False,
+    expires_in: ExpiresInOption = None,
+    no_expiry: NoExpiryOption = False,
 ) -> None:
     """Add a fresh token for USER (creating the file) and print it, once.
 
-    The file keeps only the token's SHA-256, so it cannot be shown again. The API reads the
-    file when it starts."""
+    The file keeps only the token's SHA-256, so it cannot be shown again. It expires in 90
+    days unless --expires-in or --no-expiry says otherwise. The API re-reads the file within a
+    second of a change."""
     from services.api.tokens_file import TokenFileError, add_token
 
+    lifetime = _lifetime(expires_in, no_expiry)
     try:
-        token = add_token(file, user, admin=admin)
+        token = add_token(file, user, admin=admin, expires_in_s=lifetime)
     except TokenFileError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
     typer.echo(token)
     role = "an admin token" if admin else "a token"
     typer.echo(
-        f"added {role} for {user} to {file} (only its hash is stored: pass the token on now; "
-        "restart the API for it to take effect)",
+        f"added {role} for {user} to {file}; {_expiry_note(lifetime)} (only its hash is "
+        "stored: pass the token on now)",
+        err=True,
+    )
+
+
+@tokens_app.command("renew")
+def tokens_renew(
+    user: Annotated[str, typer.Argument(help="whose tokens to replace")],
+    file: TokensFileOption = DEFAULT_TOKENS_FILE,
+    expires_in: ExpiresInOption = None,
+    no_expiry: NoExpiryOption = False,
+) -> None:
+    """Replace every token of USER with one fresh token (admin if theirs were) and print it,
+    once (exit 1 if USER held none).
+
+    Their old tokens stop working as soon as the API re-reads the file (within a second): hand
+    the new one over first where a gap matters, with `tokens add`, then renew or remove."""
+    from services.api.tokens_file import TokenFileError, read_document, renew_token
+
+    lifetime = _lifetime(expires_in, no_expiry)
+    try:
+        if not any(r.user == user for r in read_document(file).tokens):
+            typer.echo(f"error: {user} holds no token in {file}: `fairshare tokens add`", err=True)
+            raise typer.Exit(1)
+        token = renew_token(file, user, expires_in_s=lifetime)
+    except TokenFileError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from error
+    typer.echo(token)
+    typer.echo(
+        f"renewed {user}'s token in {file}; {_expiry_note(lifetime)}; their old tokens are "
+        "refused from now on (only the new one's hash is stored: pass it on now)",
         err=True,
     )
 
 
 @tokens_app.command("list")
 def tokens_list(file: TokensFileOption = DEFAULT_TOKENS_FILE) -> None:
-    """Who holds tokens: user, admin, when added and the start of the hash (never a token)."""
-    from services.api.tokens_file import TokenFileError, read_document
+    """Who holds tokens: user, admin, when added, when it expires and the start of the hash
+    (never a token). A token of a file written before tokens expired is marked to be renewed."""
+    from services.api.tokens_file import NEVER, TokenFileError, read_document
 
     try:
         document = read_document(file)
     except TokenFileError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
+    now = time.time()
+    undated = 0
     for record in document.tokens:
         role = "admin" if record.admin else "user"
-        typer.echo(f"{record.user}\t{role}\t{record.added or '-'}\tsha256:{record.sha256[:12]}")
+        expires_at = record.expires_at
+        if record.expires is None:
+            undated += 1
+            expiry = "no expiry (old file): renew"
+        elif record.expires == NEVER:
+            expiry = "never"
+        elif expires_at is not None and expires_at <= now:
+            expiry = f"EXPIRED {record.expires}"
+        else:
+            expiry = record.expires
+        added = record.added or "-"
+        typer.echo(f"{record.user}\t{role}\t{added}\t{expiry}\tsha256:{record.sha256[:12]}")
+    if undated:
+        typer.echo(
+            f"warning: {undated} token(s) were written before tokens expired and are accepted "
+            "for ever: `fairshare tokens renew USER` gives each user a token that expires",
+            err=True,
+        )
 
 
 @tokens_app.command("remove")
@@ -136,7 +262,7 @@ def tokens_remove(
 ) -> None:
     """Remove every token of USER (exit 1 if there was none).
 
-    The API reads the file when it starts: restart it for the removal to take effect."""
+    The API re-reads the file within a second: the tokens are refused from then on."""
     from services.api.tokens_file import TokenFileError, remove_tokens
 
     try:

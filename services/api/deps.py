@@ -10,11 +10,16 @@ to every request by itself, so a write must never be authorised by one. With the
 ``HttpOnly`` and ``SameSite=Strict``, and writes needing the header, a page of another site can
 neither read the token nor make the browser write with it (no CSRF). The token is never read
 from the URL: URLs end up in access logs, browser history and ``Referer`` headers.
+
+An expired token is refused with a 401 that says so and how to get a new one: only its holder
+can present it, and "unknown" would send them hunting for a typo. An unknown token's 401 says
+nothing more than that.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
@@ -22,6 +27,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.application import Application
 from services.api.tokens import Principal, TokenTable
+from services.api.tokens_file import timestamp
 
 log = logging.getLogger(__name__)
 
@@ -47,27 +53,45 @@ def principal(
             detail="missing bearer token (send 'Authorization: Bearer <token>')",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    who = token_table(request).authenticate(token)
-    if who is None:
+    found = token_table(request).match(token)
+    if found is None:
         log.info("unknown token refused")
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             detail="unknown bearer token",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    return who
+    if found.expired(time.time()):
+        log.info("expired token refused", extra={"user": found.who.user})
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail=expired_detail(found.expires_at),
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+    return found.who
+
+
+def expired_detail(expires_at: float | None) -> str:
+    """What a holder of an expired token is told: when, and the way to a new one."""
+    when = "" if expires_at is None else f" at {timestamp(expires_at)}"
+    return (
+        f"this token expired{when}: ask an admin for a new one "
+        "(`fairshare tokens renew USER` issues it)"
+    )
 
 
 def token_table(request: Request) -> TokenTable:
-    """The app's tokens: a :class:`TokenTable` of hashes. A plain dict of tokens in clear
-    would be a bug (every token refused, or kept in clear), so it fails loudly."""
+    """The app's tokens now: a :class:`TokenTable` of hashes, or the tokens file's latest
+    (:class:`~services.api.tokens_file.TokensFile`). A plain dict of tokens in clear would be a
+    bug (every token refused, or kept in clear), so it fails loudly."""
     tokens = request.app.state.tokens
-    if not isinstance(tokens, TokenTable):
+    table = tokens.current() if hasattr(tokens, "current") else tokens
+    if not isinstance(table, TokenTable):
         raise TypeError(
             "the app's tokens must be a TokenTable (hashes): build it with load_tokens(path), "
-            "default_tokens() or TokenTable.of_tokens(...)"
+            "TokensFile(path), default_tokens() or TokenTable.of_tokens(...)"
         )
-    return tokens
+    return table
 
 
 def context(request: Request) -> Application:

@@ -63,7 +63,7 @@ def test_add_stores_the_hash_never_the_token(tmp_path: Path) -> None:
     assert ana != root
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     document = json.loads(text)
-    assert document["version"] == 1
+    assert document["version"] == 2
     assert [(t["user"], t["admin"], t["sha256"]) for t in document["tokens"]] == [
         ("ana", False, hash_token(ana)),
         ("root", True, hash_token(root)),
@@ -97,7 +97,11 @@ def test_a_file_of_tokens_in_clear_is_refused(tmp_path: Path) -> None:
         ('{"version": 1, "tokens": [{"user": "has space", "sha256": "%s"}]}', "tokens.0.user"),
         ('{"version": 1, "tokens": [{"user": "ana", "sha256": "abc"}]}', "tokens.0.sha256"),
         ('{"version": 1, "tokens": [{"user": "ana", "sha256": "%s", "x": 1}]}', "tokens.0.x"),
-        ('{"version": 2, "tokens": []}', "version"),
+        ('{"version": 3, "tokens": []}', "version"),
+        ('{"version": 2, "tokens": [{"user": "ana", "sha256": "%s", "expires": "soon"}]}',
+         "tokens.0.expires"),
+        ('{"version": 2, "tokens": [{"user": "ana", "sha256": "%s", '
+         '"expires": "2027-01-01T00:00:00"}]}', "time zone"),
         ('{"version": 1, "tokens": [{"user": "a", "sha256": "%s"}, {"user": "b", '
          '"sha256": "%s"}]}', "listed twice"),
         ("[1]", "JSON object"),
@@ -156,7 +160,7 @@ def test_demo_tokens_are_refused_on_any_other_host(host: str, tmp_path: Path) ->
         server.tokens_for(None, host)
     path = tmp_path / "tokens.json"
     token = add_token(path, "ana")
-    assert server.tokens_for(path, host).authenticate(token) == Principal("ana")
+    assert server.tokens_for(path, host).current().authenticate(token) == Principal("ana")
 
 
 def test_serve_refuses_demo_tokens_on_all_interfaces_before_touching_kafka() -> None:

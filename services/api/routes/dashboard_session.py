@@ -5,17 +5,19 @@
 set as an ``HttpOnly``, ``SameSite=Strict`` cookie, which the page's own reads then carry
 (:mod:`services.api.deps`: a cookie authorises reads only). ``DELETE /dashboard/session`` signs
 out. Both need a JSON or a non-simple request, which a page of another site cannot send
-without the API's consent (it gives none: no CORS).
+without the API's consent (it gives none: no CORS). The cookie lasts 12 hours, or until the
+token expires if that is sooner: a browser should not keep offering what the API will refuse.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.api.deps import SESSION_COOKIE, token_table
+from services.api.deps import SESSION_COOKIE, expired_detail, token_table
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,24 @@ def session_router() -> APIRouter:
     def sign_in(body: SignIn, request: Request, response: Response) -> Session:
         """Check a token and keep it in an HttpOnly, SameSite=Strict cookie for the page's
         reads (writes still need ``Authorization: Bearer``)."""
-        who = token_table(request).authenticate(body.token)
-        if who is None:
+        found = token_table(request).match(body.token)
+        if found is None:
             log.info("dashboard sign-in refused: unknown token")
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="unknown token")
+        now = time.time()
+        if found.expired(now):
+            log.info("dashboard sign-in refused: expired token", extra={"user": found.who.user})
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED, detail=expired_detail(found.expires_at)
+            )
+        who = found.who
+        max_age = SESSION_MAX_AGE_S
+        if found.expires_at is not None:
+            max_age = min(max_age, int(found.expires_at - now))
         response.set_cookie(
             SESSION_COOKIE,
             body.token,
-            max_age=SESSION_MAX_AGE_S,
+            max_age=max_age,
             path="/",
             secure=request.url.scheme == "https",
             httponly=True,
