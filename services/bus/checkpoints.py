@@ -1,10 +1,18 @@
-"""Where checkpoints of a fold live: two compacted topics of the log's own broker, so a service
-started on another machine finds the latest one (``projections.checkpoint`` makes the bytes).
+"""Where checkpoints of a fold live: two compacted topics of the log's own broker per service
+that keeps them, so a service started on another machine finds the latest one
+(``projections.checkpoint`` makes the bytes).
 
-* ``<prefix>checkpoint-chunks``: a checkpoint's bytes in chunks of at most ``CHUNK_BYTES``
-  (a broker takes records of about a megabyte), keyed ``<name>/<id>/<n>``;
-* ``<prefix>checkpoints``: one small manifest per checkpoint, keyed by the fold's name (the
-  latest one per name survives compaction): its id, size, checksum and where its chunks lie.
+* ``<prefix><owner>-checkpoint-chunks``: a checkpoint's bytes in chunks of at most
+  ``CHUNK_BYTES`` (a broker takes records of about a megabyte), keyed ``<name>/<id>/<n>``;
+* ``<prefix><owner>-checkpoints``: one small manifest per checkpoint, keyed by the fold's name
+  (the latest one per name survives compaction): its id, size, checksum and where its chunks
+  lie.
+
+The owner is the service the fold belongs to (:func:`checkpoint_owner`: ``scheduler``, ``api``,
+``agent-<cluster>``, ``charging``): on a secured Kafka each may write only its own topics
+(``services.bus.principals``), so no service can put a checkpoint of its making where another
+restores from (charging's is where a period's audit starts). Topics of their own rather than
+keys of one topic because ACLs are per topic.
 
 A manifest is written only once its chunks are acknowledged, and the chunks of the checkpoint
 it replaces are then deleted (tombstones, for compaction): a reader takes the latest manifest,
@@ -36,12 +44,19 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 512 * 1024
 
 
-def manifest_topic(topics: Topics) -> str:
-    return f"{topics.prefix}checkpoints"
+def checkpoint_owner(name: str) -> str:
+    """The service a fold of ``name`` belongs to: an agent's name whole (``agent-<cluster>``:
+    each cluster's agent its own), else its first word (``api-view``: ``api``;
+    ``charging-period-2026-11``: ``charging``)."""
+    return name if name.startswith("agent-") else name.split("-", 1)[0]
 
 
-def chunk_topic(topics: Topics) -> str:
-    return f"{topics.prefix}checkpoint-chunks"
+def manifest_topic(topics: Topics, owner: str) -> str:
+    return f"{topics.prefix}{owner}-checkpoints"
+
+
+def chunk_topic(topics: Topics, owner: str) -> str:
+    return f"{topics.prefix}{owner}-checkpoint-chunks"
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,8 @@ class KafkaCheckpoints:
 
     def __init__(self, bootstrap: str, topics: Topics, name: str, timeout_s: float = 30.0) -> None:
         self.bootstrap, self.name, self.timeout_s = bootstrap, name, timeout_s
-        self.manifests, self.chunks = manifest_topic(topics), chunk_topic(topics)
+        owner = checkpoint_owner(name)
+        self.manifests, self.chunks = manifest_topic(topics, owner), chunk_topic(topics, owner)
         for topic in (self.manifests, self.chunks):
             ensure_compacted_topic(bootstrap, topic, timeout_s)
         self._previous: Manifest | None = None

@@ -108,9 +108,9 @@ WRITES: dict[Role, frozenset[TopicKind]] = {
     Role.PROJECTOR: frozenset({_K.DEADLETTER}),
     Role.AUDIT: frozenset(),
 }
-#: Roles whose folds keep checkpoints on the log (and read them back); audit reads charging's.
+#: Roles whose folds keep checkpoints on the log, each in topics of its own principal
+#: (``services.bus.checkpoints``); audit reads charging's, where a period's audit starts.
 CHECKPOINTS_WRITTEN = frozenset({Role.API, Role.SCHEDULER, Role.AGENT, Role.CHARGING})
-CHECKPOINTS_READ = CHECKPOINTS_WRITTEN | {Role.AUDIT}
 
 
 def principal_name(role: Role, cluster: str | None = None) -> str:
@@ -146,8 +146,23 @@ def _group(name: str, prefixed: bool = True) -> _Pattern:
     return _Pattern(ResourceType.GROUP, name, kind)
 
 
-def role_grants(role: Role, topics: Topics) -> list[tuple[_Pattern, AclOperation]]:
-    """What ``role`` may do, as (resource, operation) pairs."""
+def checkpoint_topics(principal: str, role: Role, topics: Topics) -> tuple[list[str], list[str]]:
+    """(read, written) checkpoint topics of ``principal``: its own, where its role keeps
+    checkpoints (the owner is the principal: ``agent-<cluster>`` for each cluster's agent);
+    charging's for audit."""
+
+    def both(owner: str) -> list[str]:
+        return [manifest_topic(topics, owner), chunk_topic(topics, owner)]
+
+    if role in CHECKPOINTS_WRITTEN:
+        return both(principal), both(principal)
+    if role is Role.AUDIT:
+        return both(principal_name(Role.CHARGING)), []
+    return [], []
+
+
+def role_grants(principal: str, role: Role, topics: Topics) -> list[tuple[_Pattern, AclOperation]]:
+    """What ``principal`` of ``role`` may do, as (resource, operation) pairs."""
     grants: list[tuple[_Pattern, AclOperation]] = []
     # DESCRIBE of every topic of the deployment: a service checks at start that they all
     # exist (services.bus.admin.ensure_topics); a topic it could not see, it would try to
@@ -159,11 +174,9 @@ def role_grants(role: Role, topics: Topics) -> list[tuple[_Pattern, AclOperation
     grants += [(pattern, AclOperation.DESCRIBE) for pattern in visible]
     grants += [(_topic(topics.name(kind)), AclOperation.READ) for kind in sorted(READS[role])]
     grants += [(_topic(topics.name(kind)), AclOperation.WRITE) for kind in sorted(WRITES[role])]
-    checkpoints = (manifest_topic(topics), chunk_topic(topics))
-    if role in CHECKPOINTS_READ:
-        grants += [(_topic(name), AclOperation.READ) for name in checkpoints]
-    if role in CHECKPOINTS_WRITTEN:
-        grants += [(_topic(name), AclOperation.WRITE) for name in checkpoints]
+    read, written = checkpoint_topics(principal, role, topics)
+    grants += [(_topic(name), AclOperation.READ) for name in read]
+    grants += [(_topic(name), AclOperation.WRITE) for name in written]
     grants += [(_group(prefix), AclOperation.READ) for prefix in HELPER_GROUPS]
     if role is Role.SCHEDULER:
         lease = _topic(lease_topic(topics))
@@ -189,7 +202,7 @@ def acl_bindings(principal: str, role: Role, topics: Topics) -> list[AclBinding]
             operation,
             AclPermissionType.ALLOW,
         )
-        for pattern, operation in role_grants(role, topics)
+        for pattern, operation in role_grants(principal, role, topics)
     ]
 
 
@@ -253,7 +266,8 @@ def provision(
     sees every topic, so services started next find their rights in force. Idempotent: a
     restart upserts the same passwords and the same bindings."""
     ensure_topics(bootstrap, topics, timeout_s=timeout_s, identity=admin)
-    for topic in (lease_topic(topics), manifest_topic(topics), chunk_topic(topics)):
+    owned = [t for name, role in roles.items() for t in checkpoint_topics(name, role, topics)[1]]
+    for topic in (lease_topic(topics), *owned):
         ensure_compacted_topic(bootstrap, topic, timeout_s, identity=admin)
     client = AdminClient(client_config(bootstrap, identity=admin))
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)

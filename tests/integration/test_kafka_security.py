@@ -29,7 +29,7 @@ from events import TopicKind, Topics, new_event
 from events.models import PlaceCommand
 from services.brokers import BrokerHandle, BrokerStartError, start_broker
 from services.bus.admin import TopicSetupError, ensure_topics
-from services.bus.checkpoints import KafkaCheckpoints, chunk_topic, manifest_topic
+from services.bus.checkpoints import KafkaCheckpoints
 from services.bus.connection import KAFKA_CONFIG_ENV, client_config, read_properties
 from services.bus.export import read_to_end
 from services.bus.follower import LogFollower
@@ -38,11 +38,10 @@ from services.bus.lease import KafkaLeaseLog, lease_topic
 from services.bus.port import PublishError
 from services.bus.principals import (
     ADMIN,
-    CHECKPOINTS_READ,
-    CHECKPOINTS_WRITTEN,
     READS,
     WRITES,
     Role,
+    checkpoint_topics,
     set_up_principals,
 )
 from services.scheduler.service import INPUTS
@@ -66,8 +65,13 @@ class Secured:
         return read_properties(self.files[principal])
 
     def topic_names(self) -> list[str]:
-        extra = [lease_topic(self.topics), manifest_topic(self.topics), chunk_topic(self.topics)]
-        return [*self.topics.all_names(), *extra]
+        """The deployment's topics, the lease's and every service's checkpoint topics."""
+        owned = [
+            topic
+            for role, principal in PRINCIPALS.items()
+            for topic in checkpoint_topics(principal, role, self.topics)[1]
+        ]
+        return [*self.topics.all_names(), lease_topic(self.topics), *owned]
 
 
 @pytest.fixture(scope="module")
@@ -187,19 +191,20 @@ def _reads(secured: Secured, principal: str, timeout_s: float = 20) -> dict[str,
     return results
 
 
-def _allowed(secured: Secured, kinds: frozenset[TopicKind], checkpoints: bool) -> set[str]:
+def _allowed(secured: Secured, role: Role, written: bool) -> set[str]:
+    """The topics ``role`` may write (``written``) or read."""
+    kinds = (WRITES if written else READS)[role]
     names = {secured.topics.name(kind) for kind in kinds}
-    if checkpoints:
-        names |= {manifest_topic(secured.topics), chunk_topic(secured.topics)}
+    names |= set(checkpoint_topics(PRINCIPALS[role], role, secured.topics)[int(written)])
+    if role is Role.SCHEDULER:
+        names.add(lease_topic(secured.topics))
     return names
 
 
 @pytest.mark.parametrize("role", list(Role))
 def test_each_principal_writes_only_the_topics_of_its_role(secured: Secured, role: Role) -> None:
     results = _writes(secured, PRINCIPALS[role])
-    allowed = _allowed(secured, WRITES[role], role in CHECKPOINTS_WRITTEN)
-    if role is Role.SCHEDULER:
-        allowed.add(lease_topic(secured.topics))
+    allowed = _allowed(secured, role, written=True)
     assert {topic for topic, outcome in results.items() if outcome == "ok"} == allowed
     refused = {results[topic] for topic in set(results) - allowed}
     assert refused <= {"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}
@@ -208,9 +213,7 @@ def test_each_principal_writes_only_the_topics_of_its_role(secured: Secured, rol
 @pytest.mark.parametrize("role", list(Role))
 def test_each_principal_reads_only_the_topics_of_its_role(secured: Secured, role: Role) -> None:
     results = _reads(secured, PRINCIPALS[role])
-    allowed = _allowed(secured, READS[role], role in CHECKPOINTS_READ)
-    if role is Role.SCHEDULER:
-        allowed.add(lease_topic(secured.topics))
+    allowed = _allowed(secured, role, written=False)
     assert set(results) == set(secured.topic_names()), "every topic answered"
     assert {topic for topic, outcome in results.items() if outcome == "ok"} == allowed
     assert {results[t] for t in set(results) - allowed} <= {"TOPIC_AUTHORIZATION_FAILED"}
@@ -273,6 +276,21 @@ def test_only_the_admin_creates_or_deletes_topics_or_changes_acls(
         .list_topics(timeout=10)
         .topics
     )
+
+
+def test_no_service_can_replace_another_services_checkpoint(
+    secured: Secured, act_as: ActAs
+) -> None:
+    """Charging's checkpoint is where it resumes and where a period's audit starts: the API
+    (or a scheduler, an agent) may not write one."""
+    act_as(PRINCIPALS[Role.CHARGING])
+    KafkaCheckpoints(secured.broker.bootstrap, secured.topics, "charging").save(b"true fold")
+    act_as(PRINCIPALS[Role.API])
+    with pytest.raises(RuntimeError, match="TOPIC_AUTHORIZATION_FAILED"):
+        KafkaCheckpoints(secured.broker.bootstrap, secured.topics, "charging").save(b"forged")
+    act_as(PRINCIPALS[Role.AUDIT])
+    store = KafkaCheckpoints(secured.broker.bootstrap, secured.topics, "charging")
+    assert store.load() == b"true fold"
 
 
 def test_a_service_finds_every_topic_and_creates_none(secured: Secured, act_as: ActAs) -> None:

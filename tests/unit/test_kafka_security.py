@@ -173,7 +173,11 @@ def test_no_role_may_create_delete_or_reconfigure_anything(role: Role) -> None:
 def test_groups_are_each_roles_own() -> None:
     topics = Topics()
     groups = {
-        role: {p.name for p, _ in role_grants(role, topics) if p.resource.name == "GROUP"}
+        role: {
+            p.name
+            for p, _ in role_grants(principal_name(role, "demo"), role, topics)
+            if p.resource.name == "GROUP"
+        }
         for role in Role
     }
     assert all(set(HELPER_GROUPS) <= names for names in groups.values())
