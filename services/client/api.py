@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -130,6 +131,20 @@ def _segment(text: str, safe: str = "") -> str:
         raise ApiError(0, f"{text!r} is not UTF-8 text") from error
 
 
+def trust(ca: str | os.PathLike[str] | None) -> ssl.SSLContext | bool:
+    """What an https connection trusts: the system's CAs, plus ``ca`` (or ``$FAIRSHARE_API_CA``)
+    for an API whose certificate a private CA signed. The certificate and its host name are
+    always checked: there is no way to turn that off here, since a client that accepts any
+    certificate hands its token to whoever answers."""
+    path = ca if ca is not None else (os.environ.get("FAIRSHARE_API_CA") or None)
+    if path is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=os.fspath(path))
+    except (OSError, ssl.SSLError) as error:
+        raise ApiError(0, f"cannot use the CA certificate {os.fspath(path)}: {error}") from error
+
+
 class FairshareClient:
     def __init__(
         self,
@@ -138,11 +153,15 @@ class FairshareClient:
         *,
         http: httpx.Client | None = None,
         timeout_s: float = 30.0,
+        ca: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``ca``: a CA certificate (PEM) to trust for an https ``base_url`` besides the
+        system's (default ``$FAIRSHARE_API_CA``); a file that cannot be read is an
+        :class:`ApiError` here, not a failure of every request."""
         self.base_url = (base_url or os.environ.get("FAIRSHARE_API") or DEFAULT_API).rstrip("/")
         self.token = token if token is not None else os.environ.get("FAIRSHARE_TOKEN")
         self._owns_http = http is None
-        self._http = http or httpx.Client(timeout=timeout_s)
+        self._http = http or httpx.Client(timeout=timeout_s, verify=trust(ca))
         #: HTTP status of the last successful call (200 repeated submit, 201 new, 202 accepted).
         self.last_status = 0
 

@@ -11,6 +11,7 @@ import typer
 
 from services.client.commands.common import (
     ApiOption,
+    CaOption,
     JsonOption,
     PoolFilter,
     TokenOption,
@@ -42,16 +43,17 @@ def share(
     ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The budget tree: shares, window usage, usage ratio, fair-share factor, rank, and
     delivered vs owed as the charges report computes them (like sshare); with ``--cost``
     the money of the API's current month too."""
     if not cost:
-        answer = ask(ctx, api, token, lambda c: c.budgets(pool))
+        answer = ask(ctx, api, token, ca, lambda c: c.budgets(pool))
         emit(answer, as_json, lambda o: o.print(_share_table(answer)))
         return
-    report, money = ask(ctx, api, token, lambda c: _with_money(c, pool))
+    report, money = ask(ctx, api, token, ca, lambda c: _with_money(c, pool))
     if as_json:
         both = {
             "budgets": report.model_dump(mode="json", by_alias=True),
@@ -146,10 +148,11 @@ def set_weight(
     reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Set a budget's weight (a manager of its parent)."""
-    answer = ask(ctx, api, token, lambda c: c.set_weight(budget, weight, pool, reason))
+    answer = ask(ctx, api, token, ca, lambda c: c.set_weight(budget, weight, pool, reason))
     where = f" in {pool}" if pool else ""
     done = plain(f"{budget}: weight {weight:g}{where}")
     emit(answer, as_json, lambda o: o.print(done))
@@ -162,12 +165,13 @@ def add_member(
     role: Annotated[str, typer.Option(help="member or manager")] = "member",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Grant a user a role on a budget's subtree (a manager of the budget)."""
     from services.api.models import MemberGrant
 
-    answer = ask(ctx, api, token, lambda c: c.add_member(budget, user, role))
+    answer = ask(ctx, api, token, ca, lambda c: c.add_member(budget, user, role))
     # An accepted grant (202) is recorded: granted as far as the caller can tell.
     changed = answer.changed if isinstance(answer, MemberGrant) else True
     done = "granted" if changed else "already held"
@@ -182,12 +186,13 @@ def revoke_member(
     role: Annotated[str, typer.Option(help="member or manager")] = "member",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Take a role on a budget from a user (a manager of the budget)."""
     from services.api.models import MemberRevoke
 
-    answer = ask(ctx, api, token, lambda c: c.revoke_member(budget, user, role))
+    answer = ask(ctx, api, token, ca, lambda c: c.revoke_member(budget, user, role))
     # An accepted revoke (202) is recorded: revoked as far as the caller can tell.
     changed = answer.changed if isinstance(answer, MemberRevoke) else True
     still = answer.still_held_on if isinstance(answer, MemberRevoke) else None
@@ -208,11 +213,14 @@ def create(
     description: Annotated[str, typer.Option(help="what it funds")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a budget (a manager of its parent; top-level budgets: admins)."""
     weights = _pool_weights(pool_weight or [])
-    answer = ask(ctx, api, token, lambda c: c.create_budget(budget, weight, weights, description))
+    answer = ask(
+        ctx, api, token, ca, lambda c: c.create_budget(budget, weight, weights, description)
+    )
     emit(answer, as_json, lambda o: o.print(plain(_budget_line(budget, answer, "created"))))
 
 
@@ -222,10 +230,11 @@ def close(
     reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Close a budget: its subtree takes no new work (a manager of its parent)."""
-    answer = ask(ctx, api, token, lambda c: c.close_budget(budget, reason))
+    answer = ask(ctx, api, token, ca, lambda c: c.close_budget(budget, reason))
     emit(answer, as_json, lambda o: o.print(plain(_budget_line(budget, answer, "closed"))))
 
 

@@ -32,6 +32,16 @@ TokenOption = Annotated[
     str | None,
     typer.Option("--token", envvar="FAIRSHARE_TOKEN", help="bearer token", show_default=False),
 ]
+CaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ca",
+        envvar="FAIRSHARE_API_CA",
+        help="CA certificate (PEM) that signed an https --api's certificate, when it is not "
+        "one the system trusts",
+        show_default=False,
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the API's JSON")]
 PoolFilter = Annotated[str | None, typer.Option("--pool", "-p", help="only this pool")]
 BudgetFilter = Annotated[str | None, typer.Option("--budget", "-A", help="budget subtree")]
@@ -53,18 +63,26 @@ class ClientSource:
     factory: ClientFactory
 
 
-def _default_client(api: str, token: str | None) -> FairshareClient:
-    from services.client.api import FairshareClient
-
-    return FairshareClient(api, token)
-
-
-def ask(ctx: typer.Context, api: str, token: str | None, call: Callable[[FairshareClient], T]) -> T:
-    """``call`` on a client of the API; an error prints the status and detail and exits 1."""
-    from services.client.api import ApiError
+def ask(
+    ctx: typer.Context,
+    api: str,
+    token: str | None,
+    ca: str | None,
+    call: Callable[[FairshareClient], T],
+) -> T:
+    """``call`` on a client of the API (trusting ``ca`` for https, besides the system's CAs;
+    a factory of the context, the tests', makes its own); an error prints the status and
+    detail and exits 1."""
+    from services.client.api import ApiError, FairshareClient
 
     source = ctx.find_object(ClientSource)
-    client = (source.factory if source is not None else _default_client)(api, token)
+    try:
+        client = (
+            source.factory(api, token) if source is not None else FairshareClient(api, token, ca=ca)
+        )
+    except ApiError as error:
+        console(stderr=True).print(styled("red", "error: ", _for_people(error)))
+        raise typer.Exit(1) from error
     try:
         return call(client)
     except ApiError as error:
@@ -79,6 +97,8 @@ def _for_people(error: ApiError) -> str:
     ``--token`` and ``FAIRSHARE_TOKEN``, not the HTTP header the API asks for."""
     if error.status != 401:
         return str(error)
+    if "expired" in str(error.detail):
+        return f"HTTP 401: {error.detail}"
     if "unknown" in str(error.detail):
         return (
             "HTTP 401: the API does not know this token: check --token or FAIRSHARE_TOKEN "

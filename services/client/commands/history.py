@@ -9,6 +9,7 @@ import typer
 from services.client.commands.common import (
     ApiOption,
     BudgetFilter,
+    CaOption,
     JsonOption,
     MeFilter,
     PoolFilter,
@@ -41,6 +42,7 @@ def history(
     limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Finished work, the latest end first (like sacct): status, exit code, elapsed time and
@@ -49,6 +51,7 @@ def history(
         ctx,
         api,
         token,
+        ca,
         lambda c: c.history(
             budget=budget,
             submitter=submitter_filter(c, user, me),

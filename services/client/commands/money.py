@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from services.client.commands.common import ApiOption, TokenOption, ask, hours, num
+from services.client.commands.common import ApiOption, CaOption, TokenOption, ask, hours, num
 from services.client.constants import DEFAULT_API
 from services.client.terminal import FittedTable, console, plain
 
@@ -76,11 +76,14 @@ def statement(
     ] = "share",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
 ) -> None:
     """A budget's statement for a month to date: billed per line (funded use, burst at list
     value, lost to preemption, idle, corrections), each line's workloads, billed per pool,
     the forecast to the month's end, and its share, owed and delivered."""
-    view, detail = ask(ctx, api, token, lambda c: _statement_and_figures(c, budget, month, idle))
+    view, detail = ask(
+        ctx, api, token, ca, lambda c: _statement_and_figures(c, budget, month, idle)
+    )
     if fmt == "json":
         text = json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n"
     elif fmt == "csv":

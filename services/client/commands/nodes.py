@@ -9,6 +9,7 @@ import typer
 
 from services.client.commands.common import (
     ApiOption,
+    CaOption,
     JsonOption,
     PoolFilter,
     TokenOption,
@@ -37,10 +38,11 @@ def nodes(
     ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Nodes: state, used and free GPUs, last heartbeat, why cordoned (like sinfo -N)."""
-    answer = ask(ctx, api, token, lambda c: c.nodes(pool))
+    answer = ask(ctx, api, token, ca, lambda c: c.nodes(pool))
     if reasons:
         from services.api.models import NodeList
 
@@ -105,10 +107,11 @@ def cordon(
     reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stop new placements on a node; its work drains as contracts end (admins)."""
-    answer = ask(ctx, api, token, lambda c: c.cordon(node, reason))
+    answer = ask(ctx, api, token, ca, lambda c: c.cordon(node, reason))
     emit(answer, as_json, lambda o: o.print(_state_line(node, answer)))
 
 
@@ -117,10 +120,11 @@ def uncordon(
     node: NodeArgument,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Return a node to service (admins)."""
-    answer = ask(ctx, api, token, lambda c: c.uncordon(node))
+    answer = ask(ctx, api, token, ca, lambda c: c.uncordon(node))
     emit(answer, as_json, lambda o: o.print(_state_line(node, answer)))
 
 

@@ -9,6 +9,7 @@ import typer
 
 from services.client.commands.common import (
     ApiOption,
+    CaOption,
     JsonOption,
     PoolFilter,
     TokenOption,
@@ -44,6 +45,7 @@ def set_price(
     reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Set the price of a GPU-hour in a pool, from an hour on (admins)."""
@@ -51,6 +53,7 @@ def set_price(
         ctx,
         api,
         token,
+        ca,
         lambda c: c.set_price(
             pool,
             amount,
@@ -83,10 +86,11 @@ def list_prices(
     pool: PoolFilter = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Every price: list prices and negotiated rates, by pool and from when."""
-    answer = ask(ctx, api, token, lambda c: c.prices(pool))
+    answer = ask(ctx, api, token, ca, lambda c: c.prices(pool))
     emit(answer, as_json, lambda o: o.print(_price_table(answer)))
 
 

@@ -13,6 +13,7 @@ from services.client.commands.common import (
     ApiOption,
     ArrayFilter,
     BudgetFilter,
+    CaOption,
     JsonOption,
     MeFilter,
     PoolFilter,
@@ -53,6 +54,7 @@ def queue(
     ] = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Pending work in scheduling order per pool, with the reason each job waits (like
@@ -61,6 +63,7 @@ def queue(
         ctx,
         api,
         token,
+        ca,
         lambda c: c.queue(
             pool=pool,
             budget=budget,
@@ -145,11 +148,12 @@ def why(
     verbose: VerboseOption = False,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Why a workload is pending, or what happened to it, in one sentence (-v: every reason,
     and the decision records behind each placement and preemption)."""
-    answer = ask(ctx, api, token, lambda c: c.why(workload_id))
+    answer = ask(ctx, api, token, ca, lambda c: c.why(workload_id))
     emit(answer, as_json, lambda o: _explain(o, answer, verbose))
 
 

@@ -14,6 +14,7 @@ from services.client.commands.common import (
     ApiOption,
     ArrayFilter,
     BudgetFilter,
+    CaOption,
     JsonOption,
     MeFilter,
     PoolFilter,
@@ -107,6 +108,7 @@ def submit(
     image: Annotated[str | None, typer.Option(help="container image (into the spec)")] = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Submit a workload, or a job array with --array (like sbatch). Retrying with the same
@@ -138,7 +140,7 @@ def submit(
             return client.submit_array(request), client.last_status
         return client.submit(request), client.last_status
 
-    answer, code = ask(ctx, api, token, send)
+    answer, code = ask(ctx, api, token, ca, send)
     if array is not None:
         emit(answer, as_json, lambda console: console.print(plain(_array_said(answer, code, wid))))
         return
@@ -215,10 +217,11 @@ def cancel(
     reason: Annotated[str, typer.Option(help="why (recorded with the event)")] = "",
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a workload, or every element of a job array (like scancel)."""
-    answer = ask(ctx, api, token, lambda c: _workload_or_array(c, workload_id, reason))
+    answer = ask(ctx, api, token, ca, lambda c: _workload_or_array(c, workload_id, reason))
     emit(answer, as_json, lambda o: o.print(plain(_cancel_said(answer, workload_id))))
 
 
@@ -282,6 +285,7 @@ def list_workloads(
     array: ArrayFilter = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List workloads, newest first (an array's elements by index)."""
@@ -289,6 +293,7 @@ def list_workloads(
         ctx,
         api,
         token,
+        ca,
         lambda c: c.workloads(
             status=status,
             budget=budget,
@@ -350,10 +355,11 @@ def show(
     workload_id: Annotated[str, typer.Argument(help="the workload, or a job array")],
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
+    ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """One workload, or a job array's summary (like scontrol show job)."""
-    answer = ask(ctx, api, token, lambda c: _shown(c, workload_id))
+    answer = ask(ctx, api, token, ca, lambda c: _shown(c, workload_id))
     emit(answer, as_json, lambda o: o.print(_fields_table(answer)))
 
 
