@@ -18,6 +18,7 @@ import ssl
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from events.topics import Topics
 from services.api.app import create_app
@@ -25,6 +26,10 @@ from services.api.security import install_security_headers, redact_access_log
 from services.api.tokens import DEMO_TOKENS, TokenSource, default_tokens
 from services.api.tokens_file import TokensFile
 from services.api.view import LiveView
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +146,25 @@ def preflight(
     return tokens, tls
 
 
+def listener(app: ASGIApp, host: str, port: int, tls: Tls | None = None) -> uvicorn.Config:
+    """How uvicorn serves ``app``: HTTPS with ``tls``, and a request in flight (a slow
+    client, a long report) never holds a shutdown (after half the stop grace period the
+    server closes what is still open). The HTTPS test serves through this very function."""
+    import uvicorn
+
+    from services.runtime.signals import stop_grace_s
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        timeout_graceful_shutdown=max(1, int(stop_grace_s() / 2)),
+        ssl_certfile=None if tls is None else tls.cert,
+        ssl_keyfile=None if tls is None else tls.key,
+    )
+
+
 def serve(
     bootstrap: str,
     topic_prefix: str = "fairshare.",
@@ -161,8 +185,6 @@ def serve(
     one and reads only the log's tail; None: from the log's first offset, never saved); ``tls``:
     serve HTTPS with these files (:func:`tls_files`). Raises DemoTokensError, TokenFileError or
     TransportError before touching Kafka (see :func:`preflight`)."""
-    import uvicorn
-
     from services.bus.admin import ensure_topics
     from services.bus.kafka import KafkaEventPublisher
     from services.bus.signing import signed
@@ -198,19 +220,9 @@ def serve(
             engine = engine_for(database_url)
         app = create_app(view, publisher, tokens, engine=engine)
         install_security_headers(app)  # idempotent: a no-op where create_app installed them
-        # A request in flight (a slow client, a long report) never holds a shutdown: after
-        # half the stop grace period the server closes what is still open.
-        from services.runtime.signals import stop_grace_s
+        import uvicorn
 
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_config=None,
-            timeout_graceful_shutdown=max(1, int(stop_grace_s() / 2)),
-            ssl_certfile=None if tls is None else tls.cert,
-            ssl_keyfile=None if tls is None else tls.key,
-        )
+        uvicorn.Server(listener(app, host, port, tls)).run()
     finally:
         view.stop()
         publisher.close()
