@@ -8,7 +8,7 @@ forge a charge (only charging writes the ledger), and no service can create, del
 reconfigure a topic or change an ACL: only ``admin``, the broker's super user, can.
 
 The table below follows what each service's code reads and writes (the constants it is
-checked against in ``tests/unit/test_kafka_principals.py``). ACLs are per topic: a principal
+checked against in ``tests/unit/test_kafka_security.py``). ACLs are per topic: a principal
 that may write a topic may write any event type there (docs/security.md says what remains).
 
 Consumer groups: every reader here assigns its partitions and commits nothing, under a
@@ -76,9 +76,9 @@ class Role(StrEnum):
 
 _ALL = frozenset(TopicKind)
 _K = TopicKind
-#: The signing keys of signed facts (docs/signed-facts.md), where the log has them: every
-#: reader may check a signature, only the admin registers a key (no role writes them).
-_KEYS = frozenset(kind for kind in TopicKind if kind.value == "keys")
+#: The signing keys of signed facts (docs/signed-facts.md): every reader checks signatures
+#: against them, only the admin registers a key (no role writes them).
+_KEYS = frozenset({TopicKind.KEYS})
 #: Topic kinds each role reads and writes (the folds' inputs and the events each publishes).
 READS: dict[Role, frozenset[TopicKind]] = {
     # its view folds every topic but the dead letters (services.api.view.VIEW_KINDS)
