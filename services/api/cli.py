@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated
@@ -133,10 +134,13 @@ NoExpiryOption = Annotated[
 ]
 
 
-def _lifetime(expires_in: str | None, no_expiry: bool) -> float | None:
-    """Seconds the new token is accepted, None for ever; a bad value is exit 2 (BadParameter)."""
-    from services.client.commands.common import parse_duration
+_LIFETIME = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
+
+def _lifetime(expires_in: str | None, no_expiry: bool) -> float | None:
+    """Seconds the new token is accepted, None for ever; a bad value is exit 2 (BadParameter).
+    Written as the client's durations are (``90d``, ``12h``, ``1d12h``, a bare number of
+    seconds), but not imported from it: the client's package imports this one."""
     if no_expiry:
         if expires_in is not None:
             raise typer.BadParameter("give --expires-in or --no-expiry, not both")
@@ -145,7 +149,15 @@ def _lifetime(expires_in: str | None, no_expiry: bool) -> float | None:
         from services.api.tokens_file import DEFAULT_EXPIRY_S
 
         return DEFAULT_EXPIRY_S
-    seconds = parse_duration(expires_in)
+    value = expires_in.strip().lower()
+    match = _LIFETIME.match(value)
+    if value.isdigit():
+        seconds = int(value)
+    elif value and match and any(match.groups()):
+        days, hours, minutes, rest = (int(group or 0) for group in match.groups())
+        seconds = ((days * 24 + hours) * 60 + minutes) * 60 + rest
+    else:
+        raise typer.BadParameter(f"--expires-in {expires_in}: not a duration (90d, 12h, 30m)")
     if seconds <= 0:
         raise typer.BadParameter(f"--expires-in {expires_in}: a token needs some time to live")
     return seconds
