@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from events import TopicKind, Topics
 from services.brokers import KafkaCluster
+from services.bus.connection import client_config
 from services.bus.export import read_to_end
 from services.launcher import Stack
 from services.scheduler.lease import LeaseRecord
@@ -45,7 +46,7 @@ def workloads_leader(bootstrap: str, topics: Topics, timeout_s: float = 30) -> i
     name = topics.name(TopicKind.WORKLOADS)
     deadline = time.monotonic() + timeout_s
     while True:
-        metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(name, timeout=10)
+        metadata = AdminClient(client_config(bootstrap)).list_topics(name, timeout=10)
         topic = metadata.topics.get(name)
         if topic is not None and topic.error is None and 0 in topic.partitions:
             leader = int(topic.partitions[0].leader)

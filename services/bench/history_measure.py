@@ -146,9 +146,10 @@ class ProjectorReady:
         from confluent_kafka.admin import AdminClient
         from sqlalchemy import create_engine
 
+        from services.bus.connection import client_config
         from services.projector.sql_projector import PROJECTOR_NAME
 
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient(client_config(bootstrap))
         self.group = PROJECTOR_NAME
         self.engine = create_engine(database_url)
         self.wanted = {key: end for key, end in ends.items() if end}

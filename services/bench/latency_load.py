@@ -141,9 +141,10 @@ class RoundTrip:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic
 
+        from services.bus.connection import client_config
         from services.bus.kafka import producer_config
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(client_config(self.bootstrap))
         futures = admin.create_topics([NewTopic(self.topic, num_partitions=1)])
         for future in futures.values():
             try:
@@ -153,13 +154,15 @@ class RoundTrip:
                     raise
         producer = Producer(producer_config(self.bootstrap, "bench-roundtrip"))
         consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": f"bench-roundtrip-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "fetch.wait.max.ms": 50,  # as the followers (services/bus/follower.py)
-            }
+            client_config(
+                self.bootstrap,
+                {
+                    "group.id": f"bench-roundtrip-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "fetch.wait.max.ms": 50,  # as the followers (services/bus/follower.py)
+                },
+            )
         )
         try:
             _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=30)

@@ -137,14 +137,17 @@ def _bare_consume(bootstrap: str, topics: Topics, count: int) -> tuple[int, floa
     from confluent_kafka import Consumer
 
     from events import TopicKind
+    from services.bus.connection import client_config
 
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-bare-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"bench-bare-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
     )
     consumer.subscribe([topics.name(TopicKind.WORKLOADS), topics.name(TopicKind.HEARTBEATS)])
     seen = 0
