@@ -142,7 +142,7 @@ def test_decisions_and_snapshots_name_positions_of_the_log(
     snapshots = [e.data for e in log if isinstance(e.data, UsageSnapshot)]
     assert commands
     assert len(snapshots) >= 100  # every 30 s
-    assert len(commands[0].decision.input_position) == 8 * 3  # every partition of 8 topics (keys too)
+    assert len(commands[0].decision.input_position) == 8 * 3  # every partition of 8 topics
     last = snapshots[-1].as_of
     assert {p.topic for p in last} == {"history.workloads", "history.heartbeats"}
     assert sum(p.offset for p in last) <= generator.records
