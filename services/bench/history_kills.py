@@ -229,7 +229,8 @@ def _settle_and_audit(
 
     _charge_to_the_end(bootstrap, topics, directory, report)
     deliveries, invalid = deliveries_from_kafka(bootstrap, topics)
-    charges = replay(d.envelope for d in deliveries)
+    # a list, not a generator: the audit learns every key first (the keys topic is read last)
+    charges = replay([d.envelope for d in deliveries])
     decisions = audit_live_decisions(deliveries, since=live_from)
     report(
         f"audit: {charges.recorded_count} charges recorded, {charges.recomputed_count} "
@@ -255,7 +256,12 @@ def _charge_to_the_end(bootstrap: str, topics: Topics, directory: Path, report: 
     log_path = directory / "logs" / "charging-settle.log"
     command = [sys.executable, "-m", "services.cli", "charging", "--kafka", bootstrap]
     command += ["--topic-prefix", topics.prefix]
+    from services.bus.signing import SIGNING_KEY_ENV
+    from services.launcher.keys import KEYS_DIR
+
     env = {**os.environ, "FAIRSHARE_LOG_LEVEL": "INFO"}  # its caught-up line is an info
+    # charging as the stack ran it: what it posts is signed with its registered key
+    env[SIGNING_KEY_ENV] = str(directory / KEYS_DIR / "charging.key")
     with log_path.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
