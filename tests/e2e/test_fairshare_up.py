@@ -94,6 +94,7 @@ def test_up_against_an_external_kafka(broker: BrokerHandle, tmp_path: Path) -> N
     _check_a_working_lab(result, tmp_path / "fairshare.db")
 
 
+@pytest.mark.slow  # 12-16 s: the default run stays under 10 minutes; CI runs it with -m slow
 def test_up_reports_an_unreachable_kafka_clearly() -> None:
     result = _run("up", "--duration", "1", "--kafka", "127.0.0.1:1", timeout=60)
     assert result.returncode == 2

@@ -41,6 +41,7 @@ def test_poison_records_land_in_the_dead_letter_topic(bus: KafkaBus) -> None:
     bus_contract.check_poison_records_go_to_dead_letters(bus)
 
 
+@pytest.mark.slow  # 12-16 s: the default run stays under 10 minutes; CI runs it with -m slow
 def test_a_consumer_restarted_under_new_groups_dead_letters_each_record_once(
     bus: KafkaBus,
 ) -> None:

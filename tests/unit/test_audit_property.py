@@ -74,8 +74,10 @@ def seconds(lo: float, hi: float) -> st.SearchStrategy[float]:
     return st.integers(int(lo), int(hi)).map(float) | st.floats(lo, hi)
 
 
+#: The default run's examples (its ten-minute budget); -m slow runs SLOW's, and the bigger
+#: scenarios of test_every_pass_is_re_derived_on_many_more_and_bigger_scenarios.
 FAST = settings(
-    max_examples=300,
+    max_examples=150,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
