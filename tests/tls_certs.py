@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.brokers.security import new_ca
+
 
 @dataclass(frozen=True)
 class Issued:
@@ -26,33 +28,8 @@ def issue(directory: Path, name: str = "127.0.0.1") -> Issued:
 
     now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Fairshare test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca = new_ca("Fairshare test CA", start, end)
+    ca_name = ca.subject
     key = ec.generate_private_key(ec.SECP256R1())
     certificate = (
         x509.CertificateBuilder()

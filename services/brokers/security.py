@@ -22,11 +22,16 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.bus.connection import write_private, write_properties
 from services.bus.principals import ADMIN, SCRAM_MECHANISM, passwords_for
 
 from .handle import BrokerStartError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
+    from cryptography.x509 import Certificate
 
 __all__ = [
     "BROKER_PRINCIPAL",
@@ -149,21 +154,18 @@ class BrokerSecurity:
         }
 
 
-def _issue_certificates(directory: Path) -> None:
-    """A CA of this cluster alone, and the nodes' certificate signed by it for the loopback
-    names clients dial (127.0.0.1, ::1, localhost), usable as server and as client (the
-    controller listener asks the nodes for theirs). EC P-256: small and fast to make."""
+def new_ca(
+    common_name: str, start: datetime.datetime, end: datetime.datetime
+) -> tuple[EllipticCurvePrivateKey, Certificate]:
+    """A self-signed CA (EC P-256: small and fast to make) that may sign certificates only
+    (path length 0), valid from ``start`` to ``end``: the broker's, and the tests' for the API."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.UTC)
-    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=_VALID_DAYS)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name(
-        [x509.NameAttribute(NameOID.COMMON_NAME, f"Fairshare Kafka CA {os.urandom(4).hex()}")]
-    )
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -189,6 +191,22 @@ def _issue_certificates(directory: Path) -> None:
         )
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca
+
+
+def _issue_certificates(directory: Path) -> None:
+    """A CA of this cluster alone, and the nodes' certificate signed by it for the loopback
+    names clients dial (127.0.0.1, ::1, localhost), usable as server and as client (the
+    controller listener asks the nodes for theirs). EC P-256: small and fast to make."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=_VALID_DAYS)
+    ca_key, ca = new_ca(f"Fairshare Kafka CA {os.urandom(4).hex()}", start, end)
+    ca_name = ca.subject
     key = ec.generate_private_key(ec.SECP256R1())
     names = [
         x509.DNSName("localhost"),
