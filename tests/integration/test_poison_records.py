@@ -33,6 +33,7 @@ from services.read_models.migrate import migrate
 from services.read_models.tables import workloads
 from services.scheduler.service import INPUTS
 from tests.integration.kafka_bus import KafkaBus
+from tests.integration.should_stop import until
 from tests.unit.test_routing import ENCODED, POISON, VALID
 
 pytestmark = [pytest.mark.broker]
@@ -68,23 +69,6 @@ def _dead_letters(bus: KafkaBus) -> list[tuple[str, DeadLetter]]:
     return letters
 
 
-def _until(condition: Callable[[], bool], timeout_s: float = 60) -> Callable[[], bool]:
-    """A should_stop: true once ``condition`` (asked at most every 0.5 s) or after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    next_check = 0.0
-
-    def stop() -> bool:
-        nonlocal next_check
-        if time.monotonic() > deadline:
-            return True
-        if time.monotonic() < next_check:
-            return False
-        next_check = time.monotonic() + 0.5
-        return condition()
-
-    return stop
-
-
 def _for(seconds: float, after: Callable[[], bool]) -> Callable[[], bool]:
     """A should_stop: true ``seconds`` after ``after()`` first held (everything read by then)."""
     since: list[float] = []
@@ -117,7 +101,7 @@ def test_poison_is_skipped_by_followers_dead_lettered_once_and_exported_never(
     for start in range(3):
         host = kafka_charging_host(bootstrap, bus.topics, snapshot_every_s=3600)
         if start == 0:
-            host.run(_until(lambda: len(_dead_letters(bus)) >= len(CHARGING_SEES)), poll_s=0.2)
+            host.run(until(lambda: len(_dead_letters(bus)) >= len(CHARGING_SEES)), poll_s=0.2)
         else:
             host.run(_for(3.0, after=lambda h=host.host: bool(h.positions)), poll_s=0.2)
         letters = _dead_letters(bus)
@@ -136,7 +120,7 @@ def test_poison_is_skipped_by_followers_dead_lettered_once_and_exported_never(
     projector = f"{bus.topics.prefix}projector"  # its own static member id, not another test's
     for start in range(3):
         stop = (
-            _until(lambda: len(_dead_letters(bus)) >= expected)
+            until(lambda: len(_dead_letters(bus)) >= expected)
             if start == 0
             else _for(3.0, after=projected)
         )

@@ -19,7 +19,6 @@ the live state (scheduler, API view) folds none of the forgeries; ``audit replay
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from services.read_models.migrate import migrate
 from services.read_models.tables import ledger_entries, workloads
 from services.scheduler.service import INPUTS
 from tests.integration.kafka_bus import KafkaBus
+from tests.integration.should_stop import until
 from tests.signing import KEYS, fact, registrations
 
 pytestmark = [pytest.mark.broker]
@@ -187,22 +187,6 @@ def _charges(bus: KafkaBus) -> dict[str, LedgerCharge]:
     return found
 
 
-def _until(condition: Callable[[], bool], timeout_s: float = 90) -> Callable[[], bool]:
-    deadline = time.monotonic() + timeout_s
-    next_check = 0.0
-
-    def stop() -> bool:
-        nonlocal next_check
-        if time.monotonic() > deadline:
-            return True
-        if time.monotonic() < next_check:
-            return False
-        next_check = time.monotonic() + 0.5
-        return condition()
-
-    return stop
-
-
 def test_forgeries_are_dead_lettered_named_by_the_audit_and_change_no_figure(
     bus: KafkaBus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -219,7 +203,7 @@ def test_forgeries_are_dead_lettered_named_by_the_audit_and_change_no_figure(
     write_key(key, KEYS.charging)
     monkeypatch.setenv(SIGNING_KEY_ENV, str(key))
     host = kafka_charging_host(bootstrap, topics, snapshot_every_s=3600, checkpoint_every_s=None)
-    host.run(_until(lambda: len(_dead_letters(bus)) >= 2 and len(_charges(bus)) >= 3), 0.2)
+    host.run(until(lambda: len(_dead_letters(bus)) >= 2 and len(_charges(bus)) >= 3, 90), 0.2)
     time.sleep(1.0)  # anything more it would post
     assert _charges(bus) == expected
 
@@ -228,7 +212,7 @@ def test_forgeries_are_dead_lettered_named_by_the_audit_and_change_no_figure(
     migrate(engine)
     group = f"{topics.prefix}projector"
     run_projector(
-        bootstrap, engine, _until(lambda: len(_dead_letters(bus)) >= 4), topics, group=group
+        bootstrap, engine, until(lambda: len(_dead_letters(bus)) >= 4, 90), topics, group=group
     )
     with engine.connect() as connection:
         projected = {row[0] for row in connection.execute(select(workloads.c.workload_id))}
