@@ -72,6 +72,7 @@ from projections.live_state import LiveState
 from services.agents.adapter import ArrayTask, ClusterAdapter, NodeSpec, RunEnded, RunRequest
 from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_due, occupancy
 from services.bus.port import EventPublisher, EventSubscriber, PublishError
+from services.metrics.trust import watch_refusals
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ class ClusterAgent:
         if len(self.node_specs) != len(adapter.nodes()):
             raise ValueError("adapter.nodes(): node names must be distinct")
         self.state = LiveState()
+        watch_refusals("agent", lambda: self.state.trust.refused)
         #: How many events the last catch-up read (all of the log, or a checkpoint's tail).
         self.caught_up_events = 0
         #: Runs of this incarnation, by workload id (one attempt at a time).

@@ -233,6 +233,10 @@ class Health(Answer):
     #: type's topic, keyed by another subject): skipped by the view, dead-lettered by the
     #: consumers, each logged with its reason.
     skipped: int = 0
+    #: Records the view did not believe as signed facts (forged, wrongly signed, stated by a
+    #: signer that may not state them), by kind; each logged, and dead-lettered by the
+    #: consumers (docs/signed-facts.md).
+    not_believed: dict[str, int] = {}
 
 
 class Me(Answer):

@@ -40,6 +40,7 @@ from events.envelope import Envelope
 from events.topics import TopicKind, Topics
 from projections.live_state import LiveState
 from services.bus.follower import Follower, Key, PartitionSource
+from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.service import EXIT_CRASH, run_service
 
@@ -64,6 +65,7 @@ class LiveView:
         """``end_process``: how the process ends when the view thread cannot go on (tests
         record the exit code instead)."""
         self.state = state or LiveState()
+        watch_refusals("api", lambda: self.state.trust.refused)
         if source is None or isinstance(source, Follower):
             self._follower = source
         else:

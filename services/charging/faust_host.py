@@ -8,6 +8,8 @@ tables (they expire by wall clock): the fold's hour buckets are event time. The 
 on every start by reading its input from the first offset (a fresh consumer group per start),
 and charges already on the ledger topic are never published again. This host keeps no
 checkpoint (faust owns the consumer's positions): the plain host does, and is the default.
+Every record is judged as the plain host judges it (``services.bus.trust``): what is forged or
+signed by the wrong key is skipped (the plain consumers dead-letter it, once), never charged.
 
 Run it with ``fairshare charging --host faust`` (or ``python -m services.charging.faust_host``),
 with ``FAIRSHARE_KAFKA_BOOTSTRAP`` and ``FAIRSHARE_TOPIC_PREFIX`` set.
@@ -28,8 +30,10 @@ import faust
 from events import TopicKind, Topics
 from services.bus.connection import security_settings
 from services.bus.records import RawRecord, Rejected, check, skip
+from services.bus.trust import KeysFromLog, kafka_keys
 from services.charging.host import ChargingHost
 from services.charging.kafka import kafka_charging_fold
+from services.metrics.trust import watch_refusals
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +67,10 @@ def broker_credentials(settings: Mapping[str, str]) -> Any:
 
 def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
     host = kafka_charging_fold(bootstrap, topics, snapshot_every_s=30)
+    # the one judgement of signed facts every reader makes (services.bus.trust): a forged or
+    # wrongly signed fact is never charged here either
+    trust = KeysFromLog(kafka_keys(bootstrap, topics))
+    watch_refusals("charging", lambda: trust.trust.refused)
     app = faust.App(
         f"fairshare-charging-{time.time_ns()}",  # a fresh group: the fold replays from 0
         broker=f"kafka://{bootstrap}",
@@ -105,6 +113,10 @@ def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
                 headers=headers,
             )
             checked = check(record, topics)
+            if not isinstance(checked, Rejected):
+                verdict = trust.judge(checked.envelope)
+                if verdict is not None:
+                    checked = Rejected(record, f"not believed: {verdict.reason}")
             if isinstance(checked, Rejected):
                 # the plain consumers dead-letter it (once each); here it is skipped, never charged
                 skip(checked, "charging-faust")

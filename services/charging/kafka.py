@@ -25,6 +25,7 @@ from services.charging.host import ChargingHost
 from services.charging.periods import kafka_ledger
 from services.charging.reader import GROUP, InputReader, LedgerTail
 from services.charging.shards import ChargingShard, Membership, ShardMembership, WholeLog
+from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import StateCheckpoints
 
 #: The charging host's stable name: what its dead letters are signed with and derived from.
@@ -100,6 +101,7 @@ def _charging(
 
     # one judgement of what charging reads, its inputs and the ledger (services.bus.trust)
     trust = KeysFromLog(kafka_keys(bootstrap, topics))
+    watch_refusals("charging", lambda: trust.trust.refused)
 
     def open_reader(
         owned: frozenset[int] | None, speaks: bool, start: Mapping[Key, int]

@@ -24,6 +24,7 @@ from services.bus.export import end_offsets
 from services.bus.kafka import KafkaEventSubscriber
 from services.bus.port import EventSubscriber
 from services.bus.trust import Believing, KeysFromLog, kafka_keys
+from services.metrics.trust import watch_refusals
 from services.projector.sql_projector import PROJECTOR_NAME, SqlProjector
 from services.runtime.gc_pause import gc_paused
 
@@ -179,9 +180,11 @@ def run_projector(
         consumer=group,
         config={"group.instance.id": f"{group}-{instance}"},
     )
+    trust = KeysFromLog(kafka_keys(bootstrap, topics))
+    watch_refusals("projector", lambda: trust.trust.refused)
     try:
         return project(
-            believing(subscriber, KeysFromLog(kafka_keys(bootstrap, topics))),
+            believing(subscriber, trust),
             projector,
             lambda: end_offsets(bootstrap, names),
             should_stop,

@@ -46,6 +46,7 @@ from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
 from services.bus.signing import signed
+from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.gc_pause import gc_paused
 from services.scheduler.core.liveness import liveness_facts
@@ -148,6 +149,7 @@ class SchedulerService:
         self.pace_clock = pace_clock
         self._last_paced = float("-inf")
         self.state = LiveState()
+        watch_refusals("scheduler", lambda: self.state.trust.refused)
         #: What passes keep between them; the first pass over a ``state`` rebuilt from the log
         #: starts them over (``PassMemos.serving``).
         self.memos = PassMemos()

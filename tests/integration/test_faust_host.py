@@ -71,3 +71,42 @@ def test_faust_worker_posts_the_folds_charges_once(bus: KafkaBus, tmp_path: Path
         second.terminate()
         second.wait(30)
     assert len(again) == len(expected.entries), "a restarted worker publishes nothing twice"
+
+
+@pytest.mark.slow  # a faust worker: CI runs it with -m slow
+def test_faust_worker_charges_no_forged_fact(bus: KafkaBus, tmp_path: Path) -> None:
+    """The faust host judges what it reads as the plain host does: the heartbeat cluster A's
+    agent signed for cluster B's node (which would confirm two more hours) is never charged."""
+    from services.audit.replay import replay
+    from services.bus.signing import SIGNING_KEY_ENV, write_key
+    from tests.integration.test_signed_facts import forgeries, genuine
+    from tests.signing import KEYS
+
+    history, forged = genuine(), forgeries()
+    expected = {c.charge_id: c for c in replay(history, keep_recomputed=True).recomputed}
+    publisher = bus.publisher()
+    for envelope in [*history, forged["as-api"], forged["a-for-b"]]:
+        publisher.publish(envelope)
+    publisher.flush()
+    key = tmp_path / "charging.key"
+    write_key(key, KEYS.charging)
+    os.environ[SIGNING_KEY_ENV] = str(key)
+    try:
+        worker = _worker(bus, tmp_path / "worker.log")
+    finally:
+        del os.environ[SIGNING_KEY_ENV]
+    try:
+        reader = bus.subscriber("check", [TopicKind.LEDGER])
+        # one more than the genuine facts call for: a forged charge would arrive within 5 s
+        got = drain(reader, len(expected) + 1, settle_s=5.0, timeout_s=90)
+        reader.close()
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    charges = {
+        d.envelope.data.charge_id: d.envelope.data
+        for d in got
+        if isinstance(d.envelope.data, LedgerCharge)
+    }
+    assert charges == expected, (tmp_path / "worker.log").read_text()
+    assert "not believed" in (tmp_path / "worker.log").read_text()

@@ -29,6 +29,7 @@ from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubsc
 from services.charging import metrics as charging_metrics
 from services.metrics import endpoint, lag
 from services.metrics.common import DEAD_LETTERS
+from services.metrics.trust import watch_refusals
 from services.scheduler import metrics as scheduler_metrics
 from services.scheduler.metrics import Figures, SchedulerFigures, count_work, observe_published
 from tests.processes import free_port
@@ -73,6 +74,8 @@ class _Everything(Collector):
     registers for itself, in one exposition."""
 
     def collect(self) -> Iterator[Metric]:
+        # a reader with a refusal, so that the counter has a sample with its labels
+        watch_refusals("projector", lambda: {"unsigned": 1})
         yield from REGISTRY.collect()
         yield from _figures().collect()
         yield from _charging_lag().collect()
@@ -322,3 +325,27 @@ def test_restarts_come_from_the_supervisor_and_the_endpoint_serves_them() -> Non
     assert "fairshare_consumer_lag_records" in text
     assert not endpoint.serve_metrics(port), "a port taken: logged, and the service runs on"
     assert endpoint.serve_metrics(0) is False
+
+
+def test_records_not_believed_are_counted_by_reader_and_kind_and_shown_by_health() -> None:
+    """A submission signed by a stranger under the API's key id: the API view refuses it, and
+    says so in /metrics and /health."""
+    from events.models import WorkloadSubmitted
+    from tests.signing import KEYS, fact, registrations
+
+    broker = InMemoryBroker()
+    view = LiveView(InMemorySubscriber(broker, "api-view", VIEW_KINDS))
+    client = TestClient(create_app(view, InMemoryPublisher(broker), default_tokens()))
+    labels = {"consumer": "api", "kind": "bad-signature"}
+    before = _sample("fairshare_records_not_believed_total", labels)
+    submission = WorkloadSubmitted(
+        workload_id="w-forged", budget="lab", pools=("p",), gpus=1, min_runtime_s=600,
+        submitter="mallory",
+    )  # fmt: skip
+    forged = KEYS.stranger.sign(fact(submission, T0 + 30)).model_copy(
+        update={"signer": KEYS.api.key_id}
+    )
+    for envelope in [*registrations(T0), forged]:
+        view.state.apply(envelope)
+    assert _sample("fairshare_records_not_believed_total", labels) == before + 1
+    assert client.get("/health").json()["not_believed"] == {"bad-signature": 1}

@@ -33,6 +33,7 @@ def health(ctx: Context) -> Health:
     caught_up = view.reached(ends, timeout_s=HEALTH_WAIT_S) and view.caught_up
     with view.read() as state:
         waiting, rejected, events = len(state.waiting), state.rejected_total, state.events
+        not_believed = dict(state.trust.refused)
     return Health(
         caught_up=caught_up,
         consumer_running=view.running,
@@ -41,6 +42,7 @@ def health(ctx: Context) -> Health:
         waiting=waiting,
         rejected=rejected,
         skipped=view.skipped,
+        not_believed=not_believed,
     )
 
 
