@@ -39,9 +39,11 @@ def bench_stack(
 ) -> Iterator[BenchStack]:
     from services.brokers import external_broker, free_port, start_embedded_broker
     from services.launcher import Stack, UpConfig
+    from services.launcher.identities import stack_identities
 
     if bootstrap is None:
         report(f"starting Apache Kafka in {data_dir / 'broker'}")
+        # secured as ``fairshare up`` starts it: every service its own principal over SASL_SSL
         broker, _ = start_embedded_broker(data_dir / "broker", "apache-kafka")
         topics = Topics(prefix=f"{name}.")
     else:
@@ -60,10 +62,12 @@ def bench_stack(
     stack = Stack(up)
     running = BenchStack(stack, topics, broker.description)
     try:
-        stack.start()
-        stack.wait_for_api(timeout_s=240, report=report)
-        wait_for_nodes(stack, nodes, report)
-        yield running
+        with stack_identities(broker, up, report) as secured:
+            stack = running.stack = Stack(secured)
+            stack.start()
+            stack.wait_for_api(timeout_s=240, report=report)
+            wait_for_nodes(stack, nodes, report)
+            yield running
     finally:
         running.unclean = stack.stop()
         broker.stop()

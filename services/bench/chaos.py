@@ -68,6 +68,9 @@ class ChaosConfig:
     #: the charges and read models to catch up.
     settle_timeout_s: float = 300.0
     seed: int = 7
+    #: The brokers' listeners, as ``fairshare up`` starts them by default: every service its
+    #: own principal over SASL_SSL ("plaintext": no authentication).
+    security: str = "sasl_ssl"
 
 
 def chaos_benchmark(
@@ -83,10 +86,13 @@ def _run(config: ChaosConfig, data_dir: Path, report: Report) -> dict[str, Any]:
     from services.brokers.handle import free_port
     from services.launcher import Stack, UpConfig
     from services.launcher.config import RestartPolicy
+    from services.launcher.identities import stack_identities
 
     started = time.monotonic()
     report(f"starting {config.brokers} Apache Kafka broker(s) in {data_dir / 'broker'}")
-    cluster = start_kafka_cluster(data_dir / "broker", config.brokers, die_with_parent=True)
+    cluster = start_kafka_cluster(
+        data_dir / "broker", config.brokers, die_with_parent=True, security=config.security
+    )
     topics = Topics(prefix="chaos.")
     up = UpConfig(
         bootstrap=cluster.bootstrap,
@@ -106,12 +112,14 @@ def _run(config: ChaosConfig, data_dir: Path, report: Report) -> dict[str, Any]:
     )
     stack = Stack(up)
     try:
-        stack.start()
-        stack.wait_for_api(timeout_s=240, report=report)
-        report(f"stack up ({stack.pids()}); submitting {config.workloads} workloads")
-        outcome = _under_faults(config, cluster, stack, topics, report)
-        report("faults over; waiting for every acknowledged workload to end")
-        result = _settle(config, stack, topics, outcome, report)
+        with stack_identities(cluster.handle(stop_at_exit=False), up, report) as secured:
+            stack = Stack(secured)
+            stack.start()
+            stack.wait_for_api(timeout_s=240, report=report)
+            report(f"stack up ({stack.pids()}); submitting {config.workloads} workloads")
+            outcome = _under_faults(config, cluster, stack, topics, report)
+            report("faults over; waiting for every acknowledged workload to end")
+            result = _settle(config, stack, topics, outcome, report)
     finally:
         unclean = stack.stop()
         cluster.stop()

@@ -172,6 +172,13 @@ def bench_chaos(
     workloads: Annotated[int, typer.Option(help="submissions through the API")] = 1000,
     brokers: Annotated[int, typer.Option(help="Apache Kafka brokers: 1, or 3 (replicated)")] = 1,
     rate: Annotated[float, typer.Option(help="submissions per second")] = 20.0,
+    security: Annotated[
+        str,
+        typer.Option(
+            help="the brokers' listeners: sasl_ssl (as `fairshare up` starts them: every "
+            "service its own principal) or plaintext"
+        ),
+    ] = "sasl_ssl",
     data_dir: Annotated[
         Path | None, typer.Option(help="keep the run here (logs, broker data) instead of a tmp dir")
     ] = None,
@@ -184,7 +191,7 @@ def bench_chaos(
     from services.bench.chaos import ChaosConfig, chaos_benchmark
     from services.runtime.cli_options import err_console
 
-    config = ChaosConfig(workloads=workloads, brokers=brokers, rate_per_s=rate)
+    config = ChaosConfig(workloads=workloads, brokers=brokers, rate_per_s=rate, security=security)
     result = chaos_benchmark(config, data_dir, report=lambda line: err_console.print(line))
     typer.echo(orjson.dumps(result).decode())
     if not result["ok"]:

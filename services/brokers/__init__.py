@@ -21,8 +21,10 @@ from .java import JavaRuntime, find_java
 from .noida import start_noida
 from .select import (
     BROKER_KINDS,
+    DEFAULT_EMBEDDED_SECURITY,
     EMBEDDED_KINDS,
     NOT_CRASH_SAFE,
+    embedded_security,
     start_broker,
     start_embedded_broker,
 )
@@ -30,6 +32,7 @@ from .watch import BrokerGaveUpError, BrokerWatch
 
 __all__ = [
     "BROKER_KINDS",
+    "DEFAULT_EMBEDDED_SECURITY",
     "EMBEDDED_KINDS",
     "KAFKA_VERSION",
     "NOT_CRASH_SAFE",
@@ -40,6 +43,7 @@ __all__ = [
     "JavaRuntime",
     "KafkaCluster",
     "KafkaUnavailableError",
+    "embedded_security",
     "external_broker",
     "fetch_kafka_jars",
     "find_java",

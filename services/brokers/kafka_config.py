@@ -58,8 +58,12 @@ def render_server_properties(
     voters: str | None = None,
     cluster_size: int = 1,
     security: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    bind: str | None = None,
 ) -> str:
-    """``server.properties`` for one combined broker+controller node of a loopback cluster.
+    """``server.properties`` for one combined broker+controller node of a loopback cluster
+    (or, with ``host``, of one whose nodes reach each other by name; ``bind`` is the address
+    its listeners bind, "" for every interface; default ``host``).
 
     Internal topics (consumer offsets, transactions, share state) and topics created without
     an explicit factor are replicated as `replication_for` says; on one node that is 1,
@@ -73,14 +77,15 @@ def render_server_properties(
     those settings added: no listener is left that speaks plain text.
     """
     replication, min_isr = replication_for(cluster_size)
+    address = host if bind is None else bind
     listener = "SASL_SSL" if security else "PLAINTEXT"
     controller = "SSL" if security else "PLAINTEXT"
     settings = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
-        "controller.quorum.voters": voters or f"{node_id}@127.0.0.1:{controller_port}",
-        "listeners": f"{listener}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"{listener}://127.0.0.1:{port}",
+        "controller.quorum.voters": voters or f"{node_id}@{host}:{controller_port}",
+        "listeners": f"{listener}://{address}:{port},CONTROLLER://{address}:{controller_port}",
+        "advertised.listeners": f"{listener}://{host}:{port}",
         "inter.broker.listener.name": listener,
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:{controller}",

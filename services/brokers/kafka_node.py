@@ -27,7 +27,14 @@ from .handle import PORTS_FILE, BrokerStartError, free_port, read_ports, tail_te
 from .java import JavaRuntime
 from .kafka_config import render_log4j2_properties, render_server_properties
 
-__all__ = ["PID_FILE", "KafkaNode", "format_storage", "summarize_java_output", "write_pid_file"]
+__all__ = [
+    "PID_FILE",
+    "KafkaNode",
+    "argfile_text",
+    "format_storage",
+    "summarize_java_output",
+    "write_pid_file",
+]
 
 _STOP_GRACE_S = 30.0
 #: The running JVM's process id, in the node's directory.
@@ -293,7 +300,7 @@ def format_storage(
     command += ["-t", cluster_id, "-c", str(config), *extra]
     # The arguments go through a Java @argfile (owner-only, deleted after): a password on a
     # command line is readable by every local user in ps while the tool runs.
-    argfile = write_private(node.directory / "format.args", _argfile_text(command[1:]))
+    argfile = write_private(node.directory / "format.args", argfile_text(command[1:]))
     try:
         result = subprocess.run(
             [command[0], f"@{argfile}"],
@@ -315,7 +322,7 @@ def format_storage(
         )
 
 
-def _argfile_text(arguments: Sequence[str]) -> str:
+def argfile_text(arguments: Sequence[str]) -> str:
     """A Java launcher @argfile holding ``arguments``: each quoted, with backslashes and quotes
     escaped (the launcher's own rules), one per line."""
     quoted = ['"' + a.replace("\\", "\\\\").replace('"', '\\"') + '"' for a in arguments]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,14 +93,15 @@ class BrokerSecurity:
     admin_password: str
 
     @classmethod
-    def in_directory(cls, data_dir: Path) -> BrokerSecurity:
+    def in_directory(cls, data_dir: Path, hosts: Sequence[str] = ()) -> BrokerSecurity:
         """The security of ``data_dir``'s cluster, its CA, certificate and admin password
-        made on the first call."""
+        made on the first call; the certificate names the loopback addresses and ``hosts``
+        (the nodes' names on a network of their own, as in the compose file)."""
         directory = data_dir / SECURITY_DIR
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
         if not (directory / "broker.pem").is_file():
-            _issue_certificates(directory)
+            _issue_certificates(directory, hosts)
         password = passwords_for(directory / "secrets.json", [ADMIN])[ADMIN]
         security = cls(directory, password)
         write_properties(admin_settings_file(directory), security.admin_identity())
@@ -194,10 +196,11 @@ def new_ca(
     return ca_key, ca
 
 
-def _issue_certificates(directory: Path) -> None:
+def _issue_certificates(directory: Path, hosts: Sequence[str] = ()) -> None:
     """A CA of this cluster alone, and the nodes' certificate signed by it for the loopback
-    names clients dial (127.0.0.1, ::1, localhost), usable as server and as client (the
-    controller listener asks the nodes for theirs). EC P-256: small and fast to make."""
+    names clients dial (127.0.0.1, ::1, localhost) and ``hosts``, usable as server and as
+    client (the controller listener asks the nodes for theirs). EC P-256: small and fast to
+    make."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -212,6 +215,7 @@ def _issue_certificates(directory: Path) -> None:
         x509.DNSName("localhost"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("::1")),
+        *(x509.DNSName(host) for host in hosts),
     ]
     subject = x509.Name(
         [x509.NameAttribute(NameOID.COMMON_NAME, BROKER_PRINCIPAL[len("User:CN=") :])]

@@ -14,11 +14,17 @@ from .containers import start_testcontainers_kafka
 from .external import external_broker
 from .handle import BrokerHandle, BrokerStartError
 from .noida import start_noida
+from .security import kept_security
 
 __all__ = [
     "BROKER_KINDS",
+    "DEFAULT_EMBEDDED_SECURITY",
     "EMBEDDED_KINDS",
+    "NOT_AUTHENTICATED",
     "NOT_CRASH_SAFE",
+    "OPEN",
+    "STILL_PLAINTEXT",
+    "embedded_security",
     "kind_kept_in",
     "start_broker",
     "start_embedded_broker",
@@ -33,6 +39,25 @@ NOT_CRASH_SAFE = (
     "noida-db is a demo broker that is NOT crash-safe: a kill -9 can lose events it has "
     "acknowledged"
 )
+#: The banner line printed whenever noida-db holds the log: it has no authentication.
+NOT_AUTHENTICATED = (
+    "noida-db has no authentication: any local process that reaches its port can write the "
+    "log (facts stay signed, and readers refuse a forged one)"
+)
+#: The banner line printed when a data dir holds a log from before Fairshare secured its own
+#: brokers by default: it is kept as it was (see `services.brokers.security.checked_security`).
+STILL_PLAINTEXT = (
+    "this data dir's Apache Kafka was made without authentication and stays so: any local "
+    "process that reaches its port can write the log; start a new --data-dir for SASL_SSL"
+)
+#: The banner line printed when plain text was asked for.
+OPEN = (
+    "Apache Kafka without authentication (asked for): any local process that reaches its "
+    "port can write the log"
+)
+#: The listeners of an Apache Kafka ``fairshare up`` or ``broker run`` starts in a new data
+#: dir: every one TLS with SCRAM-SHA-512 and ACLs (`services.brokers.security`).
+DEFAULT_EMBEDDED_SECURITY = "sasl_ssl"
 
 
 def _normalize(kind: str) -> str:
@@ -103,6 +128,12 @@ def kind_kept_in(data_dir: Path) -> str | None:
     return None
 
 
+def embedded_security(data_dir: Path, wanted: str | None) -> str:
+    """The security of the Apache Kafka a launcher starts in ``data_dir``: ``wanted``, else
+    what the data dir holds, else `DEFAULT_EMBEDDED_SECURITY` (a new log is never open)."""
+    return wanted or kept_security(data_dir) or DEFAULT_EMBEDDED_SECURITY
+
+
 def start_embedded_broker(
     data_dir: Path, kind: str | None = None, security: str | None = None
 ) -> tuple[BrokerHandle, list[str]]:
@@ -110,9 +141,11 @@ def start_embedded_broker(
 
     Without ``kind``: the broker the data dir already holds, else Apache Kafka (crash-safe),
     else, only when Kafka cannot run here at all (no Java 17+, no jars), noida-db with a
-    banner saying it is not crash-safe. A Kafka that fails to *start* is an error, not a
-    reason to fall back. Apache Kafka is stopped with its parent, even one killed with -9.
-    ``security`` as for `start_broker`: a secured log never falls back to noida-db.
+    banner saying it is neither crash-safe nor authenticated. A Kafka that fails to *start*
+    is an error, not a reason to fall back. Apache Kafka is stopped with its parent, even one
+    killed with -9. ``security``: see `embedded_security` (secured unless the data dir holds
+    a plain log or "plaintext" is asked for); a log secured on request never falls back to
+    noida-db.
     """
     wanted = _normalize(kind) if kind else None
     if wanted is not None and wanted not in EMBEDDED_KINDS:
@@ -123,15 +156,17 @@ def start_embedded_broker(
             f"{data_dir} holds a {kept} log; use another --data-dir for {wanted}"
         )
     chosen = wanted or kept
-    secured = security not in (None, "plaintext")
-    if secured:
+    asked_secured = security not in (None, "plaintext")
+    if asked_secured:
         _check_security(chosen or "apache-kafka", security)
     if chosen == "noida":
-        return start_noida(data_dir), [NOT_CRASH_SAFE]
+        return start_noida(data_dir), [NOT_CRASH_SAFE, NOT_AUTHENTICATED]
+    resolved = embedded_security(data_dir, security)
+    banner = [] if resolved != "plaintext" else [STILL_PLAINTEXT if security is None else OPEN]
     try:
-        return start_apache_kafka(data_dir, die_with_parent=True, security=security), []
+        return start_apache_kafka(data_dir, die_with_parent=True, security=resolved), banner
     except KafkaUnavailableError as error:
-        if chosen == "apache-kafka" or secured:
+        if chosen == "apache-kafka" or asked_secured:
             raise
         reason = f"Apache Kafka cannot run here ({error}); falling back to noida-db"
-        return start_noida(data_dir), [reason, NOT_CRASH_SAFE]
+        return start_noida(data_dir), [reason, NOT_CRASH_SAFE, NOT_AUTHENTICATED]

@@ -55,8 +55,8 @@ _UpKafkaSecurity = Annotated[
         "--kafka-security",
         envvar="FAIRSHARE_KAFKA_SECURITY",
         help="the local broker's listeners: sasl_ssl (TLS, SCRAM-SHA-512, a principal per "
-        "service with ACLs; docs/security.md) or plaintext; default: what the data dir "
-        "holds, else plaintext",
+        "service with ACLs; docs/security.md) or plaintext (no authentication); default: "
+        "what the data dir holds, else sasl_ssl",
     ),
 ]
 _UpDataDir = Annotated[Path, typer.Option(help="broker data, the SQLite file and logs")]
@@ -345,15 +345,16 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
     """Run the stack until Ctrl-C or ``duration``, then stop the broker too; exit 1 if a service
     had to be restarted or did not stop cleanly (a clean run says so by its exit code)."""
     from services.brokers import BrokerWatch
+    from services.launcher.identities import stack_identities
     from services.launcher.stack import run_stack
     from services.runtime.signals import stop_requested_on_signals
 
     try:
         console.print(f"broker   {broker.description}")
-        config = _with_principals(broker, config)
-        console.print(f"database {config.database_url}")
-        console.print("starting charging, projector, scheduler, agent and API ...")
-        with stop_requested_on_signals() as stop:
+        identities = stack_identities(broker, config, lambda line: console.print(line))
+        with identities as config, stop_requested_on_signals() as stop:
+            console.print(f"database {config.database_url}")
+            console.print("starting charging, projector, scheduler, agent and API ...")
             ready_at: list[float] = []  # the demo's --duration counts from when the API answers
 
             def should_stop() -> bool:
@@ -383,39 +384,6 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
     for problem in problems:
         err_console.print(f"[red]{problem}[/]")
     raise typer.Exit(1 if problems else 0)
-
-
-def _with_principals(broker: BrokerHandle, config: UpConfig) -> UpConfig:
-    """On a secured broker of its own: every service's principal created and granted (their
-    passwords in ``<broker dir>/security/secrets.json``), ``config`` naming each one's client
-    file, and this process (topics, the demo lab) acting as the admin. On a plain broker of its
-    own, no settings of an external Kafka (``--kafka-config``, ``$FAIRSHARE_KAFKA_CONFIG``)
-    reach its services. An external broker: ``config`` as it is."""
-    import os
-    from dataclasses import replace
-
-    from services.brokers.security import admin_settings_file
-    from services.bus.connection import KAFKA_CONFIG_ENV, use_config_file
-    from services.bus.principals import set_up_principals
-
-    if broker.kind == "external":
-        return config
-    if os.environ.pop(KAFKA_CONFIG_ENV, None):
-        console.print("--kafka-config ignored: it is for an external --kafka")
-    if broker.security_dir is None:
-        return config
-
-    started = time.monotonic()
-    identities = set_up_principals(
-        broker.bootstrap, broker.identity, config.topics, config.pools, broker.security_dir
-    )
-    clients = broker.security_dir / "clients"
-    use_config_file(admin_settings_file(broker.security_dir))
-    console.print(
-        f"kafka    SASL_SSL, SCRAM-SHA-512, a principal per service with ACLs "
-        f"({time.monotonic() - started:.1f} s); client settings in {clients}"
-    )
-    return replace(config, kafka_identities=identities)
 
 
 _ClustersOption = Annotated[
@@ -482,6 +450,38 @@ def broker_principals(
         console.print(f"{name:<20} {path}")
 
 
+@broker_app.command("network-files")
+def broker_network_files(
+    directory: Annotated[Path, typer.Option("--dir", help="where the files go")],
+    host: Annotated[
+        list[str], typer.Option("--host", help="a node's host name, in node-id order (repeat)")
+    ],
+    owner: Annotated[
+        str | None,
+        typer.Option(help="UID:GID to give the files to (the user the brokers run as)"),
+    ] = None,
+) -> None:
+    """The files of a secured Apache Kafka whose nodes reach each other by name (the compose
+    file's kafka-1..3): certificates for those names, each node's server.properties (SASL_SSL,
+    SCRAM-SHA-512, mutual TLS between controllers, ACLs) and the @argfile that formats its
+    storage with the admin's credential. Kept when run again (the CA, passwords, cluster id)."""
+    import os
+
+    from services.brokers.network_cluster import write_network_cluster
+
+    try:
+        written = write_network_cluster(directory, host)
+    except ValueError as error:
+        err_console.print(f"[red]--host:[/] {error}")
+        raise typer.Exit(2) from error
+    if owner is not None:
+        uid, _, gid = owner.partition(":")
+        for path in [directory, *directory.rglob("*")]:
+            os.chown(path, int(uid), int(gid or uid))
+    for path in written:
+        console.print(str(path))
+
+
 @broker_app.command("fetch-kafka")
 def broker_fetch_kafka() -> None:
     """Download the Apache Kafka broker jars from Maven Central into the cache, each checked
@@ -516,8 +516,8 @@ def broker_run(
         str | None,
         typer.Option(
             help="sasl_ssl: TLS on every listener, SCRAM-SHA-512 and ACLs, with a principal "
-            "per service (their client settings are printed); plaintext; default: what the "
-            "data dir holds, else plaintext"
+            "per service (their client settings are printed); plaintext: no authentication; "
+            "default: what the data dir holds, else sasl_ssl"
         ),
     ] = None,
     cluster: _ClustersOption = None,
@@ -527,11 +527,19 @@ def broker_run(
     it; a broker that dies meanwhile (Apache Kafka) is started again on its data and ports."""
     from rich.markup import escape
 
-    from services.brokers import BrokerGaveUpError, BrokerStartError, BrokerWatch, start_broker
+    from services.brokers import (
+        BrokerGaveUpError,
+        BrokerStartError,
+        BrokerWatch,
+        embedded_security,
+        start_broker,
+    )
     from services.runtime.signals import stop_requested_on_signals
 
     with stop_requested_on_signals() as stop:
         try:
+            if kind.strip().lower().replace("_", "-") == "apache-kafka":
+                security = embedded_security(data_dir, security)
             broker = start_broker(
                 kind, data_dir, brokers=brokers, die_with_parent=True, security=security
             )

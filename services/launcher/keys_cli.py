@@ -1,5 +1,6 @@
-"""``fairshare keys create | register | revoke | list``: the signing keys of a deployment that
-``fairshare up`` does not run, and the rotation of any key (docs/signed-facts.md).
+"""``fairshare keys create | register | revoke | list | setup``: the signing keys of a
+deployment that ``fairshare up`` does not run, and the rotation of any key
+(docs/signed-facts.md).
 
 Registering and revoking are facts the admin states, signed with the admin key: the first
 registration of a log registers the admin's own key, signed by itself (the anchor). A service
@@ -193,3 +194,40 @@ def _time(text: str) -> datetime:
         err_console.print("[red]--required-from:[/] give a time zone (e.g. 2026-12-01T00:00Z)")
         raise typer.Exit(2)
     return value
+
+
+@keys_app.command("setup")
+def keys_setup(
+    directory: Annotated[
+        Path, typer.Option("--dir", help="where the keys are kept (0700; each key 0600)")
+    ],
+    cluster: Annotated[
+        list[str] | None,
+        typer.Option("--cluster", help="a cluster whose agent gets a key (repeatable)"),
+    ] = None,
+    kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+) -> None:
+    """A deployment's keys as ``fairshare up`` makes its own: one per signer (admin, api,
+    scheduler, charging, each cluster's agent) in DIR, made when missing, and every one not
+    registered yet registered by the admin. Run again to add a cluster; nothing is made or
+    registered twice. Each service then gets its file by $FAIRSHARE_SIGNING_KEY."""
+    from events import Topics
+    from services.launcher.keys import Signatory, key_of, register_keys
+    from services.runtime.cli_options import bootstrap_or_exit
+
+    topics = Topics(prefix=topic_prefix)
+    bootstrap = bootstrap_or_exit(kafka, topics)
+    roles = ("api", "scheduler", "charging")
+    signatories = [Signatory(role, None, directory / f"{role}.key") for role in roles]
+    signatories += [
+        Signatory("agent", name, directory / f"agent-{name}.key") for name in cluster or []
+    ]
+    admin = key_of(Signatory("admin", None, directory / "admin.key"))
+    for signatory in signatories:
+        key_of(signatory)
+    registered = register_keys(bootstrap, topics, admin, signatories)
+    console.print(f"{registered} key(s) registered; keys in {directory}")
+    for signatory in [Signatory("admin", None, directory / "admin.key"), *signatories]:
+        console.print(f"{signatory.identity:<20} {signatory.path}")

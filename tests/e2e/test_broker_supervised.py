@@ -19,6 +19,8 @@ import pytest
 from services.brokers import KafkaUnavailableError, wait_until_ready
 from services.brokers.apache_kafka import kafka_runtime
 from services.brokers.kafka_node import PID_FILE
+from services.brokers.security import admin_settings_file
+from services.bus.connection import read_properties
 from tests.processes import FAIRSHARE, free_port
 
 # kill -9 of a broker under a whole stack: among the slow scenarios (.ci/run runs them)
@@ -186,7 +188,9 @@ def test_broker_run_restarts_a_killed_node_and_stops_every_jvm_on_sigterm(
         restarted = _pid(pid_files[1])
         assert restarted != first[1], out.read_text()
         assert _alive(restarted), out.read_text()
-        wait_until_ready(bootstrap, 60, min_brokers=3)
+        # secured, as every broker `broker run` starts in a new data dir: reached as its admin
+        admin = read_properties(admin_settings_file(tmp_path / "security"))
+        wait_until_ready(bootstrap, 60, min_brokers=3, identity=admin)
 
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=90) == 0, out.read_text()

@@ -30,6 +30,7 @@ from services.brokers import (
 from services.brokers.java import java_major_version, parse_java_version
 from services.brokers.kafka_jars import KAFKA_VERSION, locked_jars
 from services.brokers.kafka_lock import KAFKA_JAR_LOCKS, LockedJar
+from services.brokers.select import NOT_AUTHENTICATED, OPEN, STILL_PLAINTEXT, embedded_security
 from services.bus.admin import replication_for_cluster
 
 # -- the jar lock ------------------------------------------------------------------------------
@@ -236,12 +237,29 @@ class _Launchers:
         return BrokerHandle("noida", "127.0.0.1:2", "noida", stop=lambda: None)
 
 
-def test_up_runs_apache_kafka_when_java_can_be_had(
+def test_up_runs_apache_kafka_secured_when_java_can_be_had(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """A new data dir gets a secured Kafka; plain text only on request, with a warning."""
     launchers = _Launchers(monkeypatch, kafka_error=None)
     broker, banner = start_embedded_broker(tmp_path)
-    assert (broker.kind, banner, launchers.started) == ("apache-kafka", [], ["apache-kafka"])
+    assert (broker.kind, banner, launchers.started) == ("apache-kafka", [], ["sasl_ssl"])
+    _, banner = start_embedded_broker(tmp_path / "open", security="plaintext")
+    assert launchers.started[-1] == "apache-kafka"
+    assert banner == [OPEN]
+
+
+def test_a_data_dir_with_a_plain_log_stays_plain_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A log written without authentication (before secured was the default) is never
+    presented as one that had it: it starts as it was, with a warning."""
+    launchers = _Launchers(monkeypatch, kafka_error=None)
+    (tmp_path / "kraft-logs").mkdir()
+    _, banner = start_embedded_broker(tmp_path)
+    assert (launchers.started, banner) == (["apache-kafka"], [STILL_PLAINTEXT])
+    assert embedded_security(tmp_path, None) == "plaintext"
+    assert embedded_security(tmp_path / "new", None) == "sasl_ssl"
 
 
 def test_up_falls_back_to_noida_with_a_banner_only_without_java(
@@ -250,7 +268,7 @@ def test_up_falls_back_to_noida_with_a_banner_only_without_java(
     _Launchers(monkeypatch, kafka_error=KafkaUnavailableError("no Java 17+"))
     broker, banner = start_embedded_broker(tmp_path)
     assert broker.kind == "noida"
-    assert banner[-1] == NOT_CRASH_SAFE
+    assert banner[1:] == [NOT_CRASH_SAFE, NOT_AUTHENTICATED]
     assert "no Java 17+" in banner[0]
     with pytest.raises(KafkaUnavailableError):
         start_embedded_broker(tmp_path, "apache-kafka")
@@ -283,7 +301,7 @@ def test_a_data_dir_keeps_its_broker(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     launchers = _Launchers(monkeypatch, kafka_error=None)
     (tmp_path / "kafka.json").write_text("{}")  # noida-db's log
     broker, banner = start_embedded_broker(tmp_path)
-    assert (broker.kind, banner) == ("noida", [NOT_CRASH_SAFE])
+    assert (broker.kind, banner) == ("noida", [NOT_CRASH_SAFE, NOT_AUTHENTICATED])
     with pytest.raises(BrokerStartError, match="holds a noida log"):
         start_embedded_broker(tmp_path, "apache-kafka")
     with pytest.raises(BrokerStartError, match="--broker"):

@@ -1,7 +1,8 @@
 """docker-compose.yml runs the same Kafka the integration tests start, as a replicated cluster,
-and is safe to start as it is: no guessable token, no unauthenticated Kafka listener and no
-database reachable from other machines, no secret written in the file (these machines can't
-run Docker, so this is what keeps the file in step)."""
+secured as ``fairshare up`` secures its own, and is safe to start as it is: no guessable token,
+no unauthenticated Kafka listener and no database reachable from other machines, no secret
+written in the file (these machines can't run Docker, so this is what keeps the file in step;
+``tests/integration/test_network_cluster.py`` runs a real Kafka on the files it makes)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import yaml
 
 from services.api.tokens import DEMO_TOKENS
 from services.brokers import KAFKA_VERSION
+from services.brokers.network_cluster import write_network_cluster
+from services.bus.principals import principals
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 BROKERS = ("kafka-1", "kafka-2", "kafka-3")
-SERVICES = ("charging", "projector", "scheduler", "agent", "api")
+SERVICES = ("charging", "projector", "scheduler", "scheduler-standby", "agent", "api")
 
 
 def _compose() -> dict[str, Any]:
@@ -31,37 +34,59 @@ def _services() -> dict[str, Any]:
     return services
 
 
-def test_compose_kafka_is_the_tested_version_in_kraft_mode() -> None:
+def _kafka_files_command() -> list[str]:
+    """The arguments of ``fairshare broker network-files`` in the kafka-files service."""
+    command = " ".join(_services()["kafka-files"]["command"])
+    return command.split("fairshare broker network-files", 1)[1].split()
+
+
+def _network_files(tmp_path: Path) -> list[Path]:
+    """What the kafka-files service writes, written here with its own arguments."""
+    arguments = _kafka_files_command()
+    hosts = [arguments[i + 1] for i, word in enumerate(arguments) if word == "--host"]
+    return write_network_cluster(tmp_path, hosts)
+
+
+def test_compose_kafka_is_the_tested_version_in_kraft_mode(tmp_path: Path) -> None:
     services = _services()
     assert {*BROKERS, "postgres", *SERVICES} <= set(services)
     assert "kafka" not in services  # one broker is not a crash-safe deployment
-    for name in BROKERS:
+    for name, config in zip(BROKERS, _network_files(tmp_path), strict=True):
         kafka = services[name]
         assert kafka["image"] == f"apache/kafka:{KAFKA_VERSION}"
-        assert kafka["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
-        assert kafka["environment"]["KAFKA_LOG_RETENTION_MS"] == "-1"
+        assert kafka["hostname"] == name
+        node = kafka["environment"]["KAFKA_NODE_ID"]
+        assert config.name == f"node-{node}.properties"
+        assert "process.roles=broker,controller" in config.read_text()
+        command = " ".join(kafka["command"])
+        assert "java @/fairshare-kafka/format-$$KAFKA_NODE_ID.args" in command
+        assert "kafka-server-start.sh /fairshare-kafka/node-$$KAFKA_NODE_ID.properties" in command
+        assert "kafka-files" in kafka["depends_on"]
     assert services["projector"]["environment"]["FAIRSHARE_DATABASE_URL"].startswith(
         "postgresql+psycopg://"
     )
 
 
-def test_three_brokers_form_one_quorum_and_replicate_three_times() -> None:
-    services = _services()
-    envs = [services[name]["environment"] for name in BROKERS]
-    assert [env["KAFKA_NODE_ID"] for env in envs] == ["1", "2", "3"]
+def test_three_brokers_form_one_quorum_and_replicate_three_times(tmp_path: Path) -> None:
+    configs = [_properties(path) for path in _network_files(tmp_path)]
+    assert [config["node.id"] for config in configs] == ["1", "2", "3"]
     voters = "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"
-    assert {env["KAFKA_CONTROLLER_QUORUM_VOTERS"] for env in envs} == {voters}
-    cluster_ids = {env["CLUSTER_ID"] for env in envs}
+    assert {config["controller.quorum.voters"] for config in configs} == {voters}
+    cluster_ids = {
+        (tmp_path / f"format-{n}.args").read_text().split('"-t"\n"', 1)[1].split('"')[0]
+        for n in (1, 2, 3)
+    }
     assert len(cluster_ids) == 1
     assert len(base64.urlsafe_b64decode(cluster_ids.pop() + "==")) == 16  # a Kafka Uuid
-    for name, env in zip(BROKERS, envs, strict=True):
-        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"PLAINTEXT://{name}:9092"
-        assert env["KAFKA_DEFAULT_REPLICATION_FACTOR"] == "3"
-        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
-        assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "3"
-        assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "2"
-        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
-    volumes = [services[name]["volumes"][0].split(":")[0] for name in BROKERS]
+    for name, config in zip(BROKERS, configs, strict=True):
+        assert config["advertised.listeners"] == f"SASL_SSL://{name}:9092"
+        assert config["default.replication.factor"] == "3"
+        assert config["min.insync.replicas"] == "2"
+        assert config["offsets.topic.replication.factor"] == "3"
+        assert config["transaction.state.log.min.isr"] == "2"
+        assert config["unclean.leader.election.enable"] == "false"
+        assert config["log.dirs"] == "/var/lib/kafka/data"
+    volumes = [_services()[name]["volumes"][0].split(":")[0] for name in BROKERS]
     assert len(set(volumes)) == 3
 
 
@@ -72,8 +97,50 @@ def test_services_use_all_three_brokers() -> None:
         assert service["environment"]["FAIRSHARE_KAFKA_BOOTSTRAP"] == (
             "kafka-1:9092,kafka-2:9092,kafka-3:9092"
         )
-        assert set(BROKERS) <= set(service["depends_on"])
+        assert service["depends_on"]["kafka-setup"]["condition"] == (
+            "service_completed_successfully"
+        )
         assert service["command"][-1].split("&& fairshare ")[1].split()[0] in SERVICES
+    setup = services["kafka-setup"]
+    assert {name: "service_healthy" for name in BROKERS} == {
+        name: setup["depends_on"][name]["condition"] for name in BROKERS
+    }
+
+
+def test_each_service_is_its_own_principal_and_signs_with_its_own_key() -> None:
+    """A service connects with its role's client settings (made by ``fairshare broker
+    principals`` in kafka-setup) and signs with its role's key (``fairshare keys setup``)."""
+    services = _services()
+    setup = " ".join(services["kafka-setup"]["command"])
+    clusters = re.findall(r"broker principals .*?--cluster (\S+)", setup)
+    assert clusters == ["demo"]
+    assert "fairshare keys setup --dir /fairshare-keys --cluster demo" in setup
+    roles = principals(clusters)
+    signers = {"api", "scheduler", "charging", "agent-demo"}
+    expected = {
+        "charging": "charging",
+        "projector": "projector",
+        "scheduler": "scheduler",
+        "scheduler-standby": "scheduler",
+        "agent": "agent-demo",
+        "api": "api",
+    }
+    for service, principal in expected.items():
+        assert principal in roles
+        env = services[service]["environment"]
+        clients = "/fairshare-kafka/security/clients"
+        assert env["FAIRSHARE_KAFKA_CONFIG"] == f"{clients}/{principal}.properties"
+        if principal in signers:
+            assert env["FAIRSHARE_SIGNING_KEY"] == f"/fairshare-keys/{principal}.key"
+        else:
+            assert "FAIRSHARE_SIGNING_KEY" not in env
+        assert "kafka-security:/fairshare-kafka:ro" in services[service]["volumes"]
+    assert "--cluster demo" in " ".join(services["agent"]["command"])
+
+
+def _properties(path: Path) -> dict[str, str]:
+    lines = path.read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
 
 
 # -- safe to start as it is -------------------------------------------------------------------
@@ -87,30 +154,21 @@ def _published(service: dict[str, Any]) -> list[tuple[str | None, str]]:
     return out
 
 
-def _listeners(env: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """Listener name -> (port, security protocol)."""
-    protocols = dict(p.split(":") for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
-    listeners = {}
-    for listener in env["KAFKA_LISTENERS"].split(","):
-        name, address = listener.split("://")
-        listeners[name] = (address.rsplit(":", 1)[1], protocols[name])
-    return listeners
-
-
-def test_no_kafka_listener_without_authentication_is_published() -> None:
-    """Anyone reaching a PLAINTEXT listener can write events: such a listener stays inside
-    the compose network; a published one would have to be SASL with SCRAM."""
-    services = _services()
+def test_every_kafka_listener_authenticates(tmp_path: Path) -> None:
+    """No listener speaks plain text: clients and brokers SASL_SSL with SCRAM, controllers
+    mutual TLS, the StandardAuthorizer with nothing allowed without an ACL; no broker port is
+    published on the host."""
+    for config in map(_properties, _network_files(tmp_path)):
+        protocols = dict(p.split(":") for p in config["listener.security.protocol.map"].split(","))
+        assert protocols == {"SASL_SSL": "SASL_SSL", "CONTROLLER": "SSL"}
+        assert config["listeners"] == "SASL_SSL://:9092,CONTROLLER://:9093"
+        assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+        assert config["listener.name.controller.ssl.client.auth"] == "required"
+        assert config["allow.everyone.if.no.acl.found"] == "false"
+        assert config["authorizer.class.name"].endswith("StandardAuthorizer")
     for name in BROKERS:
-        env = services[name]["environment"]
-        listeners = _listeners(env)
-        for _address, port in _published(services[name]):
-            [(listener, protocol)] = [(n, p) for n, (lp, p) in listeners.items() if lp == port]
-            assert protocol in ("SASL_PLAINTEXT", "SASL_SSL"), (name, listener, protocol)
-            assert "SCRAM" in env.get("KAFKA_SASL_ENABLED_MECHANISMS", ""), name
-        advertised = env["KAFKA_ADVERTISED_LISTENERS"]
-        assert "localhost" not in advertised
-        assert "HOST" not in listeners
+        assert not _published(_services()[name])
+    assert "--add-scram" in (tmp_path / "format-1.args").read_text()
 
 
 def test_published_ports_are_loopback_except_the_api() -> None:

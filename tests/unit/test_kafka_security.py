@@ -16,7 +16,7 @@ from events import TopicKind, Topics
 from services.agents.agent import CATCH_UP_TOPICS
 from services.api.view import VIEW_KINDS
 from services.brokers.kafka_config import render_server_properties
-from services.brokers.kafka_node import _argfile_text
+from services.brokers.kafka_node import argfile_text
 from services.brokers.security import (
     BROKER_PRINCIPAL,
     BrokerSecurity,
@@ -276,7 +276,7 @@ def test_a_data_dir_keeps_its_security(tmp_path: Path) -> None:
 
 
 def test_the_format_arguments_reach_java_through_an_argfile_intact() -> None:
-    text = _argfile_text(["-cp", "/a b/*", 'x"y\\z', "SCRAM-SHA-512=[name=admin,password=p]"])
+    text = argfile_text(["-cp", "/a b/*", 'x"y\\z', "SCRAM-SHA-512=[name=admin,password=p]"])
     assert text.splitlines() == [
         '"-cp"',
         '"/a b/*"',
