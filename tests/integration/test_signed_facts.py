@@ -258,3 +258,35 @@ def test_forgeries_are_dead_lettered_named_by_the_audit_and_change_no_figure(
     assert {e.id for e in forged.values()} == {
         line.rsplit("[event ", 1)[1].rstrip("]") for line in map(str, problems)
     }
+
+
+def test_keys_setup_makes_and_registers_every_signers_key_once(
+    bus: KafkaBus, tmp_path: Path
+) -> None:
+    """``fairshare keys setup`` (the compose file's kafka-setup): a key per signer, made in a
+    private directory and registered by the admin; run again with another cluster, only that
+    agent's key is made and registered."""
+    from typer.testing import CliRunner
+
+    from projections.trust import Trust
+    from services.bus.trust import kafka_keys
+    from services.launcher.keys_cli import keys_app
+
+    bootstrap, prefix = bus.broker.bootstrap, bus.topics.prefix
+    runner = CliRunner()
+    where = ["--dir", str(tmp_path / "keys"), "--kafka", bootstrap, "--topic-prefix", prefix]
+    first = runner.invoke(keys_app, ["setup", *where, "--cluster", "demo"])
+    assert first.exit_code == 0, first.output
+    assert "5 key(s) registered" in first.output
+    assert (tmp_path / "keys").stat().st_mode & 0o777 == 0o700
+    names = sorted(path.name for path in (tmp_path / "keys").iterdir())
+    assert names == ["admin.key", "agent-demo.key", "api.key", "charging.key", "scheduler.key"]
+
+    again = runner.invoke(keys_app, ["setup", *where, "--cluster", "demo", "--cluster", "b"])
+    assert again.exit_code == 0, again.output
+    assert "1 key(s) registered" in again.output
+    trust = Trust()
+    trust.learn_keys(kafka_keys(bootstrap, bus.topics)())
+    assert trust.refusals == []
+    identities = sorted(key.identity for key in trust.book.keys.values())
+    assert identities == ["admin", "agent:b", "agent:demo", "api", "charging", "scheduler"]
