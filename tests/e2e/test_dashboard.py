@@ -346,6 +346,7 @@ def test_a_busy_fresh_cluster_is_drawn_busy(fresh: str, browser: Any) -> None:
     context.close()
 
 
+@pytest.mark.slow  # ten weeks simulated (30 s) for two tests: with the slow scenarios
 def test_ten_weeks_of_history_are_readable_and_the_range_picker_moves_the_charts(
     history: str, browser: Any
 ) -> None:
@@ -408,6 +409,7 @@ def test_ten_weeks_of_history_are_readable_and_the_range_picker_moves_the_charts
     context.close()
 
 
+@pytest.mark.slow  # reads the ten weeks above
 def test_queue_and_preemptions_say_one_short_reason_and_the_rest_on_a_click(
     history: str, browser: Any
 ) -> None:
@@ -457,6 +459,7 @@ def test_queue_and_preemptions_say_one_short_reason_and_the_rest_on_a_click(
     context.close()
 
 
+@pytest.mark.slow  # reads the ten weeks above
 def test_node_tiles_say_why_a_node_is_cordoned(history: str, browser: Any) -> None:
     context, page, problems = _open(browser, history)
     nodes = httpx.get(f"{history}/nodes", headers=TOKEN).json()["nodes"]

@@ -42,7 +42,9 @@ def _check_a_working_lab(
 @pytest.mark.parametrize(
     ("choice", "announced"),
     [
-        ((), "Apache Kafka 4.1.1 (KRaft"),  # the default: crash-safe
+        # the default: crash-safe and secured; 60-90 s, so with the slow scenarios (the
+        # default run keeps its ten minutes), as is its fallback
+        pytest.param((), "Apache Kafka 4.1.1 (KRaft", marks=pytest.mark.slow),
         # the fallback says what it is (run by .ci/run's noida step and its slow step)
         pytest.param(("--broker", "noida"), "NOT crash-safe", marks=pytest.mark.slow),
     ],

@@ -35,7 +35,8 @@ from services.launcher import Stack, UpConfig
 from tests.integration.kafka_bus import service_principals
 from tests.processes import free_port, run_fairshare
 
-pytestmark = [pytest.mark.broker]
+# 50-60 s: with the slow scenarios (the default run keeps its ten minutes)
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 
 @pytest.fixture

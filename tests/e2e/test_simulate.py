@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from tests.processes import run_fairshare
@@ -18,6 +19,7 @@ def _slice(tmp_path: Path, rows: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # 12 s; the big-gang scenario below keeps `simulate` in the default run
 def test_simulate_writes_metrics_for_every_policy_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run_fairshare(

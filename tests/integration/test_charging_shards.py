@@ -96,6 +96,7 @@ def _posts_exactly(bus: KafkaBus, expected: dict[str, LedgerCharge]) -> bool:
     return {c.charge_id for c in charges} == set(expected)
 
 
+@pytest.mark.slow  # 13 s: with the slow scenarios (the default run keeps its ten minutes)
 def test_two_shards_share_the_partitions_and_one_takes_over(bus: KafkaBus) -> None:
     first = batch("w", 0)
     _publish(bus, first)

@@ -123,7 +123,10 @@ def test_the_sample_has_preemptions_and_drains_to_tamper_with(log: Log) -> None:
 
 
 def test_a_changed_victim_fails(log: Log) -> None:
-    for index in _preempts(log):
+    # the first and the last preemption of the sample (each check re-derives the whole log:
+    # every one of them took 18 s of the default run; the property tests tamper at random)
+    indices = _preempts(log)
+    for index in sorted({indices[0], indices[-1]}):
         command = log[index].data
         # Another workload placed earlier, named consistently (a careful tamperer).
         other = next(
