@@ -146,6 +146,7 @@ def wait_until_ready(
             raise BrokerStartError(
                 f"no Kafka broker answered a Metadata request at {bootstrap} "
                 f"within {timeout_s:.0f} s (last error: {last_error})"
+                + _security_hint(identity)
             )
         attempt_s = max(0.2, min(2.0, remaining))
         try:
@@ -162,6 +163,22 @@ def wait_until_ready(
                 return
             last_error = f"Metadata response listed {len(metadata.brokers)} broker(s) so far"
         time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+
+
+def _security_hint(identity: Mapping[str, str] | None) -> str:
+    """What to try when a plain-text probe got no answer: the Kafka that ``fairshare up`` and
+    ``broker run`` start is secured by default, and a plain client's handshake on its TLS
+    listener fails the same way a missing broker does."""
+    from services.bus.connection import security_settings
+
+    settings = identity if identity is not None else security_settings()
+    if settings.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+        return ""
+    return (
+        "; if that Kafka is secured (the one `fairshare up` or `broker run` starts is, by "
+        "default), pass --kafka-config <data dir>/broker/security/clients/admin.properties "
+        "(or audit.properties)"
+    )
 
 
 def _probe_config(

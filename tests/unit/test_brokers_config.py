@@ -184,6 +184,21 @@ def test_readiness_times_out_with_the_address_in_the_message() -> None:
         wait_until_ready(f"127.0.0.1:{port}", timeout_s=0.5)
 
 
+def test_a_plain_probe_that_gets_no_answer_names_the_secured_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plain client on a secured listener fails like a missing broker: the message says
+    where the settings of `fairshare up`'s secured Kafka are; a secured probe is not told."""
+    monkeypatch.delenv("FAIRSHARE_KAFKA_CONFIG", raising=False)
+    port = free_port()
+    with pytest.raises(BrokerStartError, match="--kafka-config <data dir>/broker/security"):
+        wait_until_ready(f"127.0.0.1:{port}", timeout_s=0.3)
+    secured = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}
+    with pytest.raises(BrokerStartError) as raised:
+        wait_until_ready(f"127.0.0.1:{port}", timeout_s=0.3, identity=secured)
+    assert "--kafka-config" not in str(raised.value)
+
+
 def test_readiness_stops_when_the_launcher_says_so() -> None:
     with pytest.raises(BrokerStartError, match="process died"):
         wait_until_ready("127.0.0.1:1", timeout_s=30, abort_check=lambda: "process died")
