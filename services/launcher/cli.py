@@ -534,12 +534,17 @@ def broker_run(
         embedded_security,
         start_broker,
     )
+    from services.brokers.select import OPEN, STILL_PLAINTEXT
     from services.runtime.signals import stop_requested_on_signals
 
     with stop_requested_on_signals() as stop:
         try:
             if kind.strip().lower().replace("_", "-") == "apache-kafka":
+                asked = security
                 security = embedded_security(data_dir, security)
+                if security == "plaintext":
+                    warning = OPEN if asked == "plaintext" else STILL_PLAINTEXT
+                    err_console.print(f"[yellow]warning:[/] {warning}")
             broker = start_broker(
                 kind, data_dir, brokers=brokers, die_with_parent=True, security=security
             )
