@@ -32,6 +32,7 @@ from services.brokers import (
     start_embedded_broker,
     start_kafka_cluster,
 )
+from services.brokers.security import admin_settings_file
 from services.bus.admin import ensure_topics
 from services.bus.connection import KAFKA_CONFIG_ENV
 from services.bus.kafka import KafkaEventPublisher
@@ -109,16 +110,19 @@ def topics(monkeypatch: pytest.MonkeyPatch) -> Topics:
 
 @pytest.mark.slow  # kill -9 of the broker: with the chaos scenarios
 def test_a_killed_single_broker_keeps_every_acknowledged_event(
-    tmp_path: Path, topics: Topics
+    tmp_path: Path, topics: Topics, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ``fairshare up`` default: kill -9 right after a flushed batch, restart on the
-    same data dir, and every acknowledged submission is there."""
+    """The ``fairshare up`` default (secured; written and read as its admin): kill -9 right
+    after a flushed batch, restart on the same data dir, and every acknowledged submission is
+    there."""
     data_dir = tmp_path / "broker"
     try:
         broker, banner = start_embedded_broker(data_dir, "apache-kafka")
     except KafkaUnavailableError as error:
         _no_kafka(error)
     assert banner == []
+    assert broker.security_dir is not None
+    monkeypatch.setenv(KAFKA_CONFIG_ENV, str(admin_settings_file(broker.security_dir)))
     try:
         ensure_topics(broker.bootstrap, topics)
         publisher = KafkaEventPublisher(broker.bootstrap, topics)
