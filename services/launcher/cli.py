@@ -375,8 +375,8 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
                 on_ready=lambda: ready_at.append(time.monotonic()),
                 broker=BrokerWatch(broker),
             )
-    except RuntimeError as error:
-        err_console.print(f"[red]failed:[/] {error}")
+    except (RuntimeError, TimeoutError) as error:  # TimeoutError: the broker did not answer
+        err_console.print(f"[red]failed:[/] {error or type(error).__name__}")
         raise typer.Exit(1) from error
     finally:
         broker.stop()
@@ -405,8 +405,9 @@ def _print_principals(broker: BrokerHandle, prefix: str, clusters: list[str]) ->
         files = set_up_principals(
             broker.bootstrap, broker.identity, Topics(prefix=prefix), clusters, broker.security_dir
         )
-    except (ProvisionError, RuntimeError) as error:
-        err_console.print(f"[red]principals not set up:[/] {error}")
+    except (ProvisionError, RuntimeError, TimeoutError) as error:
+        # TimeoutError: an admin request the cluster did not answer in time (a node down)
+        err_console.print(f"[red]principals not set up:[/] {error or type(error).__name__}")
         broker.stop()
         raise typer.Exit(1) from error
     clients = broker.security_dir / "clients"

@@ -174,11 +174,13 @@ def test_broker_run_restarts_a_killed_node_and_stops_every_jvm_on_sigterm(
         )
     pid_files = [tmp_path / f"node-{n}" / PID_FILE for n in (1, 2, 3)]
     try:
-        _until("the cluster", lambda: "bootstrap:" in out.read_text() or run.poll() is not None,
+        # its own line: librdkafka's warnings while the nodes come up say ".../bootstrap: ..."
+        ready = re.compile(r"^bootstrap: (\S+)", re.MULTILINE)
+        _until("the cluster", lambda: ready.search(out.read_text()) or run.poll() is not None,
                300)  # fmt: skip
         assert run.poll() is None, out.read_text()
         text = out.read_text()
-        found = re.search(r"bootstrap: (\S+)", text)
+        found = ready.search(text)
         assert found is not None, text
         bootstrap = found.group(1)
         first = [_pid(path) for path in pid_files]

@@ -34,7 +34,7 @@ from services.brokers import (
 )
 from services.brokers.security import admin_settings_file
 from services.bus.admin import ensure_topics
-from services.bus.connection import KAFKA_CONFIG_ENV
+from services.bus.connection import KAFKA_CONFIG_ENV, client_config
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import PublishError
 from tests.factories import submitted
@@ -57,11 +57,12 @@ def _submission(index: int) -> Any:
 def _ids_in_log(bootstrap: str, topic: str, timeout_s: float = 60) -> set[str]:
     """Every event id (``ce_id`` header) in ``topic``, read from the start to the end
     offsets, as an auditor replaying the log would see it."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # this process's Kafka settings (the secured default's admin, where a test names it)
+    admin = AdminClient(client_config(bootstrap))
     partitions = admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
+        client_config(bootstrap)
+        | {
             "group.id": f"crash-reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
