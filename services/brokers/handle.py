@@ -145,8 +145,7 @@ def wait_until_ready(
         if remaining <= 0:
             raise BrokerStartError(
                 f"no Kafka broker answered a Metadata request at {bootstrap} "
-                f"within {timeout_s:.0f} s (last error: {last_error})"
-                + _security_hint(identity)
+                f"within {timeout_s:.0f} s (last error: {last_error})" + _security_hint(identity)
             )
         attempt_s = max(0.2, min(2.0, remaining))
         try:
