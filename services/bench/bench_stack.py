@@ -59,17 +59,18 @@ def bench_stack(
         gpus_per_node=gpus_per_node,
         submit_every_s=0,
     )
-    stack = Stack(up)
-    running = BenchStack(stack, topics, broker.description)
     try:
         with stack_identities(broker, up, report) as secured:
-            stack = running.stack = Stack(secured)
-            stack.start()
-            stack.wait_for_api(timeout_s=240, report=report)
-            wait_for_nodes(stack, nodes, report)
-            yield running
+            stack = Stack(secured)
+            running = BenchStack(stack, topics, broker.description)
+            try:
+                stack.start()
+                stack.wait_for_api(timeout_s=240, report=report)
+                wait_for_nodes(stack, nodes, report)
+                yield running
+            finally:
+                running.unclean = stack.stop()
     finally:
-        running.unclean = stack.stop()
         broker.stop()
 
 

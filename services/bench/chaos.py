@@ -110,18 +110,19 @@ def _run(config: ChaosConfig, data_dir: Path, report: Report) -> dict[str, Any]:
         schedulers=2,
         restart=RestartPolicy(initial_s=0.5, max_s=5.0),
     )
-    stack = Stack(up)
     try:
         with stack_identities(cluster.handle(stop_at_exit=False), up, report) as secured:
             stack = Stack(secured)
-            stack.start()
-            stack.wait_for_api(timeout_s=240, report=report)
-            report(f"stack up ({stack.pids()}); submitting {config.workloads} workloads")
-            outcome = _under_faults(config, cluster, stack, topics, report)
-            report("faults over; waiting for every acknowledged workload to end")
-            result = _settle(config, stack, topics, outcome, report)
+            try:
+                stack.start()
+                stack.wait_for_api(timeout_s=240, report=report)
+                report(f"stack up ({stack.pids()}); submitting {config.workloads} workloads")
+                outcome = _under_faults(config, cluster, stack, topics, report)
+                report("faults over; waiting for every acknowledged workload to end")
+                result = _settle(config, stack, topics, outcome, report)
+            finally:
+                unclean = stack.stop()
     finally:
-        unclean = stack.stop()
         cluster.stop()
     result["restarts"] = sum(child.restarts for child in stack.children)
     result["restarts_by_service"] = {c.name: c.restarts for c in stack.children if c.restarts}

@@ -41,6 +41,7 @@ __all__ = [
     "fetch_kafka_jars",
     "find_java",
     "kafka_runtime",
+    "kept_cluster_id",
     "new_cluster_id",
     "render_log4j2_properties",
     "render_server_properties",
@@ -69,7 +70,7 @@ def kafka_runtime(version: str = KAFKA_VERSION) -> tuple[JavaRuntime, Path]:
         raise KafkaUnavailableError(str(error)) from error
 
 
-def _cluster_id(data_dir: Path, nodes: list[KafkaNode]) -> str:
+def kept_cluster_id(data_dir: Path, nodes: list[KafkaNode]) -> str:
     """The id in ``cluster.id``, else the one a node was formatted with, else a new one.
 
     A node's own ``meta.properties`` is read so a data dir from before ``cluster.id``
@@ -119,7 +120,7 @@ class KafkaCluster:
         voters = voters_string([node.controller_port for node in self.nodes])
         for node in self.nodes:
             node.prepare(voters, len(self.nodes), self._listener_settings())
-        cluster_id = _cluster_id(self.data_dir, self.nodes)
+        cluster_id = kept_cluster_id(self.data_dir, self.nodes)
         scram = self.security.format_arguments() if self.security else []
         for node in self.nodes:
             format_storage(self.java, self.libs, node, cluster_id, scram)

@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from services.bus.connection import client_config
+from services.bus.connection import client_config, security_settings
 
 __all__ = [
     "PORTS_FILE",
@@ -168,8 +168,6 @@ def _security_hint(identity: Mapping[str, str] | None) -> str:
     """What to try when a plain-text probe got no answer: the Kafka that ``fairshare up`` and
     ``broker run`` start is secured by default, and a plain client's handshake on its TLS
     listener fails the same way a missing broker does."""
-    from services.bus.connection import security_settings
-
     settings = identity if identity is not None else security_settings()
     if settings.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
         return ""

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from services.bus.connection import write_private, write_properties
-from services.bus.principals import ADMIN, SCRAM_MECHANISM
+from services.bus.principals import SCRAM_MECHANISM
 
-from .kafka_config import new_cluster_id, render_server_properties
+from .apache_kafka import kept_cluster_id
+from .kafka_config import render_server_properties
 from .kafka_node import argfile_text
 from .security import BrokerSecurity
 
@@ -44,10 +45,7 @@ def write_network_cluster(
         raise ValueError(f"a cluster needs distinct host names, not {list(hosts)}")
     security = BrokerSecurity.in_directory(directory, hosts)
     voters = ",".join(f"{node}@{host}:{controller_port}" for node, host in enumerate(hosts, 1))
-    id_file = directory / "cluster.id"
-    if not id_file.is_file():
-        write_private(id_file, new_cluster_id() + "\n")
-    cluster_id = id_file.read_text(encoding="utf-8").strip()
+    cluster_id = kept_cluster_id(directory, [])
     written = []
     for node, host in enumerate(hosts, 1):
         text = render_server_properties(
@@ -66,16 +64,12 @@ def write_network_cluster(
         format_command += ["-t", cluster_id, "-c", str(config), *security.format_arguments()]
         write_private(directory / f"format-{node}.args", argfile_text(format_command))
         written.append(config)
-    jaas = (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{ADMIN}" password="{security.admin_password}";'
-    )
     write_properties(
         security.directory / "admin-java.properties",
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": SCRAM_MECHANISM,
-            "sasl.jaas.config": jaas,
+            "sasl.jaas.config": security.admin_jaas,
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(security.ca_file),
         },

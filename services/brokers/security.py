@@ -119,17 +119,21 @@ class BrokerSecurity:
     def secrets_file(self) -> Path:
         return self.directory / "secrets.json"
 
-    def listener_settings(self) -> dict[str, str]:
-        """``server.properties`` entries beyond the plain node's (listener names come from
-        :func:`services.brokers.kafka_config.render_server_properties`)."""
-        jaas = (
+    @property
+    def admin_jaas(self) -> str:
+        """The admin's SCRAM login as a Java client (a node between brokers, Kafka's tools)."""
+        return (
             "org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{ADMIN}" password="{self.admin_password}";'
         )
+
+    def listener_settings(self) -> dict[str, str]:
+        """``server.properties`` entries beyond the plain node's (listener names come from
+        :func:`services.brokers.kafka_config.render_server_properties`)."""
         return {
             "sasl.enabled.mechanisms": SCRAM_MECHANISM,
             "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
-            f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": jaas,
+            f"listener.name.sasl_ssl.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (self.admin_jaas),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.keystore_file),
             "ssl.truststore.type": "PEM",

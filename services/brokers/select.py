@@ -26,6 +26,8 @@ __all__ = [
     "STILL_PLAINTEXT",
     "embedded_security",
     "kind_kept_in",
+    "normalize_kind",
+    "open_log_warnings",
     "start_broker",
     "start_embedded_broker",
 ]
@@ -60,7 +62,7 @@ OPEN = (
 DEFAULT_EMBEDDED_SECURITY = "sasl_ssl"
 
 
-def _normalize(kind: str) -> str:
+def normalize_kind(kind: str) -> str:
     """Underscores and case are forgiven ("apache_kafka"), since the name often comes from
     env vars."""
     return kind.strip().lower().replace("_", "-")
@@ -83,7 +85,7 @@ def start_broker(
     ``security`` "sasl_ssl" secures Apache Kafka (`services.brokers.security`); None: what the
     data dir holds.
     """
-    normalized = _normalize(kind)
+    normalized = normalize_kind(kind)
     if normalized not in BROKER_KINDS:
         raise BrokerStartError(
             f"unknown broker kind {kind!r}; expected one of: {', '.join(BROKER_KINDS)}"
@@ -134,6 +136,14 @@ def embedded_security(data_dir: Path, wanted: str | None) -> str:
     return wanted or kept_security(data_dir) or DEFAULT_EMBEDDED_SECURITY
 
 
+def open_log_warnings(wanted: str | None, resolved: str) -> list[str]:
+    """What a launcher says of an Apache Kafka it starts as `embedded_security` resolved it:
+    nothing when secured; in plain text, whether that was asked for or kept from the data dir."""
+    if resolved != "plaintext":
+        return []
+    return [STILL_PLAINTEXT if wanted is None else OPEN]
+
+
 def start_embedded_broker(
     data_dir: Path, kind: str | None = None, security: str | None = None
 ) -> tuple[BrokerHandle, list[str]]:
@@ -147,7 +157,7 @@ def start_embedded_broker(
     a plain log or "plaintext" is asked for); a log secured on request never falls back to
     noida-db.
     """
-    wanted = _normalize(kind) if kind else None
+    wanted = normalize_kind(kind) if kind else None
     if wanted is not None and wanted not in EMBEDDED_KINDS:
         raise BrokerStartError(f"--broker: one of {', '.join(EMBEDDED_KINDS)}, not {kind!r}")
     kept = kind_kept_in(data_dir)
@@ -162,7 +172,7 @@ def start_embedded_broker(
     if chosen == "noida":
         return start_noida(data_dir), [NOT_CRASH_SAFE, NOT_AUTHENTICATED]
     resolved = embedded_security(data_dir, security)
-    banner = [] if resolved != "plaintext" else [STILL_PLAINTEXT if security is None else OPEN]
+    banner = open_log_warnings(security, resolved)
     try:
         return start_apache_kafka(data_dir, die_with_parent=True, security=resolved), banner
     except KafkaUnavailableError as error:

@@ -26,7 +26,7 @@ from events.envelope import Envelope
 from events.positions import Delivery
 from events.topics import TopicKind, Topics
 from projections.trust import UNKNOWN_KEY, Distrust, KeyBook, Owners, Trust
-from services.bus.records import Rejected, check, record_of, skip
+from services.bus.records import RawRecord, Rejected, check, record_of, skip
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,12 @@ def kafka_keys(bootstrap: str, topics: Topics) -> KeyReader:
         return envelopes
 
     return read
+
+
+def not_believed(record: RawRecord, verdict: Distrust) -> Rejected:
+    """A record ``verdict`` refuses, as every reader dead-letters or skips it: with the same
+    reason an undecodable record would carry."""
+    return Rejected(record, f"not believed: {verdict.reason}")
 
 
 class KeysFromLog:
@@ -137,7 +143,7 @@ class Believing:
                 believed.append(delivery)
             else:
                 refused = True
-                self._refuse(Rejected(record_of(delivery), f"not believed: {verdict.reason}"))
+                self._refuse(not_believed(record_of(delivery), verdict))
         if refused and self._flush is not None:
             self._flush()
         return believed

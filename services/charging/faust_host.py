@@ -30,7 +30,7 @@ import faust
 from events import TopicKind, Topics
 from services.bus.connection import security_settings
 from services.bus.records import RawRecord, Rejected, check, skip
-from services.bus.trust import KeysFromLog, kafka_keys
+from services.bus.trust import KeysFromLog, kafka_keys, not_believed
 from services.charging.host import ChargingHost
 from services.charging.kafka import kafka_charging_fold
 from services.metrics.trust import watch_refusals
@@ -116,7 +116,7 @@ def build_app(bootstrap: str, topics: Topics) -> tuple[faust.App, ChargingHost]:
             if not isinstance(checked, Rejected):
                 verdict = trust.judge(checked.envelope)
                 if verdict is not None:
-                    checked = Rejected(record, f"not believed: {verdict.reason}")
+                    checked = not_believed(record, verdict)
             if isinstance(checked, Rejected):
                 # the plain consumers dead-letter it (once each); here it is skipped, never charged
                 skip(checked, "charging-faust")

@@ -21,7 +21,7 @@ from events.positions import Delivery, Position
 from services.bus.deadletters import DeadLetters
 from services.bus.follower import Follower, KafkaPartitions
 from services.bus.records import Rejected, record_of, skip
-from services.bus.trust import KeysFromLog
+from services.bus.trust import KeysFromLog, not_believed
 from services.metrics import lag as lag_metrics
 
 #: The name charging signs its dead letters with, and its consumer group's name after the
@@ -91,7 +91,7 @@ class InputReader:
         verdict = self.trust.judge(delivery.envelope)
         if verdict is None:
             return True
-        self._invalid(Rejected(record_of(delivery), f"not believed: {verdict.reason}"))
+        self._invalid(not_believed(record_of(delivery), verdict))
         return False
 
     def ends(self) -> dict[Key, int]:

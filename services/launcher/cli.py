@@ -535,17 +535,16 @@ def broker_run(
         embedded_security,
         start_broker,
     )
-    from services.brokers.select import OPEN, STILL_PLAINTEXT
+    from services.brokers.select import normalize_kind, open_log_warnings
     from services.runtime.signals import stop_requested_on_signals
 
     with stop_requested_on_signals() as stop:
         try:
-            if kind.strip().lower().replace("_", "-") == "apache-kafka":
-                asked = security
-                security = embedded_security(data_dir, security)
-                if security == "plaintext":
-                    warning = OPEN if asked == "plaintext" else STILL_PLAINTEXT
+            if normalize_kind(kind) == "apache-kafka":
+                resolved = embedded_security(data_dir, security)
+                for warning in open_log_warnings(security, resolved):
                     err_console.print(f"[yellow]warning:[/] {warning}")
+                security = resolved
             broker = start_broker(
                 kind, data_dir, brokers=brokers, die_with_parent=True, security=security
             )

@@ -50,6 +50,11 @@ class Signatory:
         return identity(self.role, self.cluster)
 
 
+#: The roles that state facts under one key however many processes run them (each cluster's
+#: agent has its own, the admin registers them).
+SERVICE_SIGNERS = ("api", "scheduler", "charging")
+
+
 def signatory_of(service: str, config: UpConfig) -> Signatory | None:
     """The signer a service of the stack states its facts as (None: it states none)."""
     keys = config.data_dir / KEYS_DIR
@@ -63,7 +68,7 @@ def signatory_of(service: str, config: UpConfig) -> Signatory | None:
         return (
             None if cluster is None else Signatory("agent", cluster, keys / f"agent-{cluster}.key")
         )
-    for role in ("api", "scheduler", "charging"):
+    for role in SERVICE_SIGNERS:
         if service == role or service.startswith(f"{role}-"):
             return Signatory(role, None, keys / f"{role}.key")
     return None

@@ -214,20 +214,19 @@ def keys_setup(
     registered yet registered by the admin. Run again to add a cluster; nothing is made or
     registered twice. Each service then gets its file by $FAIRSHARE_SIGNING_KEY."""
     from events import Topics
-    from services.launcher.keys import Signatory, key_of, register_keys
+    from services.launcher.keys import SERVICE_SIGNERS, Signatory, key_of, register_keys
     from services.runtime.cli_options import bootstrap_or_exit
 
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
-    roles = ("api", "scheduler", "charging")
-    signatories = [Signatory(role, None, directory / f"{role}.key") for role in roles]
+    admin = Signatory("admin", None, directory / "admin.key")
+    signatories = [Signatory(role, None, directory / f"{role}.key") for role in SERVICE_SIGNERS]
     signatories += [
         Signatory("agent", name, directory / f"agent-{name}.key") for name in cluster or []
     ]
-    admin = key_of(Signatory("admin", None, directory / "admin.key"))
     for signatory in signatories:
         key_of(signatory)
-    registered = register_keys(bootstrap, topics, admin, signatories)
+    registered = register_keys(bootstrap, topics, key_of(admin), signatories)
     console.print(f"{registered} key(s) registered; keys in {directory}")
-    for signatory in [Signatory("admin", None, directory / "admin.key"), *signatories]:
+    for signatory in [admin, *signatories]:
         console.print(f"{signatory.identity:<20} {signatory.path}")

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-__all__ = ["not_believed_total", "watch_refusals"]
+__all__ = ["watch_refusals"]
 
 #: reader -> its refusals by kind, read at every scrape
 _READERS: dict[str, Callable[[], Mapping[str, int]]] = {}
@@ -26,11 +26,6 @@ def watch_refusals(consumer: str, refused: Callable[[], Mapping[str, int]]) -> N
     """Export ``refused()`` (refusals by kind) as this process's count for ``consumer``; a
     second call for the same consumer replaces the first (a rebuilt state)."""
     _READERS[consumer] = refused
-
-
-def not_believed_total() -> int:
-    """Every refusal of every watched reader of this process (``/health`` says it)."""
-    return sum(sum(refused().values()) for refused in _READERS.values())
 
 
 class _NotBelieved(Collector):

@@ -12,6 +12,7 @@ import pytest
 
 from events import TopicKind, new_event
 from events.models import LedgerCharge
+from events.positions import Delivery
 from projections.ledger import Ledger
 from tests.bus_contract import drain
 from tests.integration.kafka_bus import KafkaBus
@@ -21,19 +22,45 @@ pytestmark = [pytest.mark.broker]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _worker(bus: KafkaBus, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "FAIRSHARE_KAFKA_BOOTSTRAP": bus.broker.bootstrap,
-        "FAIRSHARE_TOPIC_PREFIX": bus.topics.prefix,
-    }
-    return subprocess.Popen(
+def _ledger_while_a_worker_runs(
+    bus: KafkaBus,
+    log: Path,
+    group: str,
+    count: int,
+    settle_s: float,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> list[Delivery]:
+    """Start a faust worker (``env`` added to its environment), read the ledger topic as
+    ``drain`` does (``count`` records, then ``settle_s`` more for extras), stop the worker."""
+    worker = subprocess.Popen(
         [sys.executable, "-m", "services.charging.faust_host"],
-        env=env,
+        env={
+            **os.environ,
+            "FAIRSHARE_KAFKA_BOOTSTRAP": bus.broker.bootstrap,
+            "FAIRSHARE_TOPIC_PREFIX": bus.topics.prefix,
+            **(env or {}),
+        },
         cwd=REPO,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
+    try:
+        reader = bus.subscriber(group, [TopicKind.LEDGER])
+        got = drain(reader, count, settle_s=settle_s, timeout_s=timeout_s)
+        reader.close()
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    return got
+
+
+def _charges(deliveries: list[Delivery]) -> dict[str, LedgerCharge]:
+    return {
+        d.envelope.data.charge_id: d.envelope.data
+        for d in deliveries
+        if isinstance(d.envelope.data, LedgerCharge)
+    }
 
 
 @pytest.mark.slow  # 14-32 s: the default run stays under 10 minutes; CI runs it with -m slow
@@ -47,29 +74,13 @@ def test_faust_worker_posts_the_folds_charges_once(bus: KafkaBus, tmp_path: Path
         publisher.publish(new_event(data, source="tests", time=_at(t)))
     publisher.flush()
 
-    first = _worker(bus, tmp_path / "worker-1.log")
-    try:
-        reader = bus.subscriber("check", [TopicKind.LEDGER])
-        got = drain(reader, len(expected.entries), settle_s=2.0, timeout_s=90)
-        reader.close()
-    finally:
-        first.terminate()
-        first.wait(30)
-    charges = {
-        d.envelope.data.charge_id: d.envelope.data
-        for d in got
-        if isinstance(d.envelope.data, LedgerCharge)
-    }
-    assert charges == {c.charge_id: c for c in expected}, (tmp_path / "worker-1.log").read_text()
+    first = tmp_path / "worker-1.log"
+    got = _ledger_while_a_worker_runs(bus, first, "check", len(expected.entries), 2.0, 90)
+    assert _charges(got) == {c.charge_id: c for c in expected}, first.read_text()
 
-    second = _worker(bus, tmp_path / "worker-2.log")
-    try:
-        reader = bus.subscriber("recheck", [TopicKind.LEDGER])
-        again = drain(reader, len(expected.entries) + 1, settle_s=5.0, timeout_s=20)
-        reader.close()
-    finally:
-        second.terminate()
-        second.wait(30)
+    again = _ledger_while_a_worker_runs(
+        bus, tmp_path / "worker-2.log", "recheck", len(expected.entries) + 1, 5.0, 20
+    )
     assert len(again) == len(expected.entries), "a restarted worker publishes nothing twice"
 
 
@@ -90,23 +101,10 @@ def test_faust_worker_charges_no_forged_fact(bus: KafkaBus, tmp_path: Path) -> N
     publisher.flush()
     key = tmp_path / "charging.key"
     write_key(key, KEYS.charging)
-    os.environ[SIGNING_KEY_ENV] = str(key)
-    try:
-        worker = _worker(bus, tmp_path / "worker.log")
-    finally:
-        del os.environ[SIGNING_KEY_ENV]
-    try:
-        reader = bus.subscriber("check", [TopicKind.LEDGER])
-        # what the genuine facts call for, then 5 s more in which a forged charge would arrive
-        got = drain(reader, len(expected), settle_s=5.0, timeout_s=90)
-        reader.close()
-    finally:
-        worker.terminate()
-        worker.wait(30)
-    charges = {
-        d.envelope.data.charge_id: d.envelope.data
-        for d in got
-        if isinstance(d.envelope.data, LedgerCharge)
-    }
-    assert charges == expected, (tmp_path / "worker.log").read_text()
-    assert "not believed" in (tmp_path / "worker.log").read_text()
+    log = tmp_path / "worker.log"
+    # what the genuine facts call for, then 5 s more in which a forged charge would arrive
+    got = _ledger_while_a_worker_runs(
+        bus, log, "check", len(expected), 5.0, 90, env={SIGNING_KEY_ENV: str(key)}
+    )
+    assert _charges(got) == expected, log.read_text()
+    assert "not believed" in log.read_text()
