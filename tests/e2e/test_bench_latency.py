@@ -6,7 +6,6 @@ machine's load decides them as much as the code does."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from services.brokers import KafkaUnavailableError
-from services.brokers.apache_kafka import kafka_runtime
+from tests.real_kafka import kafka_runtime_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(600)]
 
@@ -25,12 +23,7 @@ FIGURES = {"p50", "p99", "max", "count"}
 def _run_cli(tmp_path: Path) -> dict[str, Any]:
     from services.bench.cli import bench_app
 
-    try:
-        kafka_runtime()  # a Java and the broker jars, or a skip (a failure where required)
-    except KafkaUnavailableError as error:
-        if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-            pytest.fail(f"Apache Kafka required but unavailable: {error}")
-        pytest.skip(f"Apache Kafka unavailable: {error}")
+    kafka_runtime_or_skip()  # a Java and the broker jars, or a skip (a failure where required)
     out = tmp_path / "latency.json"
     args = ["latency", "--rate", "10", "--duration", "10", "--data-dir", str(tmp_path / "run")]
     result = CliRunner().invoke(bench_app, [*args, "--json-out", str(out)])

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.brokers import KafkaUnavailableError, wait_until_ready
-from services.brokers.apache_kafka import kafka_runtime
+from services.brokers import wait_until_ready
 from services.brokers.kafka_node import PID_FILE
 from services.brokers.security import admin_settings_file
 from services.bus.connection import read_properties
 from tests.processes import FAIRSHARE, free_port
+from tests.real_kafka import kafka_runtime_or_skip
 
 # kill -9 of a broker under a whole stack: among the slow scenarios (.ci/run runs them)
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -38,12 +38,7 @@ def _until(what: str, check: Callable[[], object], timeout_s: float) -> None:
 
 
 def _kafka_or_skip() -> None:
-    try:
-        kafka_runtime()
-    except KafkaUnavailableError as error:
-        if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-            pytest.fail(f"Apache Kafka required but unavailable: {error}")
-        pytest.skip(f"Apache Kafka unavailable: {error}")
+    kafka_runtime_or_skip()
 
 
 def _pid(path: Path) -> int:

@@ -13,7 +13,6 @@ One run on the single-broker default (1,000 workloads), one on a three-broker cl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from services.bench.chaos import FAULTS, ChaosConfig, chaos_benchmark
 from services.brokers import KafkaUnavailableError
+from tests.real_kafka import no_kafka
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(1200)]
 
@@ -32,9 +32,7 @@ def _chaos(config: ChaosConfig, tmp_path: Path) -> dict[str, Any]:
     try:
         return chaos_benchmark(config, tmp_path, report=print)
     except KafkaUnavailableError as error:
-        if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-            pytest.fail(f"Apache Kafka required but unavailable: {error}")
-        pytest.skip(f"Apache Kafka unavailable: {error}")
+        no_kafka(error)
 
 
 def _assert_kept_every_promise(result: dict[str, Any], workloads: int) -> None:

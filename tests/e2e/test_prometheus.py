@@ -22,10 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from services.brokers import KafkaUnavailableError
-from services.brokers.apache_kafka import kafka_runtime
 from services.launcher.data_dir import processes_using
 from tests.processes import FAIRSHARE, free_port
+from tests.real_kafka import kafka_runtime_or_skip
 
 # a whole stack and a Prometheus for a minute or two: among the slow scenarios (.ci/run)
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -44,12 +43,7 @@ def _binaries() -> tuple[str, str]:
 
 
 def _kafka_or_skip() -> None:
-    try:
-        kafka_runtime()
-    except KafkaUnavailableError as error:
-        if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-            pytest.fail(f"Apache Kafka required but unavailable: {error}")
-        pytest.skip(f"Apache Kafka unavailable: {error}")
+    kafka_runtime_or_skip()
 
 
 def _until(what: str, check: Callable[[], object], timeout_s: float) -> object:

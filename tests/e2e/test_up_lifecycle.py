@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from services.brokers import KafkaUnavailableError
-from services.brokers.apache_kafka import kafka_runtime
 from services.launcher.data_dir import exclusive_data_dir, processes_using
 from tests.processes import FAIRSHARE, free_port, run_fairshare
+from tests.real_kafka import kafka_runtime_or_skip
 
 # kill -9 and SIGTERM scenarios of a whole stack: among the slow ones (.ci/run runs them)
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -56,12 +55,7 @@ class Up:
 
 
 def _kafka_or_skip() -> None:
-    try:
-        kafka_runtime()
-    except KafkaUnavailableError as error:
-        if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-            pytest.fail(f"Apache Kafka required but unavailable: {error}")
-        pytest.skip(f"Apache Kafka unavailable: {error}")
+    kafka_runtime_or_skip()
 
 
 def _hanging_request(port: int) -> socket.socket:

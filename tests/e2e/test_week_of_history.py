@@ -9,7 +9,6 @@ again would show.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 from services.bench.history_kills import FAULTS, KillsConfig, kills_benchmark
 from services.brokers import KafkaUnavailableError
+from tests.real_kafka import no_kafka
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(1800)]
 
@@ -28,9 +28,7 @@ def _kills(tmp_path: Path) -> dict[str, Any]:
     try:
         return kills_benchmark(KillsConfig(length="1w", nodes=2), tmp_path, report=print)
     except KafkaUnavailableError as error:
-        if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-            pytest.fail(f"Apache Kafka required but unavailable: {error}")
-        pytest.skip(f"Apache Kafka unavailable: {error}")
+        no_kafka(error)
 
 
 def test_every_service_killed_on_a_week_of_history_is_back_within_30_s(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -26,7 +26,6 @@ from confluent_kafka.admin import AdminClient
 from events import TopicKind, Topics
 from events.envelope import new_event
 from services.brokers import (
-    BrokerStartError,
     KafkaCluster,
     KafkaUnavailableError,
     start_embedded_broker,
@@ -38,15 +37,9 @@ from services.bus.connection import KAFKA_CONFIG_ENV, client_config
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import PublishError
 from tests.factories import submitted
+from tests.real_kafka import no_kafka
 
 pytestmark = [pytest.mark.broker]
-
-
-def _no_kafka(error: BrokerStartError) -> NoReturn:
-    """Skip without Java or jars, or fail where CI requires real brokers."""
-    if os.environ.get("FAIRSHARE_REQUIRE_BROKER") == "1":
-        pytest.fail(f"Apache Kafka required but unavailable: {error}")
-    pytest.skip(f"Apache Kafka unavailable: {error}")
 
 
 def _submission(index: int) -> Any:
@@ -120,7 +113,7 @@ def test_a_killed_single_broker_keeps_every_acknowledged_event(
     try:
         broker, banner = start_embedded_broker(data_dir, "apache-kafka")
     except KafkaUnavailableError as error:
-        _no_kafka(error)
+        no_kafka(error)
     assert banner == []
     assert broker.security_dir is not None
     monkeypatch.setenv(KAFKA_CONFIG_ENV, str(admin_settings_file(broker.security_dir)))
@@ -197,7 +190,7 @@ def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
     try:
         started = start_kafka_cluster(tmp_path / "cluster", 3)
     except KafkaUnavailableError as error:
-        _no_kafka(error)
+        no_kafka(error)
     try:
         yield started
     finally:

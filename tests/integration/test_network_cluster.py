@@ -19,18 +19,15 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from services.brokers import free_port, wait_until_ready
-from services.brokers.apache_kafka import kafka_runtime
 from services.brokers.network_cluster import write_network_cluster
 from services.bus.connection import read_properties
+from tests.real_kafka import kafka_runtime_or_skip
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]  # ~20 s: CI runs it with -m slow
 
 
 def test_the_compose_files_make_a_secured_kafka(tmp_path: Path) -> None:
-    try:
-        java, libs = kafka_runtime()
-    except Exception as error:  # no Java or jars here: the session's broker fixture says so
-        pytest.skip(f"Apache Kafka cannot run here: {error}")
+    java, libs = kafka_runtime_or_skip()
     port, controller_port = free_port(), free_port()
     directory = tmp_path / "kafka"
     (config,) = write_network_cluster(
