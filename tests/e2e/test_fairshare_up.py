@@ -42,13 +42,12 @@ def _check_a_working_lab(
 @pytest.mark.parametrize(
     ("choice", "announced"),
     [
-        # the default: crash-safe and secured; 60-90 s, so with the slow scenarios (the
-        # default run keeps its ten minutes), as is its fallback
-        pytest.param((), "Apache Kafka 4.1.1 (KRaft", marks=pytest.mark.slow),
+        # the default (crash-safe and secured, run twice on the same data) is
+        # tests/e2e/test_up_secured.py: one stack start less for the slow step
         # the fallback says what it is (run by .ci/run's noida step and its slow step)
         pytest.param(("--broker", "noida"), "NOT crash-safe", marks=pytest.mark.slow),
     ],
-    ids=["default-apache-kafka", "fallback-noida"],
+    ids=["fallback-noida"],
 )
 def test_up_on_embedded_defaults_runs_the_lab_and_keeps_its_log(
     tmp_path: Path, choice: tuple[str, ...], announced: str

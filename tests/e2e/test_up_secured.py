@@ -1,4 +1,4 @@
-"""``fairshare up --kafka-security sasl_ssl`` as a user runs it (issue 28): its Apache Kafka
+"""``fairshare up`` as a user runs it, secured (issue 28; the default since): its Apache Kafka
 speaks only TLS with SCRAM-SHA-512, every service runs as its own principal under the ACLs of
 its role, and the lab still places, runs, charges and projects work. An auditor reads the log
 with the audit principal, and nobody reads it without one."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import stat
@@ -96,3 +97,20 @@ def test_up_on_a_secured_kafka_runs_every_service_as_its_own_principal(tmp_path:
         os.killpg(up.pid, signal.SIGTERM)
         up.wait(timeout=60)
     assert up.returncode == 0, (tmp_path / "up.out").read_text()
+
+    # The embedded broker is durable, and secured is the default: a second run with no
+    # security option finds the first run's log (the read models rebuilt from it still hold
+    # its workloads), stays secured, and does not seed the lab twice. (This was the default
+    # ``up`` test's second half; one stack start less for the slow step.)
+    with sqlite3.connect(tmp_path / "fairshare.db") as db:
+        before = {row[0] for row in db.execute("select workload_id from workloads")}
+    again = run_fairshare("up", "--duration", "15", *args, env=env, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "SASL_SSL with SCRAM-SHA-512 and ACLs" in again.stdout + again.stderr
+    assert re.search(r"stopped; \d+ workload\(s\) submitted", again.stdout), again.stdout
+    with sqlite3.connect(tmp_path / "fairshare.db") as db:
+        after = {row[0] for row in db.execute("select workload_id from workloads")}
+        created = db.execute("select count(*) from budgets where budget = 'lab'").fetchone()[0]
+    assert before
+    assert before <= after
+    assert created == 1

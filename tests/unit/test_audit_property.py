@@ -14,7 +14,7 @@ first finding: the engine recorded its heartbeats without folding them, so work 
 was dated otherwise than the log's fold dates it
 (:func:`test_work_lost_in_a_stuck_drain_is_dated_at_the_heartbeat_the_log_carries`).
 
-The slow profile (``-m slow``) runs 600 bigger scenarios (up to 80 jobs on 12 nodes).
+The slow profile (``-m slow``) runs 400 bigger scenarios (up to 80 jobs on 12 nodes).
 
 So that the property cannot pass vacuously, each example labels what actually happened in it
 (``hypothesis.event``; ``pytest --hypothesis-show-statistics`` shows them), and
@@ -82,7 +82,7 @@ FAST = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-SLOW = settings(FAST, max_examples=600)
+SLOW = settings(FAST, max_examples=400)
 
 
 @dataclass(frozen=True)
