@@ -3,31 +3,8 @@
 Everything here is pure (no I/O): every other part, and every auditor, speaks through it.
 """
 
-from events.envelope import Envelope, derived_event_id, new_event
-from events.registry import EventRegistry, UnknownEventTypeError, default_registry
-from events.serde import (
-    EventDecodeError,
-    KafkaRecord,
-    decode_binary,
-    decode_structured,
-    encode_binary,
-    encode_structured,
-)
-from events.topics import TopicKind, Topics
+# Loaded on first use, from the imports of ``__init__.pyi`` (see ``events/models``): a module
+# that needs the topics' names does not build every event model.
+import lazy_loader
 
-__all__ = [
-    "Envelope",
-    "EventDecodeError",
-    "EventRegistry",
-    "KafkaRecord",
-    "TopicKind",
-    "Topics",
-    "UnknownEventTypeError",
-    "decode_binary",
-    "decode_structured",
-    "default_registry",
-    "derived_event_id",
-    "encode_binary",
-    "encode_structured",
-    "new_event",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

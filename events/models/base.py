@@ -19,7 +19,9 @@ from events.topics import TopicKind
 class EventData(BaseModel):
     """Payload of one event (the CloudEvents ``data``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # defer_build: each model's validator is built when it first validates, not on import (a
+    # client of the API reads a few of these types and paid for all fifty)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
     #: Versioned CloudEvents type, e.g. ``fairshare.workload.submitted.v1``.
     event_type: ClassVar[str]

@@ -214,7 +214,10 @@ WORKLOAD_STATUSES: tuple[str, ...] = get_args(WorkloadStatus)
 class Answer(BaseModel):
     """Base of every answer."""
 
-    model_config = ConfigDict(extra="ignore")
+    # defer_build: an answer's validator is built when it first validates (the API builds its
+    # routes' at start), not when this module is imported: a CLI command checks one answer
+    # and paid to build all of them
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class Health(Answer):

@@ -12,7 +12,8 @@ import logging
 import os
 import ssl
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, cached_property
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
@@ -55,37 +56,119 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def _models() -> ModuleType:
+    from services.api import models
+
+    return models
+
+
+def _money() -> ModuleType:
+    from services.api import money
+
+    return money
+
+
+def _adapter(answer: type[T]) -> TypeAdapter[T]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(answer)
+
+
 class _Answers:
-    """A validator of each of the API's answers (built once, on the first answer parsed)."""
+    """A validator of each of the API's answers, each built on its first use: a command
+    reads one or two answers, and building all of them cost every command 0.2 s."""
 
-    def __init__(self) -> None:
-        from pydantic import TypeAdapter
+    @cached_property
+    def submit(self) -> TypeAdapter[SubmitAnswer]:
+        return _adapter(_models().SubmitAnswer)
 
-        from services.api import models, money
+    @cached_property
+    def submit_array(self) -> TypeAdapter[ArraySubmitAnswer]:
+        return _adapter(_models().ArraySubmitAnswer)
 
-        self.submit: TypeAdapter[SubmitAnswer] = TypeAdapter(models.SubmitAnswer)
-        self.submit_array: TypeAdapter[ArraySubmitAnswer] = TypeAdapter(models.ArraySubmitAnswer)
-        self.array = TypeAdapter(models.ArrayView)
-        self.cancel_array = TypeAdapter(models.ArrayCancelView)
-        self.cancel: TypeAdapter[CancelAnswer] = TypeAdapter(models.CancelAnswer)
-        self.weight: TypeAdapter[WeightAnswer] = TypeAdapter(models.WeightAnswer)
-        self.member: TypeAdapter[MemberAnswer] = TypeAdapter(models.MemberAnswer)
-        self.node: TypeAdapter[NodeAnswer] = TypeAdapter(models.NodeAnswer)
-        self.budget: TypeAdapter[BudgetAnswer] = TypeAdapter(models.BudgetAnswer)
-        self.revoke: TypeAdapter[RevokeAnswer] = TypeAdapter(models.RevokeAnswer)
-        self.pools = TypeAdapter(models.PoolList)
-        self.workloads = TypeAdapter(models.WorkloadList)
-        self.workload = TypeAdapter(models.WorkloadView)
-        self.why = TypeAdapter(models.WhyView)
-        self.queue = TypeAdapter(models.QueueView)
-        self.budgets = TypeAdapter(models.BudgetReport)
-        self.nodes = TypeAdapter(models.NodeList)
-        self.me = TypeAdapter(models.Me)
-        self.price: TypeAdapter[PriceAnswer] = TypeAdapter(models.PriceAnswer)
-        self.prices = TypeAdapter(models.PriceList)
-        self.budget_detail = TypeAdapter(models.BudgetDetail)
-        self.statement = TypeAdapter(money.StatementView)
-        self.statements = TypeAdapter(money.StatementList)
+    @cached_property
+    def array(self) -> TypeAdapter[ArrayView]:
+        return _adapter(_models().ArrayView)
+
+    @cached_property
+    def cancel_array(self) -> TypeAdapter[ArrayCancelView]:
+        return _adapter(_models().ArrayCancelView)
+
+    @cached_property
+    def cancel(self) -> TypeAdapter[CancelAnswer]:
+        return _adapter(_models().CancelAnswer)
+
+    @cached_property
+    def weight(self) -> TypeAdapter[WeightAnswer]:
+        return _adapter(_models().WeightAnswer)
+
+    @cached_property
+    def member(self) -> TypeAdapter[MemberAnswer]:
+        return _adapter(_models().MemberAnswer)
+
+    @cached_property
+    def node(self) -> TypeAdapter[NodeAnswer]:
+        return _adapter(_models().NodeAnswer)
+
+    @cached_property
+    def budget(self) -> TypeAdapter[BudgetAnswer]:
+        return _adapter(_models().BudgetAnswer)
+
+    @cached_property
+    def revoke(self) -> TypeAdapter[RevokeAnswer]:
+        return _adapter(_models().RevokeAnswer)
+
+    @cached_property
+    def pools(self) -> TypeAdapter[PoolList]:
+        return _adapter(_models().PoolList)
+
+    @cached_property
+    def workloads(self) -> TypeAdapter[WorkloadList]:
+        return _adapter(_models().WorkloadList)
+
+    @cached_property
+    def workload(self) -> TypeAdapter[WorkloadView]:
+        return _adapter(_models().WorkloadView)
+
+    @cached_property
+    def why(self) -> TypeAdapter[WhyView]:
+        return _adapter(_models().WhyView)
+
+    @cached_property
+    def queue(self) -> TypeAdapter[QueueView]:
+        return _adapter(_models().QueueView)
+
+    @cached_property
+    def budgets(self) -> TypeAdapter[BudgetReport]:
+        return _adapter(_models().BudgetReport)
+
+    @cached_property
+    def nodes(self) -> TypeAdapter[NodeList]:
+        return _adapter(_models().NodeList)
+
+    @cached_property
+    def me(self) -> TypeAdapter[Me]:
+        return _adapter(_models().Me)
+
+    @cached_property
+    def price(self) -> TypeAdapter[PriceAnswer]:
+        return _adapter(_models().PriceAnswer)
+
+    @cached_property
+    def prices(self) -> TypeAdapter[PriceList]:
+        return _adapter(_models().PriceList)
+
+    @cached_property
+    def budget_detail(self) -> TypeAdapter[BudgetDetail]:
+        return _adapter(_models().BudgetDetail)
+
+    @cached_property
+    def statement(self) -> TypeAdapter[StatementView]:
+        return _adapter(_money().StatementView)
+
+    @cached_property
+    def statements(self) -> TypeAdapter[StatementList]:
+        return _adapter(_money().StatementList)
 
 
 @cache
@@ -161,7 +244,12 @@ class FairshareClient:
         self.base_url = (base_url or os.environ.get("FAIRSHARE_API") or DEFAULT_API).rstrip("/")
         self.token = token if token is not None else os.environ.get("FAIRSHARE_TOKEN")
         self._owns_http = http is None
-        self._http = http or httpx.Client(timeout=timeout_s, verify=trust(ca))
+        verify = trust(ca)
+        if verify is True and not self.base_url.startswith("https://"):
+            # plain HTTP speaks no TLS, so no CA bundle to load (certifi's took 60 ms of every
+            # command); a context that trusts nothing keeps any https out of reach through it
+            verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self._http = http or httpx.Client(timeout=timeout_s, verify=verify)
         #: HTTP status of the last successful call (200 repeated submit, 201 new, 202 accepted).
         self.last_status = 0
 

@@ -116,6 +116,68 @@ def test_a_client_command_imports_nothing_of_the_servers(args: list[str]) -> Non
     assert answer["exit_code"] == 1, answer["output"]
     assert "cannot reach the API" in answer["output"]
     assert server_side(answer["modules"]) == []
+    # pydantic (0.1 s here) only checks an answer, and a refused call has none. Typer 0.29
+    # built a pydantic TypeAdapter for every parameter of every command (0.14 s a command):
+    # pinned below it in pyproject.toml
+    assert "pydantic" not in answer["modules"]
+
+
+#: ``fairshare list`` against a server that answers every GET with one workload (the API's
+#: own model of it), then what it printed and every module imported.
+ANSWERED = """
+import json, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typer.testing import CliRunner
+body = sys.stdin.read().encode()
+class Answer(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+import services.cli
+url = "http://127.0.0.1:%d" % server.server_address[1]
+result = CliRunner().invoke(services.cli.app, ["list", "--api", url], env={"FAIRSHARE_TOKEN": "t"})
+print(json.dumps({"exit_code": result.exit_code, "output": result.output,
+                  "modules": sorted(sys.modules)}))
+"""
+
+
+def test_a_command_that_reads_an_answer_loads_only_the_models_of_that_answer() -> None:
+    """Checking an answer with the API's models must not build the API around them: its
+    package, the tokens' budget tree, every event (``lazy_loader`` and ``defer_build``; they
+    cost every command 0.4 s)."""
+    from services.api.models import WorkloadList
+
+    one = {
+        "workload_id": "w-1", "budget": "lab/a", "submitter": "ana", "status": "pending",
+        "pools": ["p"], "gpus": 1, "gang": "single-node", "min_runtime_s": 60,
+        "allocated": True, "resumable": True, "priority": 0,
+        "spec": {"duration_s": 60, "command": ["true"]}, "attempt": 1, "pool": None,
+        "placement": [], "submitted_at": "2026-12-03T11:54:20Z", "placed_at": None,
+        "started_at": None, "contract_ends_at": None, "preempting": False,
+        "cancel_requested": False, "name": None, "preemptions": 0, "ended_at": None,
+        "exit_code": None, "end_message": "", "elapsed_s": None, "contract_left_s": None,
+        "charged_gpu_s": 0, "burst_gpu_s": 0, "archived": False,
+    }  # fmt: skip
+    body = WorkloadList.model_validate({"total": 1, "workloads": [one]}).model_dump_json()
+    done = subprocess.run(
+        [sys.executable, "-c", ANSWERED],
+        input=body, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    assert answer["exit_code"] == 0, answer["output"]
+    assert "w-1" in answer["output"]
+    modules = set(answer["modules"])
+    assert "services.api.models" in modules  # the answer was checked with the API's model
+    assert not modules & {"services.api.auth", "projections.budget_tree", "events.envelope"}
+    assert not modules & {"events.models.ledger", "events.models.heartbeats"}
 
 
 @pytest.mark.parametrize("args", [["list", "--help"], ["budgets", "create", "--help"]])
