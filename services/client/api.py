@@ -214,14 +214,16 @@ def _segment(text: str, safe: str = "") -> str:
         raise ApiError(0, f"{text!r} is not UTF-8 text") from error
 
 
-def trust(ca: str | os.PathLike[str] | None) -> ssl.SSLContext | bool:
+def trust(ca: str | os.PathLike[str] | None, base_url: str) -> ssl.SSLContext | bool:
     """What an https connection trusts: the system's CAs, plus ``ca`` (or ``$FAIRSHARE_API_CA``)
     for an API whose certificate a private CA signed. The certificate and its host name are
     always checked: there is no way to turn that off here, since a client that accepts any
-    certificate hands its token to whoever answers."""
+    certificate hands its token to whoever answers. A plain-HTTP ``base_url`` speaks no TLS,
+    so without a ``ca`` no CA bundle is loaded for it (certifi's took 60 ms of every command):
+    a context that trusts nothing keeps any https out of reach through it."""
     path = ca if ca is not None else (os.environ.get("FAIRSHARE_API_CA") or None)
     if path is None:
-        return True
+        return True if base_url.startswith("https://") else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         return ssl.create_default_context(cafile=os.fspath(path))
     except (OSError, ssl.SSLError) as error:
@@ -244,12 +246,7 @@ class FairshareClient:
         self.base_url = (base_url or os.environ.get("FAIRSHARE_API") or DEFAULT_API).rstrip("/")
         self.token = token if token is not None else os.environ.get("FAIRSHARE_TOKEN")
         self._owns_http = http is None
-        verify = trust(ca)
-        if verify is True and not self.base_url.startswith("https://"):
-            # plain HTTP speaks no TLS, so no CA bundle to load (certifi's took 60 ms of every
-            # command); a context that trusts nothing keeps any https out of reach through it
-            verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        self._http = http or httpx.Client(timeout=timeout_s, verify=verify)
+        self._http = http or httpx.Client(timeout=timeout_s, verify=trust(ca, self.base_url))
         #: HTTP status of the last successful call (200 repeated submit, 201 new, 202 accepted).
         self.last_status = 0
 
