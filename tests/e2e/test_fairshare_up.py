@@ -15,9 +15,12 @@ from services.brokers import BrokerHandle
 from tests.processes import free_port, run_fairshare
 
 
-def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("FAIRSHARE_KAFKA_BOOTSTRAP", None)
+def _run(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    if env is None:
+        env = {**os.environ, "COLUMNS": "200"}
+        env.pop("FAIRSHARE_KAFKA_BOOTSTRAP", None)
     return run_fairshare(*args, timeout=timeout, env=env)
 
 
@@ -36,6 +39,27 @@ def _check_a_working_lab(
         budgets = {row[0] for row in db.execute("select budget from budgets")}
     assert {"lab/vision", "lab/robotics", "lab/nlp"} <= budgets
     assert statuses.get("running", 0) + statuses.get("succeeded", 0) >= 1, statuses
+
+
+def run_again_on_the_same_log(
+    args: list[str], database: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``up`` once more on the data of a run before: the embedded broker is durable, so it
+    finds that run's workloads in the log (the read models rebuilt from it still hold them)
+    and does not seed the lab twice. Its result, for what else a caller checks."""
+    with sqlite3.connect(database) as db:
+        before = {row[0] for row in db.execute("select workload_id from workloads")}
+    again = _run("up", "--duration", "15", *args, timeout=timeout, env=env)
+    # (its 15 s include starting the broker again: on 2 busy cores a slow start leaves room
+    # for one or two submissions, which is all this run needs to show)
+    _check_a_working_lab(again, database, submitted_at_least=1)
+    with sqlite3.connect(database) as db:
+        after = {row[0] for row in db.execute("select workload_id from workloads")}
+        created = db.execute("select count(*) from budgets where budget = 'lab'").fetchone()[0]
+    assert before
+    assert before <= after
+    assert created == 1
+    return again
 
 
 @pytest.mark.broker_fast
@@ -59,19 +83,7 @@ def test_up_on_embedded_defaults_runs_the_lab_and_keeps_its_log(
     first = _run("up", "--duration", "25", *args)
     _check_a_working_lab(first, tmp_path / "fairshare.db")
     assert announced in first.stdout + first.stderr
-    # The embedded broker is durable: a second run finds the first run's workloads in the log
-    # (the read models rebuilt from it still hold them) and does not seed the lab twice.
-    with sqlite3.connect(tmp_path / "fairshare.db") as db:
-        before = {row[0] for row in db.execute("select workload_id from workloads")}
-    second = _run("up", "--duration", "15", *args)
-    # (the second run's 15 s include starting the broker again: on 2 busy cores a slow start
-    # leaves room for one or two submissions, which is all this run needs to show)
-    _check_a_working_lab(second, tmp_path / "fairshare.db", submitted_at_least=1)
-    with sqlite3.connect(tmp_path / "fairshare.db") as db:
-        after = {row[0] for row in db.execute("select workload_id from workloads")}
-        created = db.execute("select count(*) from budgets where budget = 'lab'").fetchone()[0]
-    assert before <= after
-    assert created == 1
+    run_again_on_the_same_log(args, tmp_path / "fairshare.db")
 
 
 @pytest.mark.broker

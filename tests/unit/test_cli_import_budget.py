@@ -49,29 +49,39 @@ SERVER_PACKAGES = frozenset(
 CLIENT_SIDE = ("services.cli", "services.client", "services.runtime.logs")
 OUR_PACKAGES = ("services", "events", "projections")
 
-#: Runs the command in argv[1:] through ``services.cli.app`` against a port that refuses
-#: connections (bound, never listening: no other process can take it meanwhile), then prints
-#: what the command printed and every module imported.
-SCRIPT = """
-import json, socket, sys
+#: Runs the command in argv[1:] through ``services.cli.app``, ``{api}`` in it being the
+#: ``url`` that the code before it set, then prints what the command printed and every module
+#: imported.
+INVOKE = """
+import json, sys
 from typer.testing import CliRunner
 import services.cli
-with socket.socket() as held:
-    held.bind(("127.0.0.1", 0))
-    url = "http://127.0.0.1:%d" % held.getsockname()[1]
-    args = [arg.replace("{api}", url) for arg in sys.argv[1:]]
-    result = CliRunner().invoke(services.cli.app, args, env={"FAIRSHARE_TOKEN": "t"})
+args = [arg.replace("{api}", url) for arg in sys.argv[1:]]
+result = CliRunner().invoke(services.cli.app, args, env={"FAIRSHARE_TOKEN": "t"})
 print(json.dumps({"exit_code": result.exit_code, "output": result.output,
                   "modules": sorted(sys.modules)}))
 """
 
+#: The API's address is a port that refuses connections (bound, never listening: no other
+#: process can take it meanwhile).
+REFUSED = """
+import socket
+held = socket.socket()
+held.bind(("127.0.0.1", 0))
+url = "http://127.0.0.1:%d" % held.getsockname()[1]
+"""
 
-def run_isolated(*args: str, importtime: bool = False) -> tuple[dict[str, Any], str]:
-    """The command's exit code, output and imported modules, from a fresh interpreter; and
-    its ``-X importtime`` report when asked."""
+
+def run_isolated(
+    *args: str, api: str = REFUSED, stdin: str = "", importtime: bool = False
+) -> tuple[dict[str, Any], str]:
+    """The command's exit code, output and imported modules, from a fresh interpreter whose
+    API is what ``api`` sets up (reading ``stdin``); and its ``-X importtime`` report when
+    asked."""
     flags = ["-X", "importtime"] if importtime else []
     done = subprocess.run(
-        [sys.executable, *flags, "-c", SCRIPT, *args],
+        [sys.executable, *flags, "-c", api + INVOKE, *args],
+        input=stdin,
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -122,12 +132,10 @@ def test_a_client_command_imports_nothing_of_the_servers(args: list[str]) -> Non
     assert "pydantic" not in answer["modules"]
 
 
-#: ``fairshare list`` against a server that answers every GET with one workload (the API's
-#: own model of it), then what it printed and every module imported.
-ANSWERED = """
-import json, sys, threading
+#: The API's address is a server that answers every GET with what it read on stdin.
+ANSWERING = """
+import sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typer.testing import CliRunner
 body = sys.stdin.read().encode()
 class Answer(BaseHTTPRequestHandler):
     def do_GET(self):
@@ -140,11 +148,7 @@ class Answer(BaseHTTPRequestHandler):
         pass
 server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
 threading.Thread(target=server.serve_forever, daemon=True).start()
-import services.cli
 url = "http://127.0.0.1:%d" % server.server_address[1]
-result = CliRunner().invoke(services.cli.app, ["list", "--api", url], env={"FAIRSHARE_TOKEN": "t"})
-print(json.dumps({"exit_code": result.exit_code, "output": result.output,
-                  "modules": sorted(sys.modules)}))
 """
 
 
@@ -166,12 +170,7 @@ def test_a_command_that_reads_an_answer_loads_only_the_models_of_that_answer() -
         "charged_gpu_s": 0, "burst_gpu_s": 0, "archived": False,
     }  # fmt: skip
     body = WorkloadList.model_validate({"total": 1, "workloads": [one]}).model_dump_json()
-    done = subprocess.run(
-        [sys.executable, "-c", ANSWERED],
-        input=body, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout)
+    answer, _ = run_isolated("list", "--api", "{api}", api=ANSWERING, stdin=body)
     assert answer["exit_code"] == 0, answer["output"]
     assert "w-1" in answer["output"]
     modules = set(answer["modules"])
