@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, GetCoreSchemaHandler, JsonValue, StringConstraints
 from pydantic_core import core_schema
+
+from events.arrays import ELEMENT_SUFFIX_CHARS, MAX_EXPRESSION_CHARS, parse_indices
 
 #: Longest contract a workload may ask for, system-wide (docs/design.md section 2.2: a default
 #: cap of 8 h).
@@ -211,3 +213,36 @@ _CONTROL = re.compile(r"[\x00-\x08\x0B-\x1F\x7F]")
 
 #: A workload's spec: opaque to the scheduler (the agent's business), but JSON a log can keep.
 Spec = Annotated[dict[str, JsonValue], AfterValidator(checked_spec)]
+
+
+# -- kinds the events and the API's answers share ------------------------------------------------
+# Here rather than beside their events, so that the CLI checks an answer without building the
+# event classes (the workload events' module took 46 ms of every command that read an answer).
+
+#: How a gang lays its GPUs over nodes.
+GangShape = Literal["single-node", "whole-nodes"]
+#: A member's role in a budget.
+Role = Literal["member", "manager"]
+#: An ISO 4217 code's shape (whether the code exists is the API's check: the list changes,
+#: a fact already on the log must keep reading).
+CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+
+
+def _names_indices(text: str) -> str:
+    parse_indices(text)  # raises ArraySpecError (a ValueError) naming the bad item
+    return text
+
+
+#: An array's id: an id short enough that each element's (``<id>_<index>``) is one too.
+ArrayId = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_ID_LENGTH - ELEMENT_SUFFIX_CHARS, pattern=ID_PATTERN
+    ),
+]
+#: An index expression (``0-999``, ``0-99:2``, ``1,3,5-7``): see ``events/arrays.py``.
+ArrayIndices = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_EXPRESSION_CHARS),
+    AfterValidator(_names_indices),
+]

@@ -16,24 +16,23 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
-from pydantic import AfterValidator, Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from events.arrays import (
-    ELEMENT_SUFFIX_CHARS,
     MAX_ARRAY_ELEMENTS,
-    MAX_EXPRESSION_CHARS,
     element_id,
     parse_indices,
 )
 from events.models.base import EventData
-from events.models.workloads import GangShape, WorkloadSubmitted, distinct_pools
+from events.models.workloads import WorkloadSubmitted, distinct_pools
 from events.topics import TopicKind
 from events.types import (
-    ID_PATTERN,
-    MAX_ID_LENGTH,
+    ArrayId,
+    ArrayIndices,
     BudgetPath,
+    GangShape,
     GpuCount,
     Identifier,
     MinRuntimeSeconds,
@@ -41,26 +40,6 @@ from events.types import (
     Spec,
     TimeLimitSeconds,
 )
-
-
-def _names_indices(text: str) -> str:
-    parse_indices(text)  # raises ArraySpecError (a ValueError) naming the bad item
-    return text
-
-
-#: An array's id: an id short enough that each element's (``<id>_<index>``) is one too.
-ArrayId = Annotated[
-    str,
-    StringConstraints(
-        min_length=1, max_length=MAX_ID_LENGTH - ELEMENT_SUFFIX_CHARS, pattern=ID_PATTERN
-    ),
-]
-#: An index expression (``0-999``, ``0-99:2``, ``1,3,5-7``): see ``events/arrays.py``.
-ArrayIndices = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=MAX_EXPRESSION_CHARS),
-    AfterValidator(_names_indices),
-]
 
 
 class WorkloadArraySubmitted(EventData):

@@ -6,15 +6,13 @@ event time of these facts matters and is never rewritten.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import Field
 
 from events.models.base import EventData
 from events.topics import TopicKind
-from events.types import BudgetPath, Identifier, PoolName, ShortText, Weight
-
-Role = Literal["member", "manager"]
+from events.types import BudgetPath, Identifier, PoolName, Role, ShortText, Weight
 
 
 class BudgetCreated(EventData):

@@ -17,11 +17,8 @@ from pydantic import StringConstraints, field_validator
 from events.models.base import EventData
 from events.times import HOUR
 from events.topics import TopicKind
-from events.types import BudgetPath, Identifier, PoolName, ShortText, UtcDateTime
+from events.types import BudgetPath, CurrencyCode, Identifier, PoolName, ShortText, UtcDateTime
 
-#: An ISO 4217 code's shape (whether the code exists is the API's check: the list changes,
-#: a fact already on the log must keep reading).
-CurrencyCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 #: A non-negative amount with at most 6 decimals and 9 integer digits, as text: ``"2.35"``.
 MoneyText = Annotated[str, StringConstraints(pattern=r"^(0|[1-9][0-9]{0,8})(\.[0-9]{1,6})?$")]
 

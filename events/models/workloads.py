@@ -17,6 +17,7 @@ from events.topics import TopicKind
 from events.types import (
     BudgetPath,
     DerivedId,
+    GangShape,
     GpuCount,
     Identifier,
     MinRuntimeSeconds,
@@ -28,7 +29,6 @@ from events.types import (
     UtcDateTime,
 )
 
-GangShape = Literal["single-node", "whole-nodes"]
 Attempt = int
 
 

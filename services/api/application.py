@@ -39,8 +39,8 @@ from events.models import (
     WorkloadCancelled,
     WorkloadSubmitted,
 )
-from events.models.budgets import Role
 from events.times import DEFAULT_WINDOW_S, HOUR, utc_from_epoch
+from events.types import Role
 from projections.budget_tree import ROOT, BudgetNode, parent_of
 from projections.cluster_state import TERMINAL, WorkloadState
 from projections.live_state import LiveState

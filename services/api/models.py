@@ -31,16 +31,17 @@ from pydantic import (
 )
 
 from events.arrays import MAX_ARRAY_ELEMENTS
-from events.models.arrays import ArrayId, ArrayIndices
-from events.models.budgets import Role
-from events.models.prices import CurrencyCode
-from events.models.workloads import GangShape
 from events.types import (
+    ArrayId,
+    ArrayIndices,
     BudgetPath,
+    CurrencyCode,
+    GangShape,
     GpuCount,
     Identifier,
     MinRuntimeSeconds,
     PoolName,
+    Role,
     ShortText,
     Spec,
     TimeLimitSeconds,

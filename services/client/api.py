@@ -1,6 +1,8 @@
-"""An httpx client of the Fairshare API: one method per endpoint, answers parsed into the API's
+"""A client of the Fairshare API: one method per endpoint, answers parsed into the API's
 own models (:mod:`services.api.models`), so a caller reads typed attributes and a change of
 the API's answers shows up in the type checker, not in a KeyError at a user's terminal.
+Requests go through a :mod:`transport <services.client.transport>`: the standard library's
+by default, or an ``httpx.Client`` the caller hands in (FastAPI's test client).
 
 The models (pydantic and the events) are imported when the first answer is parsed, not with
 this module: a command that cannot reach the API, or only prints its ``--help``, never pays
@@ -8,6 +10,7 @@ for them."""
 
 from __future__ import annotations
 
+import json as json_codec
 import logging
 import os
 import ssl
@@ -17,11 +20,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-
 from services.client.constants import DEFAULT_API as DEFAULT_API
+from services.client.transport import DirectTransport, HttpxTransport, Transport, UnreachableError
 
 if TYPE_CHECKING:
+    import httpx
     from pydantic import TypeAdapter
 
     from services.api.models import (
@@ -204,6 +207,13 @@ def format_detail(detail: Any) -> str:
     return str(detail)
 
 
+def _query_value(value: Any) -> str:
+    """A query parameter as httpx wrote one: booleans in lower case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _segment(text: str, safe: str = "") -> str:
     """``text`` quoted for a URL path (one segment; a budget path keeps its ``/``: ``safe``).
     An argument that is not valid UTF-8 (the shell hands Python undecodable bytes as lone
@@ -214,16 +224,18 @@ def _segment(text: str, safe: str = "") -> str:
         raise ApiError(0, f"{text!r} is not UTF-8 text") from error
 
 
-def trust(ca: str | os.PathLike[str] | None, base_url: str) -> ssl.SSLContext | bool:
+def trust(ca: str | os.PathLike[str] | None, base_url: str) -> ssl.SSLContext:
     """What an https connection trusts: the system's CAs, plus ``ca`` (or ``$FAIRSHARE_API_CA``)
     for an API whose certificate a private CA signed. The certificate and its host name are
     always checked: there is no way to turn that off here, since a client that accepts any
     certificate hands its token to whoever answers. A plain-HTTP ``base_url`` speaks no TLS,
-    so without a ``ca`` no CA bundle is loaded for it (certifi's took 60 ms of every command):
+    so without a ``ca`` no CA bundle is loaded for it (a bundle took 60 ms of every command):
     a context that trusts nothing keeps any https out of reach through it."""
     path = ca if ca is not None else (os.environ.get("FAIRSHARE_API_CA") or None)
     if path is None:
-        return True if base_url.startswith("https://") else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if base_url.startswith("https://"):
+            return ssl.create_default_context()
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         return ssl.create_default_context(cafile=os.fspath(path))
     except (OSError, ssl.SSLError) as error:
@@ -245,14 +257,16 @@ class FairshareClient:
         :class:`ApiError` here, not a failure of every request."""
         self.base_url = (base_url or os.environ.get("FAIRSHARE_API") or DEFAULT_API).rstrip("/")
         self.token = token if token is not None else os.environ.get("FAIRSHARE_TOKEN")
-        self._owns_http = http is None
-        self._http = http or httpx.Client(timeout=timeout_s, verify=trust(ca, self.base_url))
+        self._transport: Transport = (
+            HttpxTransport(http)
+            if http is not None
+            else DirectTransport(timeout_s, trust(ca, self.base_url))
+        )
         #: HTTP status of the last successful call (200 repeated submit, 201 new, 202 accepted).
         self.last_status = 0
 
     def close(self) -> None:
-        if self._owns_http:
-            self._http.close()
+        self._transport.close()
 
     def __enter__(self) -> FairshareClient:
         return self
@@ -268,23 +282,28 @@ class FairshareClient:
         headers = {"Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        clean = {k: v for k, v in (params or {}).items() if v is not None}
+        clean = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
         try:
-            response = self._http.request(method, url, json=json, params=clean, headers=headers)
-        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            content = None
+            if json is not None:
+                content = json_codec.dumps(json, ensure_ascii=False).encode()
+                headers["Content-Type"] = "application/json"
+            reply = self._transport.send(method, url, params=clean, body=content, headers=headers)
+        except UnreachableError as error:
             raise ApiError(0, f"cannot reach the API at {self.base_url}: {error}", url) from error
         except UnicodeEncodeError as error:  # an argument of undecodable bytes, in body or query
             bad = error.object[error.start : error.end]
             raise ApiError(0, f"cannot send {bad!r}: not UTF-8 text", url) from error
-        log.debug("api call", extra={"method": method, "url": url, "status": response.status_code})
+        log.debug("api call", extra={"method": method, "url": url, "status": reply.status})
+        text = reply.body.decode(errors="replace")
         try:
-            body = response.json()
+            body = json_codec.loads(text)
         except ValueError:
-            body = response.text
-        if response.status_code >= 400:
+            body = text
+        if reply.status >= 400:
             detail = body.get("detail", body) if isinstance(body, dict) else body
-            raise ApiError(response.status_code, detail, url)
-        self.last_status = response.status_code
+            raise ApiError(reply.status, detail, url)
+        self.last_status = reply.status
         return body
 
     def _call(

@@ -130,6 +130,8 @@ def test_a_client_command_imports_nothing_of_the_servers(args: list[str]) -> Non
     # built a pydantic TypeAdapter for every parameter of every command (0.14 s a command):
     # pinned below it in pyproject.toml
     assert "pydantic" not in answer["modules"]
+    # the standard library's http.client sends it: httpx and what it brings took 0.1 s
+    assert not {"httpx", "httpcore", "h11", "anyio"} & set(answer["modules"])
 
 
 #: The API's address is a server that answers every GET with what it read on stdin.
@@ -177,6 +179,7 @@ def test_a_command_that_reads_an_answer_loads_only_the_models_of_that_answer() -
     assert "services.api.models" in modules  # the answer was checked with the API's model
     assert not modules & {"services.api.auth", "projections.budget_tree", "events.envelope"}
     assert not modules & {"events.models.ledger", "events.models.heartbeats"}
+    assert not modules & {"httpx", "httpcore", "h11", "anyio"}
 
 
 @pytest.mark.parametrize("args", [["list", "--help"], ["budgets", "create", "--help"]])

@@ -7,8 +7,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
-from events.models.budgets import Role
-from events.types import Identifier
+from events.types import Identifier, Role
 from services.api import application, queries
 from services.api.application import Outcome, Result
 from services.api.deps import Context, User, token_table
