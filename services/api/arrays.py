@@ -147,10 +147,27 @@ def _taken(array_id: str, taken: list[str]) -> str:
 
 def array_view(state: LiveState, array: ArrayState) -> m.ArrayView:
     """An array's fields and its elements' counts by status, as the view holds them."""
-    fact = array.submitted
     workloads = state.cluster.workloads
     held = [workloads[w] for w in array.elements if w in workloads]
-    statuses = Counter[str](w.status for w in held)
+    return array_answer(
+        array.submitted,
+        array.submitted_at,
+        Counter[str](w.status for w in held),
+        held=sum(1 for w in held if state.cluster.indexes.held_by_array(w)),
+        archived=len(array.elements) - len(held),
+    )
+
+
+def array_answer(
+    fact: WorkloadArraySubmitted,
+    submitted_at: float,
+    statuses: Counter[str],
+    *,
+    held: int,
+    archived: int,
+) -> m.ArrayView:
+    """The answer about an array: its fact, and its elements' counts (by status, held back by
+    its throttle, forgotten by the view), from the view or from the read models."""
     indices = parse_indices(fact.indices)
     return m.ArrayView(
         array_id=fact.array_id,
@@ -168,12 +185,28 @@ def array_view(state: LiveState, array: ArrayState) -> m.ArrayView:
         min_runtime_s=fact.min_runtime_s,
         allocated=fact.min_runtime_s > 0,
         priority=fact.priority,
-        submitted_at=iso(array.submitted_at),
+        submitted_at=iso(submitted_at),
         statuses=dict(sorted(statuses.items())),
         running=sum(statuses[s] for s in ACTIVE),
-        held=sum(1 for w in held if state.cluster.indexes.held_by_array(w)),
-        archived=len(array.elements) - len(held),
+        held=held,
+        archived=archived,
     )
+
+
+def array_or_past(app: Application, array_id: str) -> m.ArrayView:
+    """The array as the view holds it, or once the view has forgotten it (every element
+    ended a window ago) as the read models keep it: every element archived."""
+    from services.api.past_work import past_array_fact
+
+    with app.view.read() as state:
+        array = state.cluster.arrays.get(array_id)
+        if array is not None:
+            return array_view(state, array)
+    past = past_array_fact(app.read_model_engine(), array_id)
+    if past is None:
+        raise NotFound(f"unknown array {array_id!r}")
+    fact, submitted_at, statuses = past
+    return array_answer(fact, submitted_at, statuses, held=0, archived=sum(statuses.values()))
 
 
 def array_or_404(state: LiveState, array_id: str) -> ArrayState:

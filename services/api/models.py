@@ -373,7 +373,8 @@ class ArrayView(Answer):
     allocated: bool
     priority: int
     submitted_at: str
-    #: Elements per status, of those the view holds (only statuses some element has).
+    #: Elements per status, of those the view holds (only statuses some element has); of an
+    #: array the view has forgotten whole, as the read models keep them (all ``archived``).
     statuses: dict[str, int]
     #: Elements placed or running (what ``max_running`` bounds), and those pending but held
     #: back by it.

@@ -10,15 +10,18 @@ exit code) is in the log: ``fairshare audit explain <workload>``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from events.models import WorkloadArraySubmitted
 from services.api import models as m
 from services.api.sentences import iso
-from services.read_models.tables import demand_intervals, ledger_entries, workloads
+from services.read_models.tables import demand_intervals, job_arrays, ledger_entries, workloads
 
 
 def past_workload(engine: Engine | None, workload_id: str) -> m.WorkloadView | None:
@@ -67,6 +70,33 @@ def past_array(engine: Engine | None, array_id: str) -> bool:
             return connection.execute(query).first() is not None
     except SQLAlchemyError:  # no read models yet
         return False
+
+
+def past_array_fact(
+    engine: Engine | None, array_id: str
+) -> tuple[WorkloadArraySubmitted, float, Counter[str]] | None:
+    """The array ``array_id`` as the read models keep it: its fact as the log states it, when it
+    was submitted, and its elements per status; None when they do not hold it."""
+    if engine is None:
+        return None
+    try:
+        with engine.connect() as connection:
+            row = connection.execute(
+                select(job_arrays.c.submitted_at, job_arrays.c.data).where(
+                    job_arrays.c.array_id == array_id
+                )
+            ).first()
+            if row is None:
+                return None
+            counted = connection.execute(
+                select(workloads.c.status, func.count())
+                .where(workloads.c.array_id == array_id)
+                .group_by(workloads.c.status)
+            ).all()
+    except SQLAlchemyError:  # no read models yet
+        return None
+    fact = WorkloadArraySubmitted.model_validate_json(orjson.dumps(row.data))
+    return fact, float(row.submitted_at), Counter({str(s): int(n) for s, n in counted})
 
 
 def past_taken(engine: Engine | None, ids: Sequence[str]) -> set[str]:

@@ -41,6 +41,7 @@ from services.read_models.demand_upkeep import Change, apply_changes
 from services.read_models.tables import (
     demand_intervals,
     early_facts,
+    job_arrays,
     ledger_entries,
     workload_checkpoints,
     workloads,
@@ -117,7 +118,19 @@ def project_array(
 ) -> None:
     """Each element a ``workloads`` row (an id already taken keeps its row, as the fold keeps
     its workload), with its demand, its checkpoints (how often its spec says it checkpoints)
-    and the charges read ahead of it."""
+    and the charges read ahead of it; and the array's fact, a ``job_arrays`` row (kept by the
+    first array of that id, as the fold keeps it)."""
+    connection.execute(
+        insert(connection, job_arrays).on_conflict_do_nothing(index_elements=["array_id"]),
+        [
+            {
+                "array_id": e.array_id,
+                "budget": e.budget,
+                "submitted_at": at,
+                "data": e.model_dump(mode="json"),
+            }
+        ],
+    )
     rows = [
         {
             "workload_id": element.workload_id,

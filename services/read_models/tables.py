@@ -93,6 +93,18 @@ workloads = Table(
 #: Facts of a workload read before the workload itself: an array element's facts lie on its
 #: own partition, its submission (the array's) on the array's, and a projector reads
 #: partitions in no order between them. Applied, in the order read, once the array is.
+#: Each job array's fact as the log states it: what ``GET /arrays/{id}`` answers once the API's
+#: view has forgotten every element (their rows above carry the rest: statuses, ends).
+job_arrays = Table(
+    "job_arrays",
+    metadata,
+    Column("array_id", String(256), primary_key=True),
+    Column("budget", String(512), nullable=False, index=True),
+    Column("submitted_at", BigInteger, nullable=False),
+    #: ``fairshare.workload_array.submitted.v1``'s data
+    Column("data", JSON, nullable=False),
+)
+
 early_facts = Table(
     "early_facts",
     metadata,

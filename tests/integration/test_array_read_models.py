@@ -10,25 +10,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
 from events import new_event
 from events.models import (
     EventData,
     NodeGpus,
+    NodeRegistered,
     Placement,
     WorkloadArraySubmitted,
+    WorkloadCancelled,
+    WorkloadFinished,
     WorkloadPlaced,
     WorkloadStarted,
 )
 from events.models.arrays import elements
 from events.positions import Delivery, Position
+from services.api import create_app, default_tokens
+from services.api.view import LiveView
+from services.bus.memory import InMemoryBroker, InMemoryPublisher
 from services.projector.sql_projector import SqlProjector
 from services.read_models.tables import (
     demand_hours,
     demand_intervals,
     demand_levels,
     early_facts,
+    job_arrays,
     runs,
     workloads,
 )
@@ -49,6 +57,7 @@ ARRAY = WorkloadArraySubmitted(
     spec={"checkpoint_every_s": 900},
 )
 ON_N0 = Placement(nodes=(NodeGpus(node="n0", gpus=(0, 1)),))
+ANA = {"Authorization": "Bearer ana-token"}
 
 
 @pytest.fixture
@@ -135,3 +144,66 @@ def test_an_element_read_before_its_array_waits_for_it(engine: Engine) -> None:
             )
         ).all()
         assert open_demand == [("p",)]  # running in p: it wants p's GPUs only
+
+
+def test_an_array_the_view_has_forgotten_is_answered_from_the_read_models(
+    engine: Engine,
+) -> None:
+    """``GET /arrays/{id}`` of an array whose every element the view has forgotten (it answered
+    404): the same answer as the view gave of it, its elements counted as the read models keep
+    them, every one archived. A view that never held it stands for one that forgot it."""
+    node = NodeRegistered(node="n0", cluster="c", pool="p", gpus=8, gpu_type="H100")
+    facts: list[tuple[EventData, int, str, int]] = [(node, T0 - 1, "n", 0), (ARRAY, T0, "w", 0)]
+    for index in range(3):  # three ran and ended; the rest were cancelled
+        element = f"sweep_{index}"
+        facts += [
+            (
+                WorkloadPlaced(
+                    workload_id=element, attempt=1, pool="p", placement=ON_N0, allocated=True,
+                    command_id=f"place:{element}:1",
+                ),
+                T0 + 10, "w", 1 + index,
+            ),
+            (
+                WorkloadStarted(
+                    workload_id=element, attempt=1, pool="p", placement=ON_N0, allocated=True
+                ),
+                T0 + 11, "w", 1 + index,
+            ),
+            (
+                WorkloadFinished(
+                    workload_id=element, attempt=1, outcome="failed" if index else "succeeded"
+                ),
+                T0 + 600, "w", 1 + index,
+            ),
+        ]  # fmt: skip
+    facts += [
+        (WorkloadCancelled(workload_id=f"sweep_{i}", cancelled_by="ana"), T0 + 700, "w", 9)
+        for i in range(3, 50)
+    ]
+    projector = SqlProjector(engine)
+    projector.apply(deliveries(*facts))
+    projector.apply(deliveries((ARRAY, T0, "w", 0)))  # a redelivery keeps the one row
+    with engine.connect() as connection:
+        assert connection.execute(select(job_arrays.c.array_id)).all() == [("sweep",)]
+
+    holding = LiveView()
+    holding.feed(*[d.envelope for d in deliveries(*facts)])
+    forgot = LiveView()
+    tokens = default_tokens()
+    publisher = InMemoryPublisher(InMemoryBroker())
+    clock = {"clock": lambda: T0 + 800.0}
+    live = TestClient(create_app(holding, publisher, tokens, **clock)).get(
+        "/arrays/sweep", headers=ANA
+    )
+    past = TestClient(create_app(forgot, publisher, tokens, engine=engine, **clock)).get(
+        "/arrays/sweep", headers=ANA
+    )
+    assert live.status_code == 200, live.text
+    assert past.status_code == 200, past.text
+    assert past.json()["statuses"] == {"cancelled": 47, "failed": 2, "succeeded": 1}
+    assert past.json()["archived"] == 50
+    assert live.json() == {**past.json(), "archived": 0}  # the same array, the same figures
+    assert (past.json()["max_running"], past.json()["count"]) == (5, 50)
+    unknown = TestClient(create_app(forgot, publisher, tokens, engine=engine, **clock))
+    assert unknown.get("/arrays/other", headers=ANA).status_code == 404
