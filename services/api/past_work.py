@@ -125,6 +125,7 @@ def past_history(
     pool: str | None,
     since: float | None,
     limit: int,
+    array: str | None = None,
 ) -> tuple[int, list[m.WorkloadView]]:
     """Work that ended before ``before`` (what the view has forgotten), the latest end first,
     filtered as ``/history`` filters; how many match, and the first ``limit``."""
@@ -143,6 +144,8 @@ def past_history(
         conditions.append(workloads.c.submitter == submitter)
     if pool is not None:
         conditions.append(workloads.c.pool == pool)
+    if array is not None:
+        conditions.append(workloads.c.array_id == array)
     if engine is None or before == float("-inf"):
         return 0, []
     try:

@@ -219,14 +219,15 @@ def history(
     pool: str | None,
     since: float | None,
     limit: int,
+    array: str | None = None,
 ) -> m.WorkloadList:
     """Finished work, the latest end first (like sacct): exit code, elapsed time and the
-    GPU-seconds charged are in each view."""
+    GPU-seconds charged are in each view; ``array``: only its elements."""
     found = [
         w
-        for w in state.cluster.workloads.values()
+        for w in _candidates(state, array)
         if finished(state, w)
-        and matches(w, budget=budget, submitter=submitter, pool=pool)
+        and matches(w, budget=budget, submitter=submitter, pool=pool, array=array)
         and (since is None or (w.ended_at or w.submitted_at) >= since)
     ]
     found.sort(key=lambda w: (-(w.ended_at or w.submitted_at), w.workload_id))

@@ -378,14 +378,16 @@ class FairshareClient:
         pool: str | None = None,
         since: str | None = None,
         limit: int | None = None,
+        array: str | None = None,
     ) -> WorkloadList:
-        """Finished work, the latest end first."""
+        """Finished work, the latest end first (``array``: only its elements)."""
         filters = {
             "budget": budget,
             "submitter": submitter,
             "pool": pool,
             "since": since,
             "limit": limit,
+            "array": array,
         }
         return self._call(lambda a: a.workloads, "GET", "/history", params=filters)
 

@@ -28,6 +28,7 @@ from events.models import (
 from events.models.arrays import elements
 from events.positions import Delivery, Position
 from services.api import create_app, default_tokens
+from services.api.past_work import past_history
 from services.api.view import LiveView
 from services.bus.memory import InMemoryBroker, InMemoryPublisher
 from services.projector.sql_projector import SqlProjector
@@ -207,3 +208,14 @@ def test_an_array_the_view_has_forgotten_is_answered_from_the_read_models(
     assert (past.json()["max_running"], past.json()["count"]) == (5, 50)
     unknown = TestClient(create_app(forgot, publisher, tokens, engine=engine, **clock))
     assert unknown.get("/arrays/other", headers=ANA).status_code == 404
+    # and /history's filter reaches the elements the view forgot
+    total, ended = past_history(
+        engine, before=T0 + 10**6, budget=None, submitter=None, pool=None, since=None,
+        limit=5, array="sweep",
+    )  # fmt: skip
+    assert total == 50
+    assert {w.array_id for w in ended} == {"sweep"}
+    assert past_history(
+        engine, before=T0 + 10**6, budget=None, submitter=None, pool=None, since=None,
+        limit=5, array="other",
+    ) == (0, [])  # fmt: skip

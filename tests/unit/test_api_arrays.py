@@ -12,7 +12,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from events.envelope import Envelope
-from events.models import NodeGpus, Placement, WorkloadPlaced, WorkloadStarted
+from events.models import (
+    NodeGpus,
+    Placement,
+    WorkloadFinished,
+    WorkloadPlaced,
+    WorkloadStarted,
+)
 from services.api import create_app, default_tokens
 from services.bus.memory import InMemoryBroker, InMemoryPublisher
 from services.bus.port import PublishError
@@ -134,6 +140,21 @@ def test_list_and_queue_take_the_array_id(world: World) -> None:
     assert {e["reason"] for e in held} == {"array-limit"}
     assert held[0]["position"] == pool["queue_length"] - 7
     assert "JobArrayTaskLimit" in held[0]["summary"]
+
+
+def test_history_takes_the_array_id(world: World) -> None:
+    world.client.post("/arrays", json=array_body(indices="0-3"), headers=ANA)
+    for index in (0, 2):
+        _run(world, f"sweep_{index}", gpu=2 + index // 2)
+        world.fact(
+            WorkloadFinished(workload_id=f"sweep_{index}", attempt=1, outcome="succeeded"),
+            NOW - timedelta(seconds=10 - index),
+        )
+    ended = world.client.get("/history", params={"array": "sweep"}, headers=ANA).json()
+    assert [w["workload_id"] for w in ended["workloads"]] == ["sweep_2", "sweep_0"]
+    assert ended["total"] == 2
+    everything = world.client.get("/history", headers=ANA).json()
+    assert everything["total"] > 2  # the world's other finished work, not of the array
 
 
 def test_why_and_show_of_a_held_element(world: World) -> None:

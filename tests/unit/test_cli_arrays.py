@@ -1,5 +1,5 @@
-"""``fairshare submit --array``, and ``queue``, ``list``, ``show`` and ``cancel`` taking an
-array's id, run with CliRunner against the API's TestClient."""
+"""``fairshare submit --array``, and ``queue``, ``list``, ``history``, ``show`` and ``cancel``
+taking an array's id, run with CliRunner against the API's TestClient."""
 
 from __future__ import annotations
 
@@ -75,6 +75,11 @@ def test_list_show_and_cancel_take_the_array_id(world: World) -> None:
     assert "Cancel of array sweep recorded for 4 element(s) (1 cancelled already" in out
     code, out, _ = run(world, "cancel", "sweep")
     assert "Nothing left to cancel in array sweep" in out
+    code, out, err = run(world, "history", "--array", "sweep", "--json")
+    assert code == 0, err
+    ended = json.loads(out)["workloads"]
+    assert sorted(w["workload_id"] for w in ended) == [f"sweep_{i}" for i in range(5)]
+    assert {w["status"] for w in ended} == {"cancelled"}
     code, _, err = run(world, "cancel", "nothing-here")
     assert code == 1
     assert "unknown workload 'nothing-here' (no array has that id either)" in err

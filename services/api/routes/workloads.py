@@ -92,6 +92,7 @@ def history(
     since: Annotated[
         str | None, Query(description="only work that ended at or after (ISO time, UTC)")
     ] = None,
+    array: Annotated[str | None, Query(description="only the elements of this job array")] = None,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> WorkloadList:
     """Finished work, the latest end first (like sacct): status, exit code, elapsed time and
@@ -103,7 +104,14 @@ def history(
     now = ctx.clock()
     with ctx.view.read() as state:
         live = queries.history(
-            state, now, budget=budget, submitter=submitter, pool=pool, since=start, limit=limit
+            state,
+            now,
+            budget=budget,
+            submitter=submitter,
+            pool=pool,
+            since=start,
+            limit=limit,
+            array=array,
         )
         forgotten_before = state.forgotten_before
     if start is not None and start >= forgotten_before:
@@ -117,6 +125,7 @@ def history(
         pool=pool,
         since=start,
         limit=limit - len(live.workloads),
+        array=array,
     )
     return WorkloadList(total=live.total + total, workloads=[*live.workloads, *past])
 

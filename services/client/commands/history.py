@@ -8,6 +8,7 @@ import typer
 
 from services.client.commands.common import (
     ApiOption,
+    ArrayFilter,
     BudgetFilter,
     CaOption,
     JsonOption,
@@ -39,6 +40,7 @@ def history(
         str | None,
         typer.Option("--since", "-S", help="only work that ended since (ISO date/time, UTC)"),
     ] = None,
+    array: ArrayFilter = None,
     limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
@@ -58,6 +60,7 @@ def history(
             pool=pool,
             since=since,
             limit=limit,
+            array=array,
         ),
     )
     emit(answer, as_json, lambda o: o.print(_history_table(answer)))
