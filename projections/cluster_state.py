@@ -277,6 +277,10 @@ class ClusterIndexes:
         # -- lookups -----------------------------------------------------------------------
         #: Schedulable nodes per pool by free GPUs, and the pool's capacity.
         self.pools: dict[str, PoolIndex] = {}
+        #: What runs each pool's work (its nodes' executors; a node keeps the one it first
+        #: registered with): every submission's spec is checked against them, and scanning
+        #: every node of the pool each time cost a submission O(nodes).
+        self.executors: dict[str, set[str]] = {}
         #: Pending workloads per pool, per budget, per kind (allocated, GPUs, gang shape), in
         #: queue order: the scheduler's candidates. Entries are ``queue_key()`` tuples.
         self.pending: dict[str, dict[str, dict[QueueKind, SortedList[QueueKey]]]] = {}
@@ -335,6 +339,7 @@ class ClusterIndexes:
         index = self.pool_index(node.pool)
         index.add(node)
         index.capacity += node.gpus
+        self.executors.setdefault(node.pool, set()).add(node.executor)
         bound = self.contract_bounds[node.name] = -math.inf
         self.by_ready.setdefault(node.pool, SortedList()).add((bound, node.name))
         self.active.setdefault(node.pool, set())

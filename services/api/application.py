@@ -302,8 +302,7 @@ def check_submission(
             known = ", ".join(sorted(state.cluster.pools)) or "none"
             raise Invalid(("pools", index), f"unknown pool {pool!r} (known: {known})")
     for index, pool in enumerate(body.pools):
-        executors = sorted({n.executor for n in state.cluster.nodes.values() if n.pool == pool})
-        for executor in executors:
+        for executor in sorted(state.cluster.indexes.executors.get(pool, ())):
             problems = spec_problems(executor, body.spec)
             if problems:
                 raise Invalid(

@@ -226,6 +226,25 @@ def test_submit_publishes_once_and_is_visible(world: World) -> None:
     assert got.json()["budget"] == "lab/a"
 
 
+def test_a_spec_its_pools_executor_cannot_run_is_refused_naming_the_pool(world: World) -> None:
+    """A pool whose nodes run work as Kubernetes pods refuses a spec that makes no pod (422,
+    nothing published); the same spec in a pool of the simulated executor is fine."""
+    for name in ("k1", "k2"):
+        node = NodeRegistered(
+            node=name, cluster="k8s", pool="k", gpus=8, gpu_type="H100", executor="kubernetes"
+        )
+        world.fact(node, T0)
+    refused = world.client.post(
+        "/workloads", json=body(pools=["p", "k"], spec={"cpu": "lots"}), headers=ANA
+    )
+    assert refused.status_code == 422, refused.text
+    assert "pool 'k' (pools[1]) runs on kubernetes" in refused.text
+    assert "spec.cpu" in refused.text
+    assert world.records() == []
+    fine = world.client.post("/workloads", json=body(spec={"cpu": "lots"}), headers=ANA)
+    assert fine.status_code == 201, fine.text
+
+
 def test_submit_is_idempotent_on_the_client_id(world: World) -> None:
     assert world.client.post("/workloads", json=body(), headers=ANA).status_code == 201
     again = world.client.post("/workloads", json=body(), headers=ANA)
