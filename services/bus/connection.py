@@ -130,4 +130,10 @@ def client_config(
     :func:`security_settings`), then the client's own settings (``own``: group, timeouts,
     callbacks), and ``bootstrap``."""
     who = security_settings() if identity is None else dict(identity)
-    return {**who, **(own or {}), "bootstrap.servers": bootstrap}
+    return {**_QUIET, **who, **(own or {}), "bootstrap.servers": bootstrap}
+
+
+#: librdkafka logs at "info" by default, to stderr: every admin client that ends prints
+#: "Purging 1 unserved events from background queue", which ``fairshare up`` showed its user on
+#: each start. Notices, warnings and errors still print.
+_QUIET = {"log_level": 5}

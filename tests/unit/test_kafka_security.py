@@ -91,15 +91,22 @@ def test_every_client_starts_from_the_process_identity_and_its_own_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(KAFKA_CONFIG_ENV, raising=False)
-    assert client_config("b:1", {"group.id": "g"}) == {"group.id": "g", "bootstrap.servers": "b:1"}
-    path = write_properties(tmp_path / "p", {"sasl.username": "api", "linger.ms": "1"})
-    monkeypatch.setenv(KAFKA_CONFIG_ENV, str(path))
-    assert client_config("b:1", {"linger.ms": 5}) == {
-        "sasl.username": "api",
-        "linger.ms": 5,  # the client's own setting wins
+    # librdkafka's info lines ("Purging 1 unserved events ...") are left out: notices and up
+    quiet = {"log_level": 5}
+    assert client_config("b:1", {"group.id": "g"}) == {
+        **quiet,
+        "group.id": "g",
         "bootstrap.servers": "b:1",
     }
-    assert client_config("b:1", identity={}) == {"bootstrap.servers": "b:1"}
+    path = write_properties(tmp_path / "p", {"sasl.username": "api", "linger.ms": "1"})
+    monkeypatch.setenv(KAFKA_CONFIG_ENV, str(path))
+    assert client_config("b:1", {"linger.ms": 5, "log_level": 7}) == {
+        "log_level": 7,  # the client's own setting wins
+        "sasl.username": "api",
+        "linger.ms": 5,
+        "bootstrap.servers": "b:1",
+    }
+    assert client_config("b:1", identity={}) == {**quiet, "bootstrap.servers": "b:1"}
     write_properties(path, {"sasl.username": "scheduler"})  # a new file: new clients see it
     assert client_config("b:1")["sasl.username"] == "scheduler"
 
