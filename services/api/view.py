@@ -73,11 +73,6 @@ class LiveView:
         self._poll_timeout_s = poll_timeout_s
         self._settle_every_s = settle_every_s
         self._changed = threading.Condition(threading.RLock())
-        #: Requests waiting for an event they published to be folded (read-your-writes), by
-        #: event id, each woken when its event is. On the condition above, every fold woke every
-        #: waiting request to look (16 in flight: 16 wake-ups per record read, a fifth of the
-        #: API's CPU under a burst of submissions). Guarded by ``_changed``'s lock.
-        self._awaited: dict[str, list[threading.Event]] = {}
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         #: Where the log ended when the view started: the history, read once before writes.
@@ -136,7 +131,7 @@ class LiveView:
             for envelope in envelopes:
                 if self.state.apply(envelope):
                     applied += 1
-            self._folded_some()
+            self._changed.notify_all()
         return applied
 
     def poll_once(self, timeout_s: float | None = None) -> int:
@@ -153,19 +148,10 @@ class LiveView:
             for delivery in deliveries:
                 self.state.apply(delivery.envelope)
             self._folded = dict(follower.positions)
-            self._folded_some()
+            self._changed.notify_all()
         self._mark_caught_up()
         self.settle()
         return len(deliveries) + sum(follower.merge.fetched.values()) - before
-
-    def _folded_some(self) -> None:
-        """Wake whoever waits for what was just folded (called under the lock)."""
-        if self._awaited:
-            ids = self.state.event_ids
-            for event_id in [e for e in self._awaited if e in ids]:
-                for waiter in self._awaited.pop(event_id):
-                    waiter.set()
-        self._changed.notify_all()  # reached() and wait_caught_up(): rare waiters
 
     def _mark_caught_up(self) -> None:
         if self._caught_up or not self._has_folded(self._history):
@@ -309,19 +295,10 @@ class LiveView:
                     return False
                 time.sleep(0.01)
         with self._changed:
-            if event_id in self.state.event_ids:
-                return True
-            waiter = threading.Event()
-            self._awaited.setdefault(event_id, []).append(waiter)
-        if waiter.wait(max(0.0, deadline - time.monotonic())):
-            return True
-        with self._changed:
-            waiting = self._awaited.get(event_id, [])
-            if waiter in waiting:
-                waiting.remove(waiter)
-                if not waiting:
-                    del self._awaited[event_id]
-            return event_id in self.state.event_ids
+            return self._changed.wait_for(
+                lambda: event_id in self.state.event_ids,
+                timeout=max(0.0, deadline - time.monotonic()),
+            )
 
     def wait_caught_up(self, timeout_s: float = 30.0) -> bool:
         """Wait until the consumer has read the history once (before answering writes)."""
