@@ -145,24 +145,20 @@ class DirectTransport:
         route, path = self._route(url)
         path = _target(path, params)
         sent = {"Host": _host_header(route), **headers}
-        if body is not None:
-            sent.setdefault("Content-Type", "application/json")
         # A kept connection the server has closed since fails on its first use; a fresh one
         # gets the one retry. A request is sent at most twice, and only on a reused
         # connection that broke before any answer: the API's writes are idempotent anyway.
-        for reused in (True, False):
-            connection = self._take(route) if reused else None
-            if reused and connection is None:
-                continue
-            fresh = connection is None
-            connection = connection or route.connect(self.timeout_s, self.context)
+        kept = self._take(route)
+        while True:
+            connection = kept or route.connect(self.timeout_s, self.context)
             try:
                 connection.request(method, path, body=body, headers=sent)
                 response = connection.getresponse()
                 data = response.read()
             except (OSError, http.client.HTTPException) as error:
                 connection.close()
-                if not fresh and isinstance(error, _STALE):
+                if kept is not None and isinstance(error, _STALE):
+                    kept = None
                     continue
                 raise UnreachableError(_describe(error)) from error
             if response.will_close:
@@ -170,7 +166,6 @@ class DirectTransport:
             else:
                 self._give_back(route, connection)
             return Reply(response.status, data)
-        raise AssertionError("unreachable: the fresh connection either answers or raises")
 
     def close(self) -> None:
         with self._lock:
