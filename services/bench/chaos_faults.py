@@ -118,17 +118,18 @@ def kill_lease_holder(
     ``fairshare up`` does, until another epoch is renewed by its winner."""
     bootstrap = stack.config.bootstrap
     deadline = time.monotonic() + timeout_s
-    holder = lease_holder(bootstrap, topics)
-    while holder is None or holder.kind != "renew":
+    while True:
+        holder = lease_holder(bootstrap, topics)
+        # the last renewal may be that of a scheduler that died earlier (a broker kill makes
+        # both exit): its lease stands until it expires and a live scheduler wins it
+        killed = _live_child(stack, holder.holder) if holder and holder.kind == "renew" else None
+        if holder is not None and killed is not None:
+            break
         if time.monotonic() > deadline:
-            raise RuntimeError("no scheduler holds the lease")
+            held = f" (last renewed by {holder.holder})" if holder is not None else ""
+            raise RuntimeError(f"no live scheduler of this stack holds the lease{held}")
         stack.supervise(report)  # a scheduler that died earlier is due back
         time.sleep(wait)
-        holder = lease_holder(bootstrap, topics)
-    names = {c.process.pid: c.name for c in stack.children if c.process is not None}
-    killed = names.get(holder_pid(holder.holder))
-    if killed is None:
-        raise RuntimeError(f"the lease holder {holder.holder} is no service of this stack")
     kill_service(stack, killed)
     killed_at = time.monotonic()
     while time.monotonic() < killed_at + timeout_s:
@@ -145,3 +146,12 @@ def kill_lease_holder(
             )
         time.sleep(wait)
     raise RuntimeError(f"no scheduler took the lease over within {timeout_s:g} s of the kill")
+
+
+def _live_child(stack: Stack, holder: str) -> str | None:
+    """The name of the running child of ``stack`` whose process wrote ``holder``, if any."""
+    pid = holder_pid(holder)
+    for child in stack.children:
+        if child.process is not None and child.process.pid == pid and child.process.poll() is None:
+            return child.name
+    return None

@@ -538,20 +538,24 @@ def broker_run(
     from services.brokers.select import normalize_kind, open_log_warnings
     from services.runtime.signals import stop_requested_on_signals
 
-    with stop_requested_on_signals() as stop:
-        try:
-            if normalize_kind(kind) == "apache-kafka":
-                resolved = embedded_security(data_dir, security)
-                for warning in open_log_warnings(security, resolved):
-                    err_console.print(f"[yellow]warning:[/] {warning}")
-                security = resolved
-            broker = start_broker(
-                kind, data_dir, brokers=brokers, die_with_parent=True, security=security
-            )
-        except BrokerStartError as error:
-            err_console.print(f"[red]no broker:[/] {error}")
-            raise typer.Exit(2) from error
-        try:
+    # the broker is stopped after the stop request's grace timer is cancelled: its nodes get
+    # their own grace period each (SIGTERM, then SIGKILL), and a three-node cluster whose
+    # quorum goes while it stops can use all of it
+    broker: BrokerHandle | None = None
+    try:
+        with stop_requested_on_signals() as stop:
+            try:
+                if normalize_kind(kind) == "apache-kafka":
+                    resolved = embedded_security(data_dir, security)
+                    for warning in open_log_warnings(security, resolved):
+                        err_console.print(f"[yellow]warning:[/] {warning}")
+                    security = resolved
+                broker = start_broker(
+                    kind, data_dir, brokers=brokers, die_with_parent=True, security=security
+                )
+            except BrokerStartError as error:
+                err_console.print(f"[red]no broker:[/] {error}")
+                raise typer.Exit(2) from error
             if broker.security_dir is not None:
                 _print_principals(broker, topic_prefix, cluster or ["demo"])
             console.print(f"{broker.description}\nbootstrap: {broker.bootstrap}  (Ctrl-C stops it)")
@@ -559,8 +563,9 @@ def broker_run(
             while not stop():
                 watch.check(lambda line: console.print(escape(line)))
                 time.sleep(0.2)
-        except BrokerGaveUpError as error:
-            err_console.print(f"[red]failed:[/] {escape(str(error))}")
-            raise typer.Exit(1) from error
-        finally:
+    except BrokerGaveUpError as error:
+        err_console.print(f"[red]failed:[/] {escape(str(error))}")
+        raise typer.Exit(1) from error
+    finally:
+        if broker is not None:
             broker.stop()

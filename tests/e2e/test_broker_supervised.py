@@ -165,7 +165,9 @@ def test_broker_run_restarts_a_killed_node_and_stops_every_jvm_on_sigterm(
             [*FAIRSHARE, "broker", "run", "--brokers", "3", "--data-dir", str(tmp_path)],
             stdout=handle,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "COLUMNS": "400"},
+            # a grace far shorter than the nodes' own: their stop (up to 30 s each when the
+            # quorum goes first) must not run under the process's stop timer
+            env={**os.environ, "COLUMNS": "400", "FAIRSHARE_STOP_GRACE_S": "3"},
         )
     pid_files = [tmp_path / f"node-{n}" / PID_FILE for n in (1, 2, 3)]
     try:
