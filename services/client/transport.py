@@ -6,7 +6,8 @@ anything, and httpx (with httpcore, h11, anyio and its own command line's Rich a
 took 0.1 s of a command that should take 0.3 s in all, ``http.client`` 0.01 s. It keeps its
 connections open between requests (a benchmark's clients send thousands), one per thread at a
 time, and goes through the proxy that ``$https_proxy``/``$http_proxy`` name unless
-``$no_proxy`` exempts the host, as httpx and curl do.
+``$no_proxy`` exempts the host, as httpx and curl do (with the ``user:password@`` its URL
+carries, sent as Basic proxy authorization).
 
 :class:`HttpxTransport` wraps an ``httpx.Client`` a caller hands in: FastAPI's ``TestClient``
 (tests drive the API in-process through it) or a client with settings of its own."""
@@ -86,30 +87,46 @@ class HttpxTransport:
 
 
 @dataclass(frozen=True)
+class _Proxy:
+    host: str
+    port: int
+    #: ``Basic ...`` from the ``user:password@`` of the proxy's URL, when it has one.
+    authorization: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {"Proxy-Authorization": self.authorization} if self.authorization else {}
+
+
+@dataclass(frozen=True)
 class _Route:
     """Where a connection for one URL goes: the origin, or a proxy (tunnelled for https)."""
 
     https: bool
     host: str
     port: int
-    proxy: tuple[str, int] | None
+    proxy: _Proxy | None
 
     def connect(self, timeout_s: float, context: ssl.SSLContext) -> http.client.HTTPConnection:
-        host, port = self.proxy or (self.host, self.port)
+        host, port = (self.proxy.host, self.proxy.port) if self.proxy else (self.host, self.port)
         connection: http.client.HTTPConnection
         if self.https:
             connection = http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
             if self.proxy:
-                connection.set_tunnel(self.host, self.port)
+                connection.set_tunnel(self.host, self.port, headers=self.proxy.headers())
         else:
             connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
         return connection
 
+    def request_headers(self) -> dict[str, str]:
+        """Headers a request itself carries for the route: a plain-HTTP request through a
+        proxy authenticates to it (an https one did so once, on its tunnel's CONNECT)."""
+        return self.proxy.headers() if self.proxy and not self.https else {}
 
-def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
+
+def _proxy_for(scheme: str, host: str) -> _Proxy | None:
     """The proxy ``$<scheme>_proxy`` names for ``host`` (None without one or when ``$no_proxy``
-    exempts the host). ``urllib.request`` reads these variables as curl does; it is imported
-    only when one is set."""
+    exempts the host), with the credentials its URL carries. ``urllib.request`` reads these
+    variables as curl does; it is imported only when one is set."""
     if not any(name.lower().endswith("_proxy") for name in os.environ):
         return None
     from urllib.request import getproxies_environment, proxy_bypass
@@ -120,7 +137,14 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
     parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
     if not parts.hostname:
         return None
-    return parts.hostname, parts.port or 80
+    authorization = None
+    if parts.username is not None:
+        from base64 import b64encode
+        from urllib.parse import unquote
+
+        user_password = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        authorization = "Basic " + b64encode(user_password.encode()).decode("ascii")
+    return _Proxy(parts.hostname, parts.port or 80, authorization)
 
 
 class DirectTransport:
@@ -144,7 +168,7 @@ class DirectTransport:
     ) -> Reply:
         route, path = self._route(url)
         path = _target(path, params)
-        sent = {"Host": _host_header(route), **headers}
+        sent = {"Host": _host_header(route), **route.request_headers(), **headers}
         # A kept connection the server has closed since fails on its first use; a fresh one
         # gets the one retry. A request is sent at most twice, and only on a reused
         # connection that broke before any answer: the API's writes are idempotent anyway.

@@ -5,6 +5,7 @@ failure an :class:`UnreachableError` naming what went wrong."""
 
 from __future__ import annotations
 
+import base64
 import socket
 import ssl
 import threading
@@ -25,6 +26,8 @@ class Seen:
     """What the server saw: each request's line and body, and each connection it accepted."""
 
     requests: list[tuple[str, str, bytes]] = field(default_factory=list)
+    #: each request's Proxy-Authorization header (None without one)
+    proxy_authorizations: list[str | None] = field(default_factory=list)
     connections: int = 0
     #: close each connection after this many answers, without saying so (a server's idle
     #: timeout as a kept connection's next request meets it)
@@ -47,6 +50,7 @@ def serve(seen: Seen) -> tuple[ThreadingHTTPServer, str]:
             body = self.rfile.read(length) if length else b""
             with seen.lock:
                 seen.requests.append((self.command, self.path, body))
+                seen.proxy_authorizations.append(self.headers.get("proxy-authorization"))
             data = b'{"ok": true}'
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -62,6 +66,15 @@ def serve(seen: Seen) -> tuple[ThreadingHTTPServer, str]:
 
         def do_POST(self) -> None:
             self._answer()
+
+        def do_CONNECT(self) -> None:
+            # a proxy that refuses the tunnel: what the client sent it is all the test needs
+            with seen.lock:
+                seen.requests.append((self.command, self.path, b""))
+                seen.proxy_authorizations.append(self.headers.get("proxy-authorization"))
+            self.send_response(407)
+            self.send_header("content-length", "0")
+            self.end_headers()
 
         def log_message(self, *args: object) -> None:
             pass
@@ -153,6 +166,39 @@ def test_a_proxy_from_the_environment_is_used_unless_the_host_is_exempt(
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     assert send(transport, f"{url}/direct").status == 200
     assert seen.requests[-1][1] == "/direct"
+    transport.close()
+
+
+def test_a_proxy_url_with_credentials_authenticates_plain_and_tunnelled_requests(
+    seen: Seen, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``user:password@`` in the proxy's URL (percent-encoded as curl takes it) becomes Basic
+    proxy authorization: on each plain-HTTP request, and on an https tunnel's CONNECT."""
+    proxy = url.replace("http://", "http://ops%40lab:s%3Acret@")
+    monkeypatch.setenv("http_proxy", proxy)
+    monkeypatch.setenv("https_proxy", proxy)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    transport = DirectTransport(5, PLAIN)
+    assert send(transport, "http://api.example:8000/nodes").status == 200
+    expected = "Basic " + base64.b64encode(b"ops@lab:s:cret").decode()
+    assert seen.proxy_authorizations[-1] == expected
+    with pytest.raises(UnreachableError, match="407"):
+        send(transport, "https://api.example:8443/nodes")
+    assert seen.requests[-1][:2] == ("CONNECT", "api.example:8443")
+    assert seen.proxy_authorizations[-1] == expected
+    transport.close()
+
+
+def test_a_proxy_without_credentials_sends_none(
+    seen: Seen, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("http_proxy", url)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    transport = DirectTransport(5, PLAIN)
+    assert send(transport, "http://api.example:8000/nodes").status == 200
+    assert seen.proxy_authorizations == [None]
     transport.close()
 
 
