@@ -77,8 +77,8 @@ class BrokerHandle:
     pid: int | None = field(default=None, compare=False)
     #: Start again, on the same data and ports, whatever of this broker died; returns what
     #: was started once it serves (raises `BrokerStartError` if it does not). None where the
-    #: broker is not ours to start (an external Kafka) or cannot be watched (noida-db, which
-    #: daemonizes). A supervisor calls it when ``exited`` says why the broker is down.
+    #: broker is not ours to start (an external Kafka). A supervisor calls it when
+    #: ``exited`` says why the broker is down.
     revive: Callable[[], str] | None = field(default=None, repr=False, compare=False)
     #: The admin's client settings of a secured broker Fairshare started (SASL_SSL, SCRAM),
     #: empty for a plain one: what whoever started it sets up the services' principals with.

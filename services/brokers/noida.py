@@ -12,13 +12,17 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 from .handle import (
     BrokerHandle,
@@ -30,7 +34,13 @@ from .handle import (
     write_ports,
 )
 
-__all__ = ["filter_noida_output", "find_noida_binary", "parse_kafka_address", "start_noida"]
+__all__ = [
+    "filter_noida_output",
+    "find_noida_binary",
+    "parse_kafka_address",
+    "server_pid",
+    "start_noida",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -41,6 +51,8 @@ _GLIBC_NOISE = re.compile(r"version\s+`GLIBC_[0-9.]+'\s+not found")
 # e.g. "  ✔ kafka          127.0.0.1:19092  (18 KB saved)" in the output of `up`.
 _KAFKA_LINE = re.compile(r"^\W*kafka\s+([^\s:]+):(\d+)\b", re.MULTILINE)
 _COMMAND_TIMEOUT_S = 60.0
+#: What ``noida-db`` writes in its data dir while a server runs there (its pid, among others).
+_CONTROL_FILE = "noida.control.json"
 
 
 def filter_noida_output(text: str) -> str:
@@ -193,10 +205,69 @@ def start_noida(
         with contextlib.suppress(BrokerStartError):
             stop()
         raise
-
+    daemon = _Daemon(binary, data_dir, actual, startup_timeout_s, server_pid(data_dir), stop)
     return BrokerHandle(
         kind="noida",
         bootstrap=bootstrap,
         description=f"noida-db Kafka at {bootstrap}, data in {data_dir}",
-        stop=stop,
+        stop=daemon.stop,
+        exited=daemon.exited,
+        revive=daemon.revive,
+        pid=daemon.pid,
     )
+
+
+def server_pid(data_dir: Path) -> int | None:
+    """The pid of the server running (or last run) on ``data_dir``, from its control file."""
+    try:
+        found = orjson.loads((data_dir / _CONTROL_FILE).read_bytes()).get("pid")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, int) else None
+
+
+def _is_noida(pid: int) -> bool:
+    """Whether ``pid`` runs and is a noida-db server (not another process given its pid)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)  # no /proc (macOS): alive is the best it can tell
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return b"noida" in command
+
+
+@dataclass
+class _Daemon:
+    """The noida-db server a handle started, watched through its pid: it daemonizes, so it is
+    no child of ours, and a supervisor polls whether it still runs and starts it again (same
+    data dir, same Kafka port) when it does not."""
+
+    binary: Path
+    data_dir: Path
+    port: int
+    startup_timeout_s: float
+    pid: int | None
+    _stop: Callable[[], None]
+    stopped: bool = False
+
+    def stop(self) -> None:
+        self.stopped = True  # a stopped server did not die: nothing to start again
+        self._stop()
+
+    def exited(self) -> str | None:
+        if self.stopped or self.pid is None or _is_noida(self.pid):
+            return None
+        return (
+            f"noida-db (pid {self.pid}) is no longer running (log: {self.data_dir / 'noida.log'})"
+        )
+
+    def revive(self) -> str:
+        host, port = _bring_up(self.binary, self.data_dir, self.port)
+        wait_until_ready(f"{host}:{port}", self.startup_timeout_s)
+        self.pid = server_pid(self.data_dir)
+        return f"noida-db started again (pid {self.pid})"
