@@ -225,6 +225,8 @@ class PoolIndex:
         self.by_free: dict[int, SortedList[str]] = {}
         self.capacity = 0  # GPUs on nodes that are up (cordoned ones still count)
         self.free_total = 0  # free GPUs on schedulable nodes
+        #: GPUs of the pool's largest node, up or not (a node keeps its pool and GPUs).
+        self.largest_node = 0
         self._max_free: int | None = 0
 
     def add(self, node: NodeState) -> None:
@@ -339,6 +341,7 @@ class ClusterIndexes:
         index = self.pool_index(node.pool)
         index.add(node)
         index.capacity += node.gpus
+        index.largest_node = max(index.largest_node, node.gpus)
         self.executors.setdefault(node.pool, set()).add(node.executor)
         bound = self.contract_bounds[node.name] = -math.inf
         self.by_ready.setdefault(node.pool, SortedList()).add((bound, node.name))

@@ -29,6 +29,7 @@ from events.models import (
 )
 from events.models.commands import DecisionRecord
 from projections.cluster_state import ClusterStateError
+from services.scheduler.core.placement import largest_node
 from tests.unit.scheduling_fixtures import T0, Scenario, shape, snapshot, utc
 
 
@@ -72,6 +73,22 @@ def test_registered_nodes_give_capacity_and_index_by_free_gpus() -> None:
     assert index.best_fit(3) == "n0"  # fewest free GPUs that suffice
     assert index.best_fit(5) == "n1"
     assert index.best_fit(9) is None
+
+
+def test_the_largest_node_of_a_pool_counts_every_node_it_ever_registered() -> None:
+    """Kept by the fold (every pass, why-pending answer and start estimate asks for it, and
+    scanning the nodes cost each of them the cluster's size); a down node still counts."""
+    s = scenario(nodes=(("n0", 4), ("n1", 8)))
+    s.apply(NodeRegistered(node="q0", cluster="c1", pool="q", gpus=16, gpu_type="h100"), T0)
+    assert largest_node(s.cluster, "p") == 8
+    assert largest_node(s.cluster, "q") == 16
+    assert largest_node(s.cluster, "none") == 0
+    s.apply(NodeDown(node="n1", last_heartbeat=utc(T0 - 60)), T0)
+    s.apply(NodeCordoned(node="n0", cordoned_by="ops"), T0)
+    assert largest_node(s.cluster, "p") == 8
+    assert largest_node(s.cluster, "p") == max(
+        n.gpus for n in s.cluster.nodes.values() if n.pool == "p"
+    )
 
 
 def test_re_registering_a_node_is_idempotent_but_not_with_another_shape() -> None:

@@ -42,7 +42,8 @@ LEVELS: tuple[Callable[[NodeState], GroupKey], ...] = (block_of, rack_of, _node_
 
 
 def largest_node(cluster: ClusterState, pool: str) -> int:
-    return max((n.gpus for n in cluster.nodes.values() if n.pool == pool), default=0)
+    index = cluster.indexes.pools.get(pool)
+    return 0 if index is None else index.largest_node
 
 
 def needs_whole_nodes(gpus: int, gang: str, node_size: int) -> bool:
