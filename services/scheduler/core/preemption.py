@@ -28,9 +28,12 @@ run would waste, in the pool's :class:`PreemptionMemo`, one of the scheduler's m
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Generic, TypeVar
 
+from projections.budget_tree import ROOT
 from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
 from services.scheduler.core.churn import ChurnControl, preemptions_left, room
 from services.scheduler.core.debug_lane import DebugLane
@@ -75,6 +78,13 @@ class VictimRule:
 Cost = tuple[int, float, int, float, float, str]
 
 
+@lru_cache(maxsize=65536)
+def _paths_to(budget: str) -> tuple[str, ...]:
+    """``budget`` and every ancestor of it but the root, top down: ``a``, ``a/b``, ``a/b/c``."""
+    parts = budget.split("/")
+    return tuple("/".join(parts[: depth + 1]) for depth in range(len(parts)))
+
+
 class VictimIndex:
     """Preemptible work of one pool at one instant, by node and by budget.
 
@@ -90,7 +100,17 @@ class VictimIndex:
         self.pool = pool
         self.by_node: dict[str, list[Candidate]] = {}
         self.gpus_by_budget: dict[str, int] = {}
-        self.ids_by_budget: dict[str, set[str]] = {}
+        #: Allocated runs past their contract per budget, by their GPU count: whether one may
+        #: be taken depends on its size against its budget's limits, so a search takes a
+        #: whole size at once instead of judging run by run (``eligible_victims``).
+        self.ids_by_budget: dict[str, dict[int, set[str]]] = {}
+        #: Per budget path and every ancestor of it, the budgets below with such runs: every
+        #: budget under one sibling of a preemptor's ancestors gets one answer from the churn
+        #: rules, so a search asks once per such subtree instead of once per budget. Changes
+        #: only when a budget gains its first run or loses its last (``budgets_version``).
+        self.budgets_under: dict[str, set[str]] = {}
+        self.budgets_version = 0
+        self._unshared: tuple[Mapping[str, float], int, tuple[str, ...]] | None = None
         self.tier0: set[str] = set()
         self.tier0_gpus = 0
         self.tier1_gpus = 0
@@ -141,7 +161,12 @@ class VictimIndex:
             self.gpus_by_budget[workload.budget] = (
                 self.gpus_by_budget.get(workload.budget, 0) + workload.gpus
             )
-            self.ids_by_budget.setdefault(workload.budget, set()).add(workload_id)
+            own = self.ids_by_budget.setdefault(workload.budget, {})
+            if not own:
+                self.budgets_version += 1
+                for path in _paths_to(workload.budget):
+                    self.budgets_under.setdefault(path, set()).add(workload.budget)
+            own.setdefault(workload.gpus, set()).add(workload_id)
 
     def _discard(self, workload_id: str) -> None:
         member = self._members.pop(workload_id, None)
@@ -158,9 +183,17 @@ class VictimIndex:
             self.tier0.discard(workload_id)
             self.tier0_gpus -= gpus
         else:
-            self.ids_by_budget[budget].discard(workload_id)
+            own = self.ids_by_budget[budget]
+            same = own[gpus]
+            same.discard(workload_id)
+            if not same:
+                del own[gpus]
             self.gpus_by_budget[budget] -= gpus
             self.tier1_gpus -= gpus
+            if not own:
+                self.budgets_version += 1
+                for path in _paths_to(budget):
+                    self.budgets_under[path].discard(budget)
 
     def nodes_of(self, workload_ids: frozenset[str]) -> set[str]:
         """The nodes where any of ``workload_ids`` is listed."""
@@ -176,6 +209,19 @@ class VictimIndex:
         for workload_id in workload_ids:
             self._discard(workload_id)
 
+    def unshared(self, shares: Mapping[str, float]) -> tuple[str, ...]:
+        """The budgets with runs past their contract that have no share now (a closed
+        budget's runs): judged alone, wherever they sit in the tree. Kept while ``shares``
+        (one object per version of the tree) and the budgets with such runs stay the same."""
+        kept = self._unshared
+        if kept is not None and kept[0] is shares and kept[1] == self.budgets_version:
+            return kept[2]
+        budgets = tuple(
+            sorted(b for b, ids in self.ids_by_budget.items() if ids and b not in shares)
+        )
+        self._unshared = (shares, self.budgets_version, budgets)
+        return budgets
+
     def content(self) -> tuple[object, ...]:
         """What the index holds, as sets (the searches read nothing else): a caught-up index
         and a fresh one of the same state at the same instant must agree on it."""
@@ -187,7 +233,12 @@ class VictimIndex:
             self.tier0_gpus,
             self.tier1_gpus,
             {budget: gpus for budget, gpus in self.gpus_by_budget.items() if gpus},
-            {budget: frozenset(ids) for budget, ids in self.ids_by_budget.items() if ids},
+            {
+                budget: {size: frozenset(ids) for size, ids in by_size.items()}
+                for budget, by_size in self.ids_by_budget.items()
+                if by_size
+            },
+            {path: frozenset(found) for path, found in self.budgets_under.items() if found},
         )
 
 
@@ -311,7 +362,82 @@ def eligible_victims(
     due = rule.lane is None and order.due(preemptor.budget)
     extra = 0.0 if due else float(preemptor.gpus * preemptor.min_runtime_s)
     starving = rule.lane is None and rule.starving(preemptor, now)
-    limits: list[tuple[set[str], float, float, float]] = []
+    if rule.lane is None and preemptor.budget in order.shares:
+        return _eligible_by_subtree(
+            cluster, pool, preemptor, order, victims, rule, now, memo, need, starving, extra
+        )
+    return _eligible_by_budget(
+        cluster, pool, preemptor, order, victims, rule, now, memo, need, starving, extra
+    )
+
+
+def _eligible_by_subtree(
+    cluster: ClusterState,
+    pool: str,
+    preemptor: WorkloadState,
+    order: FairShareOrder,
+    victims: VictimIndex,
+    rule: VictimRule,
+    now: float,
+    memo: PreemptionMemo,
+    need: int,
+    starving: bool,
+    extra: float,
+) -> frozenset[str]:
+    """:func:`_eligible_by_budget`'s answer for a preemptor whose budget has a share, found
+    subtree by subtree: every budget with a share parts from the preemptor's at a sibling of
+    one of its ancestors, and all budgets under that sibling get the sibling's answer. A
+    budget without a share is judged alone, and so is every budget of a subtree holding one
+    (``tests/unit/test_eligible_victims.py`` holds both ways to one answer)."""
+    limits: list[tuple[dict[int, set[str]], float, float, float]] = []
+    bound = victims.tier0_gpus
+    for budget in victims.unshared(order.shares):
+        limit = _limit(order, budget, preemptor, rule, starving, extra)
+        if limit[0] >= 1 or limit[2] >= 0:
+            limits.append((victims.ids_by_budget[budget], *limit))
+            bound += victims.gpus_by_budget[budget]
+    parent = ROOT
+    for ancestor in _paths_to(preemptor.budget):
+        for sibling in order.children.get(parent, ()):
+            budgets = victims.budgets_under.get(sibling)
+            if sibling == ancestor or not budgets:
+                continue
+            limit = _limit(order, sibling, preemptor, rule, starving, extra)
+            if limit[0] < 1 and limit[2] < 0:
+                continue
+            for budget in budgets:
+                if budget in order.shares:  # one without was judged alone, above
+                    limits.append((victims.ids_by_budget[budget], *limit))
+                    bound += victims.gpus_by_budget[budget]
+        parent = ancestor
+    if bound < need:
+        return frozenset()
+    eligible: set[str] = set(victims.tier0)
+    for by_size, most_gpus, catch_up, allowed in limits:
+        for size, ids in by_size.items():
+            if size <= most_gpus or (size <= catch_up and allowed == math.inf):
+                eligible |= ids  # by its size alone (entitlement, or catch-up at any waste)
+            elif size <= catch_up:
+                eligible.update(i for i in ids if waste_of(cluster, pool, i, now, memo) < allowed)
+    return frozenset(eligible)
+
+
+def _eligible_by_budget(
+    cluster: ClusterState,
+    pool: str,
+    preemptor: WorkloadState,
+    order: FairShareOrder,
+    victims: VictimIndex,
+    rule: VictimRule,
+    now: float,
+    memo: PreemptionMemo,
+    need: int,
+    starving: bool,
+    extra: float,
+) -> frozenset[str]:
+    """The victims budget by budget: for the debug lane, and for a preemptor whose budget has
+    no share (the definition :func:`_eligible_by_subtree` is held to)."""
+    limits: list[tuple[dict[int, set[str]], float, float, float]] = []
     bound = victims.tier0_gpus
     # Between two budgets with shares, what the preemptor may take depends only on the two
     # subtrees where their paths part: budgets under one sibling share one answer.
@@ -344,8 +470,8 @@ def eligible_victims(
         return frozenset()
     eligible: set[str] = set(victims.tier0)
     lane = rule.lane
-    for ids, most_gpus, catch_up, allowed in limits:
-        for workload_id in ids:
+    for by_size, most_gpus, catch_up, allowed in limits:
+        for workload_id in (i for ids in by_size.values() for i in ids):
             workload = cluster.workloads[workload_id]
             if lane is not None:
                 if not lane.admits(workload):
