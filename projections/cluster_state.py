@@ -322,6 +322,13 @@ class ClusterIndexes:
         #: dropped: a victim index catches up from here instead of being rebuilt every pass.
         self.victim_changes: dict[str, list[str]] = {}
         self.victim_changes_dropped: dict[str, int] = {}
+        #: Every workload a fact was about (its status, placement or flags may have changed),
+        #: in fold order, and how often the list was dropped: a reader that keeps something
+        #: per workload catches up from here (the debug lane's index) instead of looking at
+        #: every workload each pass. New workloads are not listed: they come last in
+        #: ``ClusterState.workloads``.
+        self.workload_changes: list[str] = []
+        self.workload_changes_dropped = 0
 
     # -- nodes -----------------------------------------------------------------------------
     def pool_index(self, pool: str) -> PoolIndex:
@@ -456,6 +463,13 @@ class ClusterIndexes:
             held = self.held.setdefault(workload.pool or "", {})
             held[workload.budget] = held.get(workload.budget, 0) + sign * workload.gpus
 
+    def workload_changed(self, workload_id: str) -> None:
+        changes = self.workload_changes
+        if len(changes) >= self.VICTIM_CHANGES_KEPT:
+            changes.clear()
+            self.workload_changes_dropped += 1
+        changes.append(workload_id)
+
     def victim_changed(self, workload: WorkloadState) -> None:
         pool = workload.pool or ""
         changes = self.victim_changes.setdefault(pool, [])
@@ -539,6 +553,9 @@ class ClusterState:
         self.version += 1
         handler = _HANDLERS.get(type(data))
         if handler is not None:
+            workload_id = getattr(data, "workload_id", None)
+            if workload_id is not None:  # listed first: a handler that refuses may have begun
+                self.indexes.workload_changed(workload_id)
             handler(self, data, float(at))
 
     # -- nodes -----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The scheduler keeps what a pass needs between passes: the GPUs each budget holds (counted by
-the fold, in its indexes) and each pool's victim index (in the scheduler's memos, caught up from
-the fold's change list and the contracts that ended since). Kept and fresh must agree after
+the fold, in its indexes), each pool's victim index (in the scheduler's memos, caught up from
+the fold's change list and the contracts that ended since), and the debug lane's index (caught up
+from the workloads the fold lists as changed). Kept and fresh must agree after
 every pass of random histories, and every node's contract bound must be its runs' latest
 contract end; starting every pass from fresh memos (the full pass, the reference) must not
 change a decision (``test_churn.test_caches_change_no_decision``)."""
@@ -12,6 +13,7 @@ import math
 from hypothesis import given
 
 from projections.cluster_state import ClusterState, NodeState
+from services.scheduler.core.debug_lane import DebugLanes, LaneIndex, lane_state
 from services.scheduler.core.fairshare_order import count_held, held_by_leaf
 from services.scheduler.core.preemption import VictimIndex, victim_index
 from tests.unit.scheduling_fixtures import POOL, T0, Scenario
@@ -45,6 +47,30 @@ def kept_equals_fresh(seen: Observed) -> None:
         assert held_by_leaf(cluster, pool) == count_held(cluster, pool), pool
         kept = victim_index(cluster, pool, seen.now, seen.memos.of_pool(pool))
         assert kept.content() == VictimIndex(cluster, pool, seen.now).content(), pool
+        lanes = DebugLanes()
+        kept_lane = lane_state(cluster, lanes, pool, seen.now, seen.memos.lane)
+        assert kept_lane == lane_state(cluster, lanes, pool, seen.now, LaneIndex()), pool
+        assert (kept_lane.pending, kept_lane.in_use) == _lane_work(cluster, lanes, pool), pool
+
+
+def _lane_work(cluster: ClusterState, lanes: DebugLanes, pool: str) -> tuple[tuple[str, ...], int]:
+    """The definition, from every workload: lane work of ``pool`` waiting, and the GPUs lane
+    work holds there (placed or running, no preempt command out)."""
+    pending: list[str] = []
+    in_use = 0
+    for workload in cluster.workloads.values():
+        if pool not in workload.pools or not lanes.for_pool(pool).admits(workload):
+            continue
+        ended = workload.status in ("succeeded", "failed", "cancelled") or (
+            workload.status in ("preempted", "lost") and not workload.resumable
+        )
+        if ended:
+            continue
+        if workload.status == "pending":
+            pending.append(workload.workload_id)
+        elif workload.pool == pool and workload.status in ("placed", "running"):
+            in_use += 0 if workload.preempting else workload.gpus
+    return tuple(sorted(pending)), in_use
 
 
 @PROPERTY_SETTINGS

@@ -22,7 +22,9 @@ under ``max_lane_fraction`` of its capacity (a bound on what the lane can take f
 
 Everything here is a function of the state and ``now``. The :class:`LaneIndex` of lane
 workloads, one of the scheduler's memos (``memos.py``), is brought up to date from the workloads
-the state holds (which only ever grow), so it is exact whatever passes ran before.
+the state holds (which only ever grow) and those the fold lists as changed since, so it is
+exact whatever passes ran before (``tests/unit/test_incremental_scheduler.py`` checks it
+against a fresh one after every pass of random histories).
 """
 
 from __future__ import annotations
@@ -114,40 +116,93 @@ def poisson_quantile(mean: float, level: float) -> int:
     return r
 
 
-@dataclass
-class LaneIndex:
-    """Lane workloads of every pool, kept between passes: each pass reads only the workloads
-    submitted since the last (``seen`` of them were read already), not every workload."""
-
-    #: The lanes the index sorted workloads by (another configuration starts it over).
-    lanes: DebugLanes | None = None
-    seen: int = 0
-    #: Per pool: (submit time, lane GPU-seconds, id) of every lane workload ever submitted.
-    submitted: dict[str, SortedList[tuple[float, float, str]]] = field(default_factory=dict)
-    #: Per pool: lane workloads that may still run (not ended for good), by id.
-    live: dict[str, set[str]] = field(default_factory=dict)
-
-    def catch_up(self, cluster: ClusterState, lanes: DebugLanes) -> None:
-        if self.lanes != lanes:
-            self.lanes, self.seen, self.submitted, self.live = lanes, 0, {}, {}
-        new = len(cluster.workloads) - self.seen
-        if new > 0:
-            # Workloads are only ever added, in fold order: the newest are the last ``new``.
-            for workload in islice(reversed(cluster.workloads.values()), new):
-                for pool in workload.pools:
-                    if lanes.for_pool(pool).admits(workload):
-                        demand = float(workload.gpus * workload.min_runtime_s)
-                        self.submitted.setdefault(pool, SortedList()).add(
-                            (workload.submitted_at, demand, workload.workload_id)
-                        )
-                        self.live.setdefault(pool, set()).add(workload.workload_id)
-            self.seen = len(cluster.workloads)
-
-
 def _ended(workload: WorkloadState) -> bool:
     return workload.status in _ENDED or (
         workload.status in ("preempted", "lost") and not workload.resumable
     )
+
+
+@dataclass
+class _PoolLane:
+    """One pool's lane workloads that may still run, and what they add up to."""
+
+    #: Lane workloads of the pool not ended for good, each with the GPUs it holds there
+    #: (placed or running in the pool, no preempt command out; else 0).
+    live: dict[str, int] = field(default_factory=dict)
+    #: Those waiting to be placed.
+    pending: set[str] = field(default_factory=set)
+    in_use: int = 0
+
+    def follow(self, workload: WorkloadState, pool: str) -> None:
+        """Count ``workload`` as it stands now (it is one of the pool's lane workloads)."""
+        workload_id = workload.workload_id
+        self.in_use -= self.live.pop(workload_id, 0)
+        self.pending.discard(workload_id)
+        if _ended(workload):
+            return
+        holds = 0
+        if workload.status == "pending":
+            self.pending.add(workload_id)
+        elif workload.pool == pool and workload.status in ("placed", "running"):
+            holds = 0 if workload.preempting else workload.gpus
+        self.live[workload_id] = holds
+        self.in_use += holds
+
+
+@dataclass
+class LaneIndex:
+    """Lane workloads of every pool, kept between passes: each pass reads only the workloads
+    submitted since the last (``seen`` of them were read already) and those a fact was about
+    since (the fold's ``workload_changes`` from ``cursor`` on), not every lane workload."""
+
+    #: The lanes the index sorted workloads by (another configuration starts it over).
+    lanes: DebugLanes | None = None
+    seen: int = 0
+    #: How far the fold's change list was read, and how often it had been dropped then.
+    cursor: int = 0
+    dropped: int = 0
+    #: Per pool: (submit time, lane GPU-seconds, id) of every lane workload ever submitted.
+    submitted: dict[str, SortedList[tuple[float, float, str]]] = field(default_factory=dict)
+    #: Per pool: lane workloads that may still run, and what they add up to.
+    pools: dict[str, _PoolLane] = field(default_factory=dict)
+    #: Per lane workload not ended for good: the pools whose lane admits it.
+    lanes_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def catch_up(self, cluster: ClusterState, lanes: DebugLanes) -> None:
+        indexes = cluster.indexes
+        if self.lanes != lanes or self.dropped != indexes.workload_changes_dropped:
+            # another configuration, or changes the fold no longer lists: read everything
+            self.lanes, self.seen, self.submitted, self.pools, self.lanes_of = (
+                lanes, 0, {}, {}, {}
+            )  # fmt: skip
+            self.cursor, self.dropped = (
+                len(indexes.workload_changes),
+                indexes.workload_changes_dropped,
+            )
+        changes = indexes.workload_changes
+        changed = {w for w in changes[self.cursor :] if w in self.lanes_of}
+        self.cursor = len(changes)
+        new = len(cluster.workloads) - self.seen
+        if new > 0:
+            # Workloads are only ever added, in fold order: the newest are the last ``new``.
+            for workload in islice(reversed(cluster.workloads.values()), new):
+                admitted = tuple(p for p in workload.pools if lanes.for_pool(p).admits(workload))
+                if not admitted:
+                    continue
+                demand = float(workload.gpus * workload.min_runtime_s)
+                for pool in admitted:
+                    self.submitted.setdefault(pool, SortedList()).add(
+                        (workload.submitted_at, demand, workload.workload_id)
+                    )
+                self.lanes_of[workload.workload_id] = admitted
+                changed.add(workload.workload_id)
+            self.seen = len(cluster.workloads)
+        for workload_id in changed:
+            workload = cluster.workloads[workload_id]
+            for pool in self.lanes_of[workload_id]:
+                self.pools.setdefault(pool, _PoolLane()).follow(workload, pool)
+            if _ended(workload):
+                del self.lanes_of[workload_id]
 
 
 @dataclass(frozen=True)
@@ -178,18 +233,9 @@ def lane_state(
     if not lane.enabled:
         return LaneState(lane, (), 0, 0, 0)
     index.catch_up(cluster, lanes)
-    live = index.live.get(pool, set())
-    pending: list[str] = []
-    in_use = 0
-    for workload_id in list(live):
-        workload = cluster.workloads[workload_id]
-        if _ended(workload):
-            live.discard(workload_id)
-        elif workload.status == "pending":
-            pending.append(workload_id)
-        elif workload.pool == pool and workload.status in ("placed", "running"):
-            in_use += 0 if workload.preempting else workload.gpus
-    pending.sort()  # only the waiting few need an order (by id), not every live run
+    lane_work = index.pools.get(pool) or _PoolLane()
+    pending = sorted(lane_work.pending)  # only the waiting few need an order (by id)
+    in_use = lane_work.in_use
     demand = sum(
         gpu_s
         for submitted_at, gpu_s, _id in _recent(index.submitted.get(pool), now - lane.lookback_s)
