@@ -331,16 +331,23 @@ def victim_index(cluster: ClusterState, pool: str, now: float, memo: PreemptionM
     return index
 
 
-def waste_of(
-    cluster: ClusterState, pool: str, workload_id: str, now: float, memo: PreemptionMemo
-) -> float:
-    """GPU-seconds ``workload_id`` would waste if stopped at ``now`` (remembered while the
-    pool's signature and the instant stay the same)."""
-    wastes = memo.wastes.under((cluster.preemption_signature(pool, now), now))
-    found = wastes.get(workload_id)
-    if found is None:
-        found = wastes[workload_id] = wasted_if_stopped(cluster.workloads[workload_id], now)
-    return found
+class Wastes:
+    """GPU-seconds each run of a pool would waste if stopped at ``now``, remembered while the
+    pool's signature and the instant stay the same. Taken once per search (the state does not
+    change within one), not once per run: finding the signature costs a lookup in the
+    pool's contract ends."""
+
+    def __init__(self, cluster: ClusterState, pool: str, now: float, memo: PreemptionMemo) -> None:
+        self.cluster, self.now = cluster, now
+        self.known = memo.wastes.under((cluster.preemption_signature(pool, now), now))
+
+    def __call__(self, workload_id: str) -> float:
+        found = self.known.get(workload_id)
+        if found is None:
+            found = self.known[workload_id] = wasted_if_stopped(
+                self.cluster.workloads[workload_id], self.now
+            )
+        return found
 
 
 def eligible_victims(
@@ -413,12 +420,13 @@ def _eligible_by_subtree(
     if bound < need:
         return frozenset()
     eligible: set[str] = set(victims.tier0)
+    waste = Wastes(cluster, pool, now, memo)
     for by_size, most_gpus, catch_up, allowed in limits:
         for size, ids in by_size.items():
             if size <= most_gpus or (size <= catch_up and allowed == math.inf):
                 eligible |= ids  # by its size alone (entitlement, or catch-up at any waste)
             elif size <= catch_up:
-                eligible.update(i for i in ids if waste_of(cluster, pool, i, now, memo) < allowed)
+                eligible.update(i for i in ids if waste(i) < allowed)
     return frozenset(eligible)
 
 
@@ -469,6 +477,7 @@ def _eligible_by_budget(
     if bound < need:
         return frozenset()
     eligible: set[str] = set(victims.tier0)
+    waste = Wastes(cluster, pool, now, memo)
     lane = rule.lane
     for by_size, most_gpus, catch_up, allowed in limits:
         for workload_id in (i for ids in by_size.values() for i in ids):
@@ -477,10 +486,7 @@ def _eligible_by_budget(
                 if not lane.admits(workload):
                     eligible.add(workload_id)
             elif workload.gpus <= most_gpus or (
-                workload.gpus <= catch_up
-                and (
-                    allowed == math.inf or waste_of(cluster, pool, workload_id, now, memo) < allowed
-                )
+                workload.gpus <= catch_up and (allowed == math.inf or waste(workload_id) < allowed)
             ):
                 eligible.add(workload_id)
     return frozenset(eligible)
@@ -594,6 +600,7 @@ class _Search:
     ) -> None:
         self.exclude = exclude
         self.memo = memo
+        self.waste = Wastes(cluster, pool, now, memo)
         self.cluster = cluster
         self.pool = pool
         self.order = order
@@ -608,7 +615,7 @@ class _Search:
         ]
 
     def _item_cost(self, candidate: Candidate) -> tuple[int, float]:
-        waste = waste_of(self.cluster, self.pool, candidate.workload_id, self.now, self.memo)
+        waste = self.waste(candidate.workload_id)
         return candidate.tier, waste
 
     def _node_plan(
