@@ -170,17 +170,18 @@ class LaneIndex:
 
     def catch_up(self, cluster: ClusterState, lanes: DebugLanes) -> None:
         indexes = cluster.indexes
-        if self.lanes != lanes or self.dropped != indexes.workload_changes_dropped:
-            # another configuration, or changes the fold no longer lists: read everything
+        changes = indexes.workload_changes
+        if self.lanes != lanes:  # another configuration: read every workload again
             self.lanes, self.seen, self.submitted, self.pools, self.lanes_of = (
                 lanes, 0, {}, {}, {}
             )  # fmt: skip
-            self.cursor, self.dropped = (
-                len(indexes.workload_changes),
-                indexes.workload_changes_dropped,
-            )
-        changes = indexes.workload_changes
-        changed = {w for w in changes[self.cursor :] if w in self.lanes_of}
+            self.cursor = len(changes)
+        if self.dropped != indexes.workload_changes_dropped:
+            # the fold dropped its list since (a burst): look at every live lane workload
+            changed = set(self.lanes_of)
+            self.dropped = indexes.workload_changes_dropped
+        else:
+            changed = {w for w in changes[self.cursor :] if w in self.lanes_of}
         self.cursor = len(changes)
         new = len(cluster.workloads) - self.seen
         if new > 0:
