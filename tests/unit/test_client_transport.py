@@ -156,13 +156,13 @@ def test_threads_share_a_transport(seen: Seen, url: str) -> None:
 def test_a_proxy_from_the_environment_is_used_unless_the_host_is_exempt(
     seen: Seen, url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The recording server plays the proxy: a request through a proxy names the whole URL."""
-    monkeypatch.setenv("http_proxy", url)
-    monkeypatch.delenv("no_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
+    """The recording server plays the proxy: a request through a proxy names the whole URL
+    (and, the proxy's URL naming no user, sends no proxy authorization)."""
+    _use_proxy(monkeypatch, url, "http")
     transport = DirectTransport(5, PLAIN)
     assert send(transport, "http://api.example:8000/nodes").status == 200
     assert seen.requests[-1][1] == "http://api.example:8000/nodes"
+    assert seen.proxy_authorizations == [None]
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     assert send(transport, f"{url}/direct").status == 200
     assert seen.requests[-1][1] == "/direct"
@@ -174,11 +174,7 @@ def test_a_proxy_url_with_credentials_authenticates_plain_and_tunnelled_requests
 ) -> None:
     """``user:password@`` in the proxy's URL (percent-encoded as curl takes it) becomes Basic
     proxy authorization: on each plain-HTTP request, and on an https tunnel's CONNECT."""
-    proxy = url.replace("http://", "http://ops%40lab:s%3Acret@")
-    monkeypatch.setenv("http_proxy", proxy)
-    monkeypatch.setenv("https_proxy", proxy)
-    monkeypatch.delenv("no_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
+    _use_proxy(monkeypatch, url.replace("http://", "http://ops%40lab:s%3Acret@"), "http", "https")
     transport = DirectTransport(5, PLAIN)
     assert send(transport, "http://api.example:8000/nodes").status == 200
     expected = "Basic " + base64.b64encode(b"ops@lab:s:cret").decode()
@@ -190,16 +186,11 @@ def test_a_proxy_url_with_credentials_authenticates_plain_and_tunnelled_requests
     transport.close()
 
 
-def test_a_proxy_without_credentials_sends_none(
-    seen: Seen, url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("http_proxy", url)
+def _use_proxy(monkeypatch: pytest.MonkeyPatch, proxy: str, *schemes: str) -> None:
+    for scheme in schemes:
+        monkeypatch.setenv(f"{scheme}_proxy", proxy)
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    transport = DirectTransport(5, PLAIN)
-    assert send(transport, "http://api.example:8000/nodes").status == 200
-    assert seen.proxy_authorizations == [None]
-    transport.close()
 
 
 def test_a_server_that_never_answers_times_out() -> None:

@@ -16,6 +16,7 @@ from services.scheduler.core.memos import PassMemos
 from services.scheduler.core.preemption import (
     VictimIndex,
     VictimRule,
+    _Ask,
     _eligible_by_budget,
     _eligible_by_subtree,
 )
@@ -110,14 +111,19 @@ def test_by_subtree_and_by_budget_name_the_same_victims(
     extra = 0.0 if order.due(budget) else float(preemptor.gpus * preemptor.min_runtime_s)
 
     def both(floor: int) -> None:
-        args = (cluster, POOL, preemptor, order, victims, rule, now, memo, floor, starving, extra)
-        assert _eligible_by_subtree(*args) == _eligible_by_budget(*args)
+        ask = _Ask(
+            cluster, POOL, preemptor, order, victims, rule, now, memo, floor, starving, extra
+        )
+        assert _eligible_by_subtree(ask) == _eligible_by_budget(ask)
 
     for floor in range(0, 41, 4):  # the cheap bound refuses at the same floors
         both(floor)
     both(need)
-    found = sorted(_eligible_by_budget(cluster, POOL, preemptor, order, victims, rule, now,
-                                       memo, 0, starving, extra))  # fmt: skip
+    found = sorted(
+        _eligible_by_budget(
+            _Ask(cluster, POOL, preemptor, order, victims, rule, now, memo, 0, starving, extra)
+        )
+    )
     victims.remove(cluster, tuple(found[::2]))  # taken by an earlier preemptor of the pass
     both(0)
     both(need)
@@ -146,11 +152,11 @@ def test_a_run_that_would_waste_too_much_is_left_out_of_its_size() -> None:
     )
     rule = VictimRule(ChurnControl(), node_size=8)
     preemptor = cluster.workloads["p"]
-    args = (
+    ask = _Ask(
         cluster, POOL, preemptor, order, VictimIndex(cluster, POOL, now), rule, now,
         PassMemos().of_pool(POOL), 0, False, float(2 * 600),
     )  # fmt: skip
-    assert _eligible_by_subtree(*args) == _eligible_by_budget(*args) == {"a-cheap"}
+    assert _eligible_by_subtree(ask) == _eligible_by_budget(ask) == {"a-cheap"}
 
 
 def test_a_closed_budget_is_judged_alone_and_counted_once() -> None:
@@ -176,9 +182,10 @@ def test_a_closed_budget_is_judged_alone_and_counted_once() -> None:
     memo = PassMemos().of_pool(POOL)
 
     def found(need: int) -> frozenset[str]:
-        args = (cluster, POOL, cluster.workloads["p"], order, victims, rule, now, memo, need)
-        by_subtree = _eligible_by_subtree(*args, False, float(2 * 600))
-        assert by_subtree == _eligible_by_budget(*args, False, float(2 * 600))
+        preemptor = cluster.workloads["p"]
+        ask = _Ask(cluster, POOL, preemptor, order, victims, rule, now, memo, need, False, 1200.0)
+        by_subtree = _eligible_by_subtree(ask)
+        assert by_subtree == _eligible_by_budget(ask)
         return by_subtree
 
     assert found(10) == {"a1-0", "a1-1", "a2-0"}

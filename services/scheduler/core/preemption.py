@@ -369,47 +369,57 @@ def eligible_victims(
     due = rule.lane is None and order.due(preemptor.budget)
     extra = 0.0 if due else float(preemptor.gpus * preemptor.min_runtime_s)
     starving = rule.lane is None and rule.starving(preemptor, now)
+    ask = _Ask(cluster, pool, preemptor, order, victims, rule, now, memo, need, starving, extra)
     if rule.lane is None and preemptor.budget in order.shares:
-        return _eligible_by_subtree(
-            cluster, pool, preemptor, order, victims, rule, now, memo, need, starving, extra
-        )
-    return _eligible_by_budget(
-        cluster, pool, preemptor, order, victims, rule, now, memo, need, starving, extra
-    )
+        return _eligible_by_subtree(ask)
+    return _eligible_by_budget(ask)
 
 
-def _eligible_by_subtree(
-    cluster: ClusterState,
-    pool: str,
-    preemptor: WorkloadState,
-    order: FairShareOrder,
-    victims: VictimIndex,
-    rule: VictimRule,
-    now: float,
-    memo: PreemptionMemo,
-    need: int,
-    starving: bool,
-    extra: float,
-) -> frozenset[str]:
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """One question to :func:`eligible_victims`: whom ``preemptor`` may take from at ``now``
+    (``starving`` and ``extra``, its request's GPU-seconds as counted, worked out once)."""
+
+    cluster: ClusterState
+    pool: str
+    preemptor: WorkloadState
+    order: FairShareOrder
+    victims: VictimIndex
+    rule: VictimRule
+    now: float
+    memo: PreemptionMemo
+    need: int
+    starving: bool
+    extra: float
+
+    def limit(self, budget: str) -> tuple[float, float, float]:
+        return _limit(self.order, budget, self.preemptor, self.rule, self.starving, self.extra)
+
+    def wastes(self) -> Wastes:
+        return Wastes(self.cluster, self.pool, self.now, self.memo)
+
+
+def _eligible_by_subtree(ask: _Ask) -> frozenset[str]:
     """:func:`_eligible_by_budget`'s answer for a preemptor whose budget has a share, found
     subtree by subtree: every budget with a share parts from the preemptor's at a sibling of
     one of its ancestors, and all budgets under that sibling get the sibling's answer. A
     budget without a share is judged alone, and so is every budget of a subtree holding one
     (``tests/unit/test_eligible_victims.py`` holds both ways to one answer)."""
+    order, victims = ask.order, ask.victims
     limits: list[tuple[dict[int, set[str]], float, float, float]] = []
     bound = victims.tier0_gpus
     for budget in victims.unshared(order.shares):
-        limit = _limit(order, budget, preemptor, rule, starving, extra)
+        limit = ask.limit(budget)
         if limit[0] >= 1 or limit[2] >= 0:
             limits.append((victims.ids_by_budget[budget], *limit))
             bound += victims.gpus_by_budget[budget]
     parent = ROOT
-    for ancestor in _paths_to(preemptor.budget):
+    for ancestor in _paths_to(ask.preemptor.budget):
         for sibling in order.children.get(parent, ()):
             budgets = victims.budgets_under.get(sibling)
             if sibling == ancestor or not budgets:
                 continue
-            limit = _limit(order, sibling, preemptor, rule, starving, extra)
+            limit = ask.limit(sibling)
             if limit[0] < 1 and limit[2] < 0:
                 continue
             for budget in budgets:
@@ -417,10 +427,10 @@ def _eligible_by_subtree(
                     limits.append((victims.ids_by_budget[budget], *limit))
                     bound += victims.gpus_by_budget[budget]
         parent = ancestor
-    if bound < need:
+    if bound < ask.need:
         return frozenset()
     eligible: set[str] = set(victims.tier0)
-    waste = Wastes(cluster, pool, now, memo)
+    waste = ask.wastes()
     for by_size, most_gpus, catch_up, allowed in limits:
         for size, ids in by_size.items():
             if size <= most_gpus or (size <= catch_up and allowed == math.inf):
@@ -430,21 +440,10 @@ def _eligible_by_subtree(
     return frozenset(eligible)
 
 
-def _eligible_by_budget(
-    cluster: ClusterState,
-    pool: str,
-    preemptor: WorkloadState,
-    order: FairShareOrder,
-    victims: VictimIndex,
-    rule: VictimRule,
-    now: float,
-    memo: PreemptionMemo,
-    need: int,
-    starving: bool,
-    extra: float,
-) -> frozenset[str]:
+def _eligible_by_budget(ask: _Ask) -> frozenset[str]:
     """The victims budget by budget: for the debug lane, and for a preemptor whose budget has
     no share (the definition :func:`_eligible_by_subtree` is held to)."""
+    order, victims, preemptor, rule = ask.order, ask.victims, ask.preemptor, ask.rule
     limits: list[tuple[dict[int, set[str]], float, float, float]] = []
     bound = victims.tier0_gpus
     # Between two budgets with shares, what the preemptor may take depends only on the two
@@ -466,7 +465,7 @@ def _eligible_by_budget(
         )
         limit = by_sides.get(sides) if sides is not None else None
         if limit is None:
-            limit = _limit(order, budget, preemptor, rule, starving, extra)
+            limit = ask.limit(budget)
             if sides is not None:
                 by_sides[sides] = limit
         most_gpus, catch_up, allowed = limit
@@ -474,14 +473,14 @@ def _eligible_by_budget(
             continue
         limits.append((ids, most_gpus, catch_up, allowed))
         bound += victims.gpus_by_budget[budget]
-    if bound < need:
+    if bound < ask.need:
         return frozenset()
     eligible: set[str] = set(victims.tier0)
-    waste = Wastes(cluster, pool, now, memo)
+    waste = ask.wastes()
     lane = rule.lane
     for by_size, most_gpus, catch_up, allowed in limits:
         for workload_id in (i for ids in by_size.values() for i in ids):
-            workload = cluster.workloads[workload_id]
+            workload = ask.cluster.workloads[workload_id]
             if lane is not None:
                 if not lane.admits(workload):
                     eligible.add(workload_id)
