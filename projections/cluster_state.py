@@ -463,20 +463,23 @@ class ClusterIndexes:
             held = self.held.setdefault(workload.pool or "", {})
             held[workload.budget] = held.get(workload.budget, 0) + sign * workload.gpus
 
-    def workload_changed(self, workload_id: str) -> None:
-        changes = self.workload_changes
-        if len(changes) >= self.VICTIM_CHANGES_KEPT:
+    def _listed(self, changes: list[str], workload_id: str) -> bool:
+        """Append to a change list; True when it was full and dropped first (its readers
+        then catch up another way)."""
+        dropped = len(changes) >= self.VICTIM_CHANGES_KEPT
+        if dropped:
             changes.clear()
-            self.workload_changes_dropped += 1
         changes.append(workload_id)
+        return dropped
+
+    def workload_changed(self, workload_id: str) -> None:
+        if self._listed(self.workload_changes, workload_id):
+            self.workload_changes_dropped += 1
 
     def victim_changed(self, workload: WorkloadState) -> None:
         pool = workload.pool or ""
-        changes = self.victim_changes.setdefault(pool, [])
-        if len(changes) >= self.VICTIM_CHANGES_KEPT:
-            changes.clear()
+        if self._listed(self.victim_changes.setdefault(pool, []), workload.workload_id):
             self.victim_changes_dropped[pool] = self.victim_changes_dropped.get(pool, 0) + 1
-        changes.append(workload.workload_id)
 
     def contract_started(self, workload: WorkloadState, now: float) -> None:
         if workload.allocated and not workload.preempting:
