@@ -31,6 +31,11 @@ Source = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=
 Signer = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 #: An Ed25519 signature (64 bytes) in standard base64.
 Signature = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]{86}==$")]
+#: Where a record sits in a batch signed at once: ``<index>/<count>/<sibling hashes>``, the
+#: hashes of its Merkle path (SHA-256 each) in standard base64 (``events.signing``).
+BatchProof = Annotated[
+    str, StringConstraints(max_length=1024, pattern=r"^[0-9]{1,5}/[0-9]{1,5}/[A-Za-z0-9+/]*={0,2}$")
+]
 
 SPECVERSION = "1.0"
 CONTENT_TYPE = "application/json"
@@ -50,9 +55,13 @@ class Envelope(BaseModel, Generic[DataT]):
     correlationid: EventId | None = None
     causationid: EventId | None = None
     #: CloudEvents extensions: the key that signed the record and its signature over the
-    #: canonical form of everything else (``events.signing``); None on unsigned records.
+    #: canonical form of everything else (``events.signing``); None on unsigned records. A
+    #: record signed with others in one batch carries its ``batchproof`` too, and its signature
+    #: is then over the batch's Merkle root, which the proof and the record's own canonical
+    #: form give back.
     signer: Signer | None = None
     signature: Signature | None = None
+    batchproof: BatchProof | None = None
     datacontenttype: Literal["application/json"] = "application/json"
     data: DataT
 
@@ -69,6 +78,8 @@ class Envelope(BaseModel, Generic[DataT]):
             )
         if (self.signer is None) != (self.signature is None):
             raise ValueError("signature: signer and signature come together or not at all")
+        if self.batchproof is not None and self.signature is None:
+            raise ValueError("batchproof: only a signed record has a place in a signed batch")
         return self
 
     @property

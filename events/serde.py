@@ -35,6 +35,7 @@ _ATTRIBUTES = (
     "causationid",
     "signer",
     "signature",
+    "batchproof",
 )
 HEADER_PREFIX = "ce_"
 CONTENT_TYPE_HEADER = "content-type"

@@ -130,6 +130,10 @@ KEY_FACTS = (SigningKeyRegistered, SigningKeyRevoked)
 #: last-seen time, the newest snapshot), and they are most of the log.
 _NOT_TRACKED = (GpuHeartbeat, NodeAlive, UsageSnapshot)
 
+#: Batch signatures remembered per key (``events.signing``, "Batches"): a reader meets a
+#: batch's records within a few thousand records of each other.
+_BATCHES_KEPT = 4096
+
 #: Why a record is not believed (:attr:`Distrust.kind`).
 UNSIGNED = "unsigned"
 UNKNOWN_KEY = "unknown-key"
@@ -197,8 +201,10 @@ class KeyBook:
         self.keys: dict[str, KeyEntry] = {}
         #: The earliest ``required_from`` of each identity's keys (``agent:<cluster>`` too).
         self._required: dict[str, float] = {}
-        #: Verifying keys, made once per key (not state: rebuilt after unpickling).
+        #: Verifying keys, made once per key, and each key's batch signatures found good
+        #: (not state: rebuilt after unpickling; a cache, so it changes no judgement).
         self._verifiers: dict[str, Ed25519PublicKey] = {}
+        self._batches: dict[str, dict[bytes, None]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"keys": self.keys, "_required": self._required}
@@ -206,6 +212,7 @@ class KeyBook:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._verifiers = {}
+        self._batches = {}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, KeyBook) and self.keys == other.keys
@@ -226,7 +233,14 @@ class KeyBook:
             verifier = self._verifiers[key.key_id] = Ed25519PublicKey.from_public_bytes(
                 key.public_key
             )
-        return verifies(envelope, verifier)
+        batches = self._batches.get(key.key_id)
+        if batches is None:
+            batches = self._batches[key.key_id] = {}
+        elif len(batches) >= _BATCHES_KEPT:
+            # the oldest half goes: a batch's records are read close together in the log
+            for old in list(batches)[: _BATCHES_KEPT // 2]:
+                del batches[old]
+        return verifies(envelope, verifier, batches)
 
     def required_from(self, roles: Iterable[str], cluster: str | None) -> float | None:
         """Since when records of a fact stated by ``roles`` must be signed (None: not yet).

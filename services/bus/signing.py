@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +41,47 @@ class SigningKeyError(ValueError):
 
 
 class SigningPublisher:
-    """A publisher whose every record is signed with ``signer`` on its way out."""
+    """A publisher whose every record is signed with ``signer`` on its way out.
+
+    What a thread publishes between two flushes is one batch, signed with one signature
+    (``events.signing``, "Batches"): a scheduling pass, an agent's round, a batch of charges.
+    The records are therefore handed to the inner publisher at :meth:`flush`, which the port
+    already requires before anything counts as published; errors of handing them over are
+    raised there too. Each thread has its own batch (the API's requests publish side by side,
+    and each flush answers for its own thread's records)."""
 
     def __init__(self, inner: EventPublisher, signer: Signer) -> None:
         self.inner = inner
         self.signer = signer
+        self._pending = threading.local()
 
     def publish(self, envelope: Envelope[Any]) -> None:
-        self.inner.publish(self.signer.sign(envelope))
+        self._batch().append(envelope)
 
     def flush(self, timeout_s: float = 30.0) -> None:
+        self._hand_over()
         self.inner.flush(timeout_s)
 
     def close(self) -> None:
-        self.inner.close()
+        try:
+            self._hand_over()
+        finally:
+            self.inner.close()
+
+    def _batch(self) -> list[Envelope[Any]]:
+        batch: list[Envelope[Any]] | None = getattr(self._pending, "batch", None)
+        if batch is None:
+            batch = self._pending.batch = []
+        return batch
+
+    def _hand_over(self) -> None:
+        batch = self._batch()
+        if not batch:
+            return
+        envelopes = list(batch)
+        batch.clear()  # handed over or failed: the caller publishes again after an error
+        for envelope in self.signer.sign_batch(envelopes):
+            self.inner.publish(envelope)
 
     def __getattr__(self, name: str) -> Any:
         """What else the wrapped publisher offers (``publish_raw`` in tests, counters)."""
