@@ -65,13 +65,23 @@ def bench_audit(
     strict: Annotated[
         bool, typer.Option("--strict", help="decode as `fairshare audit replay --strict`")
     ] = False,
+    signed: Annotated[
+        str,
+        typer.Option(
+            help="replay the log signed: none, records (each alone) or batches (each "
+            "signer's records 16 to a signature, as services sign a flush)"
+        ),
+    ] = "none",
 ) -> None:
     """Audit replay throughput vs a bare orjson decode of the same file; one JSON object."""
     import orjson
 
     from services.bench.audit import audit_benchmark
 
-    typer.echo(orjson.dumps(audit_benchmark(events, log, strict)).decode())
+    if signed not in ("none", "records", "batches"):
+        raise typer.BadParameter("none, records or batches", param_hint="--signed")
+    result = audit_benchmark(events, log, strict, signed)  # type: ignore[arg-type]
+    typer.echo(orjson.dumps(result).decode())
 
 
 @bench_app.command("audit-decisions")

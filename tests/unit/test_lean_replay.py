@@ -168,3 +168,21 @@ def test_the_benchmark_says_how_it_decoded(flag: list[str], decode: str) -> None
     figures = orjson.loads(result.stdout)
     assert figures["decode"] == decode
     assert figures["identical"] is True
+
+
+@pytest.mark.parametrize("signed", ["records", "batches"])
+def test_the_benchmark_replays_the_log_signed_and_believes_all_of_it(signed: str) -> None:
+    """Each signer's records 16 to a signature (or each alone), interleaved in log order as
+    the services' flushes are: every record is believed and the charges match."""
+    result = runner.invoke(app, ["bench", "audit", "--events", "300", "--signed", signed])
+    assert result.exit_code == 0, result.output
+    figures = orjson.loads(result.stdout)
+    assert figures["signed"] == signed
+    assert figures["not_believed"] == 0
+    assert figures["identical"] is True
+    assert figures["events"] > 300  # the four key registrations come first
+
+
+def test_the_benchmark_refuses_an_unknown_way_of_signing() -> None:
+    result = runner.invoke(app, ["bench", "audit", "--events", "30", "--signed", "some"])
+    assert result.exit_code == 2
