@@ -350,6 +350,7 @@ CLAIMED = {
 }
 
 
+@pytest.mark.slow  # a check of the generator, not of the product: 12 s of the default run
 def test_the_scenarios_exercise_what_they_claim() -> None:
     seen: Counter[str] = Counter()
 

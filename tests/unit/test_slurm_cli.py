@@ -15,7 +15,7 @@ from tests.unit.test_slurm_adapter import FakeSlurm
 
 
 def _fake(monkeypatch: pytest.MonkeyPatch, slurm: FakeSlurm) -> None:
-    for method in ("list_nodes", "list_jobs", "read_completions"):
+    for method in ("list_nodes", "list_jobs", "read_completions", "show_topology"):
         monkeypatch.setattr(SlurmCli, method, lambda self, *a, m=method: getattr(slurm, m)(*a))
 
 
