@@ -3,14 +3,18 @@ that a failing example can be replayed, and the key facts that register them."""
 
 from __future__ import annotations
 
+import string
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import assume
 
 from events import new_event
 from events.envelope import Envelope
 from events.models import EventData, SigningKeyRegistered, SigningKeyRevoked
+from events.serde import EventDecodeError, decode_structured, encode_structured
 from events.signing import Signer
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -94,3 +98,62 @@ def registrations(
         registration(signer, role, cluster, at, required_from=required_from)
         for signer, role, cluster in keys.roles()
     ]
+
+
+def mutated(envelope: Envelope[Any], leaf: int, pick: int) -> Envelope[Any]:
+    """``envelope`` with one field of its export line changed (the ``leaf``-th, to a value
+    ``pick`` chooses), decoded again; Hypothesis drops the example when no change applies or
+    the changed line no longer decodes (a refusal by the decoder proves nothing about
+    signatures). Every field is a leaf: the payload's, the signer, the signature, the proof."""
+    document = orjson.loads(encode_structured(envelope))
+    leaves = _leaves(document)
+    path = leaves[leaf % len(leaves)]
+    changed = _changed(_read(document, path), pick)
+    assume(changed is not None)
+    _set(document, path, changed)
+    try:
+        result = decode_structured(orjson.dumps(document))
+    except EventDecodeError:
+        assume(False)
+        raise
+    assume(result != envelope)
+    return result
+
+
+def _leaves(document: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(document, dict):
+        return [leaf for key in sorted(document) for leaf in _leaves(document[key], (*path, key))]
+    if isinstance(document, list):
+        return [leaf for i, item in enumerate(document) for leaf in _leaves(item, (*path, i))]
+    return [path]
+
+
+def _changed(value: Any, pick: int) -> Any:
+    """Another value of the same JSON type, close to ``value`` (so that it often still
+    decodes: a mutation the decoder refuses proves nothing about signatures)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + (1 if pick % 2 else -1)
+    if isinstance(value, float):
+        return value + 0.5
+    if isinstance(value, str) and value:
+        i = pick % len(value)
+        for alphabet in (string.digits, string.ascii_lowercase, string.ascii_uppercase):
+            if value[i] in alphabet:
+                choices = alphabet.replace(value[i], "")
+                return value[:i] + choices[pick % len(choices)] + value[i + 1 :]
+        return value + "x"
+    return None
+
+
+def _set(document: Any, path: tuple[Any, ...], value: Any) -> None:
+    for step in path[:-1]:
+        document = document[step]
+    document[path[-1]] = value
+
+
+def _read(document: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        document = document[step]
+    return document
