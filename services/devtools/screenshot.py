@@ -88,6 +88,8 @@ def screenshot_dashboard(url: str, out: Path, chromium: str, query: str = "") ->
         page.wait_for_function(
             "() => Number(document.body.dataset.refreshes || 0) >= 1"
             " && Number(document.body.dataset.timelines || 0) >= 1"
+            # the Cost panel loads at its own pace (the page does not wait for it)
+            " && Number(document.body.dataset.costs || 0) >= 1"
         )
         page.wait_for_timeout(300)
         page.screenshot(path=str(out), full_page=True)
