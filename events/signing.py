@@ -95,9 +95,14 @@ def raw_public_key(key: Ed25519PublicKey) -> bytes:
 
 
 def signature_bytes(text: str) -> bytes | None:
-    """The 64 bytes of a signature attribute; None if it is not their one base64 spelling
-    (the last character before ``==`` has bits that decoding ignores: a record whose
-    signature text was changed there is a changed record, and must not verify)."""
+    """The 64 bytes of a signature attribute; None if it is not their one base64 spelling."""
+    return _canonical_base64(text)
+
+
+def _canonical_base64(text: str) -> bytes | None:
+    """The bytes of ``text``; None unless it is their one base64 spelling (the last
+    character before padding has bits that decoding ignores: a record whose signature or
+    proof text was changed there is a changed record, and must not verify)."""
     try:
         raw = base64.b64decode(text, validate=True)
     except binascii.Error:
@@ -172,17 +177,18 @@ def parse_proof(text: str) -> tuple[int, int, list[bytes]] | None:
     """Index, count and path of a ``batchproof``; None unless it is their one spelling (as
     for signatures, a changed character must not leave the same proof)."""
     parts = text.split("/", 2)
-    if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+    if len(parts) != 3 or not all(_decimal(part) for part in parts[:2]):
         return None
-    try:
-        raw = base64.b64decode(parts[2], validate=True)
-    except binascii.Error:
+    raw = _canonical_base64(parts[2])
+    if raw is None or len(raw) % _HASH_BYTES:
         return None
-    if len(raw) % _HASH_BYTES:
-        return None
-    index, count = int(parts[0]), int(parts[1])
     path = [raw[at : at + _HASH_BYTES] for at in range(0, len(raw), _HASH_BYTES)]
-    return (index, count, path) if proof_text(index, count, path) == text else None
+    return int(parts[0]), int(parts[1]), path
+
+
+def _decimal(text: str) -> bool:
+    """Whether ``text`` is a number's one decimal spelling (no sign, no leading zero)."""
+    return text.isdigit() and text.isascii() and str(int(text)) == text
 
 
 def signed_message(envelope: Envelope[Any]) -> bytes | None:

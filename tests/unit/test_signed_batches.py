@@ -97,7 +97,7 @@ def public(signer: Any) -> Ed25519PublicKey:
 
 
 @given(count=st.integers(1, 70))
-def test_every_leaf_leads_back_to_the_root_and_no_other_count_does(count: int) -> None:
+def test_every_leaf_leads_back_to_the_root_and_not_from_the_next_index(count: int) -> None:
     leaves = [bytes([i % 256]) * 32 for i in range(count)]
     root, paths = merkle_paths(leaves)
     assert max(len(path) for path in paths) == (count - 1).bit_length()
