@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sortedcontainers import SortedList
 
 if TYPE_CHECKING:
-    from projections.cluster_state import QueueKey, WorkloadState
+    from projections.cluster_types import QueueKey, WorkloadState
 
 
 @dataclass(slots=True)

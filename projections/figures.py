@@ -34,7 +34,8 @@ from itertools import pairwise
 
 from events.times import HOUR
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, WorkloadState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import WorkloadState
 from projections.owed import owed_pieces
 from projections.steps import Steps
 

@@ -53,9 +53,9 @@ from events.models import (
     charge_id,
 )
 from events.signing import Signer
-from services.scheduler.core.debug_lane import DebugLane, DebugLanes
-from services.scheduler.core.scheduling_pass import PassContext
-from services.scheduler.core.settings import settings_of
+from scheduling.debug_lane import DebugLane, DebugLanes
+from scheduling.scheduling_pass import PassContext
+from scheduling.settings import settings_of
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 PLACEMENT = Placement(nodes=(NodeGpus(node="node-01", gpus=(0, 1)),))

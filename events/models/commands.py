@@ -153,7 +153,7 @@ _NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class ChurnSettings(_Record):
-    """When a run past its contract is worth stopping (``services/scheduler/core/churn.py``)."""
+    """When a run past its contract is worth stopping (``scheduling/churn.py``)."""
 
     #: Base relative margin of the catch-up rule; None: catch-up is off.
     margin: _NonNegative | None
@@ -164,7 +164,7 @@ class ChurnSettings(_Record):
 
 
 class DebugLaneSettings(_Record):
-    """One pool's debug lane (``services/scheduler/core/debug_lane.py``); ``pool`` None: the
+    """One pool's debug lane (``scheduling/debug_lane.py``); ``pool`` None: the
     lane of every pool not named."""
 
     pool: PoolName | None = None
@@ -179,7 +179,7 @@ class DebugLaneSettings(_Record):
 
 
 class TimeLimitSettings(_Record):
-    """One pool's time limits (``services/scheduler/core/time_limits.py``); ``pool`` None: the
+    """One pool's time limits (``scheduling/time_limits.py``); ``pool`` None: the
     limits of every pool not named."""
 
     pool: PoolName | None = None

@@ -55,7 +55,7 @@ class WorkloadSubmitted(EventData):
     spec: Spec = Field(default_factory=dict)
     #: How long one run may last before its agent stops it; None: the pool's default. The
     #: scheduler caps it at the pool's maximum and never below ``min_runtime_s``
-    #: (``services/scheduler/core/time_limits.py``).
+    #: (``scheduling/time_limits.py``).
     time_limit_s: TimeLimitSeconds | None = None
 
     @model_validator(mode="after")

@@ -67,7 +67,7 @@ from events.models import (
 )
 from events.times import utc_from_epoch as _utc
 from events.topics import TopicKind
-from projections.cluster_state import ACTIVE, WorkloadState
+from projections.cluster_types import ACTIVE, WorkloadState
 from projections.live_state import LiveState
 from services.agents.adapter import ArrayTask, ClusterAdapter, NodeSpec, RunEnded, RunRequest
 from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_due, occupancy

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Protocol
 
 from events.envelope import Envelope, derived_event_id
 from events.models import EventData, GpuReading, NodeCordoned, NodeUncordoned
-from projections.cluster_state import ACTIVE, WorkloadState
+from projections.cluster_types import ACTIVE, WorkloadState
 from services.agents.agent import ClusterAgent
 
 log = logging.getLogger(__name__)

@@ -42,9 +42,11 @@ from events.models import (
 from events.times import DEFAULT_WINDOW_S, HOUR, utc_from_epoch
 from events.types import Role
 from projections.budget_tree import ROOT, BudgetNode, parent_of
-from projections.cluster_state import TERMINAL, WorkloadState
+from projections.cluster_types import TERMINAL, WorkloadState
 from projections.live_state import LiveState
 from projections.price_book import Price, PriceBook, hour_of, price_of
+from scheduling.settings import time_limits_of
+from scheduling.time_limits import refusal as time_limit_refusal
 from services.agents.spec_checks import spec_problems
 from services.api import auth, queries
 from services.api import models as m
@@ -52,8 +54,6 @@ from services.api.auth import Principal
 from services.api.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, Unavailable
 from services.api.view import LiveView
 from services.bus.port import EventPublisher, PublishError
-from services.scheduler.core.settings import time_limits_of
-from services.scheduler.core.time_limits import refusal as time_limit_refusal
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from events.arrays import canonical, element_id, parse_indices
 from events.envelope import Envelope
 from events.models import EventData, WorkloadArraySubmitted, WorkloadCancelled
 from events.models.arrays import ELEMENT_FIELDS
-from projections.cluster_state import ACTIVE, TERMINAL, ArrayState
+from projections.cluster_types import ACTIVE, TERMINAL, ArrayState
 from projections.live_state import LiveState
 from services.api import auth
 from services.api import models as m

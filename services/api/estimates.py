@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from projections.cluster_state import WorkloadState
+from projections.cluster_types import WorkloadState
 from projections.live_state import LiveState
+from scheduling.scheduling_pass import PassContext
+from scheduling.settings import time_limits_of, with_settings
+from scheduling.start_estimate import estimate_starts
+from scheduling.time_limits import expected_end, limit_s
 from services.api.sentences import iso
-from services.scheduler.core.scheduling_pass import PassContext
-from services.scheduler.core.settings import time_limits_of, with_settings
-from services.scheduler.core.start_estimate import estimate_starts
-from services.scheduler.core.time_limits import expected_end, limit_s
 
 
 @dataclass(frozen=True)

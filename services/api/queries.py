@@ -1,7 +1,7 @@
 """The read side of the API: answers built from a LiveState, one function per figure.
 
 What to say is decided elsewhere (the queue order and why work waits in the scheduling core's
-:mod:`~services.scheduler.core.why_pending`, put into answers by :mod:`services.api.waiting`
+:mod:`~scheduling.why_pending`, put into answers by :mod:`services.api.waiting`
 and into words by :mod:`services.api.sentences`; the fair-share figures in the folds; delivered
 and owed by :mod:`projections.figures` over the read models, :mod:`services.reports.window`);
 this module turns them into the answers of :mod:`services.api.models`. Nothing here changes the
@@ -18,9 +18,11 @@ from sqlalchemy.exc import DBAPIError
 
 from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
-from projections.cluster_state import TERMINAL, ClusterState, NodeState, WorkloadState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import TERMINAL, NodeState, WorkloadState
 from projections.figures import Bins, BudgetSeries, PoolFigures, wanted
 from projections.live_state import LiveState
+from scheduling.fairshare_order import FairShareOrder
 from services.api import estimates, waiting
 from services.api import models as m
 from services.api.errors import NotFound
@@ -29,7 +31,6 @@ from services.api.waiting import command_records, pending_queue, pool_queue, wor
 from services.reports.source import window_start
 from services.reports.window import WindowFigures
 from services.reports.window import window_figures as read_window_figures
-from services.scheduler.core.fairshare_order import FairShareOrder
 
 log = logging.getLogger(__name__)
 

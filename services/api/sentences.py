@@ -2,7 +2,7 @@
 and the decision records (why it was preempted) as sentences, and the one sentence that leads
 ``why`` and fills the queue's REASON.
 
-The decisions are the core's (:mod:`services.scheduler.core.why_pending`: the reasons, and
+The decisions are the core's (:mod:`scheduling.why_pending`: the reasons, and
 which one decides); this module only words them, so the CLI, the dashboard and any other client
 print the same sentence instead of each composing its own from the fields.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, overload
 
+from scheduling import why_pending as why
 from services.api import models as m
-from services.scheduler.core import why_pending as why
 
 
 @overload

@@ -1,7 +1,7 @@
 """The queue and "why": pending work in the order a pass considers it, the reason that decides
 for each workload, and the decision records of what was done to it.
 
-The order and the reasons are the scheduling core's (:mod:`~services.scheduler.core.
+The order and the reasons are the scheduling core's (:mod:`~scheduling.
 why_pending`), the words :mod:`services.api.sentences`'; this module puts them into the answers
 of ``/queue`` and ``/workloads/{id}/why``. Nothing here changes the state it reads.
 """
@@ -13,8 +13,9 @@ from typing import Any
 
 from events.models import PreemptCommand
 from events.times import DEFAULT_WINDOW_S
-from projections.cluster_state import WorkloadState
+from projections.cluster_types import WorkloadState
 from projections.live_state import CommandRecord, LiveState
+from scheduling import why_pending as why
 from services.api import models as m
 from services.api.sentences import (
     clock_time,
@@ -24,7 +25,6 @@ from services.api.sentences import (
     ratio,
     reason_views,
 )
-from services.scheduler.core import why_pending as why
 
 
 def pending_queue(

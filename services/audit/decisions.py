@@ -41,10 +41,10 @@ from events.models import (
 from events.ndjson import BadLine
 from projections.live_state import LiveState
 from projections.trust import Distrust
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import PassContext, PassResult, run_pass
+from scheduling.settings import with_settings
 from services.audit.trust import AuditTrust, Verdicts, describe
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
-from services.scheduler.core.settings import with_settings
 
 Command = PlaceCommand | PreemptCommand
 

@@ -42,6 +42,8 @@ from events.models import (
 )
 from events.positions import Delivery
 from projections.live_state import LiveState
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import SOURCE
 from services.audit.decisions import (
     Command,
     DecisionAudit,
@@ -52,8 +54,6 @@ from services.audit.decisions import (
     rerun_pass,
 )
 from services.audit.trust import Verdicts
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import SOURCE
 
 Key = tuple[str, int]
 #: What a leader states at a pass's instant before running it: the liveness of nodes, and its

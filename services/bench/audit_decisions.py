@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from events.envelope import Envelope, derived_event_id, new_event
 from events.models import EventData
+from scheduling.scheduling_pass import run_pass
 from services.audit.decisions import DecisionAudit, audit_decisions
-from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import DEVELOPMENT_TRACES, load_budgets, load_trace
 

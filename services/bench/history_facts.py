@@ -200,8 +200,8 @@ class JobFacts:
 
 def settings_fact() -> SchedulerSettings:
     """The settings a leader of ``fairshare up`` states (its grace period is 10 s)."""
-    from services.scheduler.core.scheduling_pass import PassContext
-    from services.scheduler.core.settings import settings_of
+    from scheduling.scheduling_pass import PassContext
+    from scheduling.settings import settings_of
 
     return settings_of(PassContext(now=0.0, grace_period_s=10, epoch=EPOCH))
 

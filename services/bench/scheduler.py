@@ -23,11 +23,11 @@ from typing import Any
 from events.models import WorkloadFinished, WorkloadStarted
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
+from scheduling.baselines import baseline_policy
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import PassContext, run_pass
 from services.bench.fixtures import BENCH_POOL, synthetic_cluster
 from services.runtime.gc_pause import gc_paused
-from services.scheduler.core.baselines import baseline_policy
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import DEVELOPMENT_TRACES, load_budgets, load_trace
 

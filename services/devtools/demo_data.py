@@ -324,7 +324,7 @@ def simulated_lab(
 ) -> list[Envelope[Any]]:
     """The simulator's event log over ``jobs`` trace jobs on ``gpus`` GPUs, the trace's flat
     budgets spread under three groups of a lab (``lab/vision/<id>``, ...)."""
-    from services.scheduler.core.scheduling_pass import run_pass
+    from scheduling.scheduling_pass import run_pass
     from services.simulator.engine import Simulation, SimulationConfig
     from services.simulator.trace import load_budgets, load_trace
 
@@ -366,7 +366,7 @@ def _simulated(
 ) -> list[Envelope[Any]]:
     """The simulator's event log of ``jobs`` on the lab's budgets (:data:`UP_LAB`), plus, at
     the last arrival, a cordon of the last node with a reason."""
-    from services.scheduler.core.scheduling_pass import run_pass
+    from scheduling.scheduling_pass import run_pass
     from services.simulator.engine import Simulation
 
     events: list[Envelope[Any]] = []

@@ -19,7 +19,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from events.models import EventData, PlaceCommand, PreemptCommand
-from projections.cluster_state import ClusterState, WorkloadState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import WorkloadState
 from services.metrics import common as _conventions  # noqa: F401 (no _created series)
 
 #: Queue waits run from seconds (an idle pool) to hours (a budget over its share): buckets

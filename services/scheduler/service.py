@@ -15,7 +15,7 @@ log will not have). Whatever it still manages to publish is refused by the agent
 once the new leader's commands are in the log.
 
 Liveness is published here too, before each pass; which nodes are down, or up again, is decided
-by the pure :func:`~services.scheduler.core.liveness.liveness_facts` from the heartbeats folded.
+by the pure :func:`~scheduling.liveness.liveness_facts` from the heartbeats folded.
 
 **Scaling out by pool** (``pool_leases``, ``fairshare scheduler --lease-per-pool``): instead of
 one whole-cluster lease, each pool has its own (``lease.py``), and an instance leads the pools
@@ -42,6 +42,16 @@ from events.models import EventData, GpuHeartbeat, InputPosition, NodeAlive, Usa
 from events.positions import Delivery
 from events.times import DEFAULT_WINDOW_S, as_logged, fold_instant
 from projections.live_state import LiveState
+from scheduling.liveness import liveness_facts
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import (
+    SOURCE,
+    PassContext,
+    PassResult,
+    next_contract_expiry,
+    run_pass,
+)
+from scheduling.settings import settings_of
 from services.bus.follower import LogFollower
 from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
@@ -49,16 +59,6 @@ from services.bus.signing import signed
 from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.gc_pause import gc_paused
-from services.scheduler.core.liveness import liveness_facts
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import (
-    SOURCE,
-    PassContext,
-    PassResult,
-    next_contract_expiry,
-    run_pass,
-)
-from services.scheduler.core.settings import settings_of
 from services.scheduler.lease import Lease, PoolLeases, SoleInstance
 from services.scheduler.metrics import (
     LEASE_LOST_PASSES,

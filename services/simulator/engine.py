@@ -44,19 +44,20 @@ from events.models import (
 )
 from events.times import DEFAULT_WINDOW_S, HOUR, as_logged, fold_instant
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, WorkloadState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import WorkloadState
 from projections.figures import wanted
 from projections.ledger import Ledger
 from projections.steps import Steps
 from projections.usage_snapshots import count_charge, usage_snapshots, usage_to_rank
 from projections.usage_window import UsageWindow, bucket_of
+from scheduling.churn import ChurnControl
+from scheduling.debug_lane import DebugLanes
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import PassContext, PassResult, UsageSource
+from scheduling.settings import settings_of
+from scheduling.time_limits import TimeLimits, limit_s
 from services.runtime.gc_pause import gc_paused
-from services.scheduler.core.churn import ChurnControl
-from services.scheduler.core.debug_lane import DebugLanes
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource
-from services.scheduler.core.settings import settings_of
-from services.scheduler.core.time_limits import TimeLimits, limit_s
 from services.simulator.estimates import StartEstimates
 from services.simulator.limits import SIMULATED_LIMITS, TimeLimitRule
 from services.simulator.maintenance import Drain, MaintenanceConfig, repair_requests

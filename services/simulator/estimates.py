@@ -1,6 +1,6 @@
 """How good start estimates are: the estimate made at submission against the real start.
 
-At each arrival the replay asks :func:`~services.scheduler.core.start_estimate.estimate_starts`
+At each arrival the replay asks :func:`~scheduling.start_estimate.estimate_starts`
 (the very function behind ``GET /workloads/{id}`` and ``fairshare queue --start``) when the new
 job will start, on the state right after its submission is folded and before the pass that
 follows it, as a user who asks at once would be told. A deterministic sample keeps long replays
@@ -21,8 +21,8 @@ from typing import Any
 
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
-from services.scheduler.core.scheduling_pass import PassContext, UsageSource
-from services.scheduler.core.start_estimate import estimate_starts
+from scheduling.scheduling_pass import PassContext, UsageSource
+from scheduling.start_estimate import estimate_starts
 from services.simulator.stats import percentile
 
 

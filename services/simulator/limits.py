@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from events.types import DEFAULT_TIME_LIMIT_S, TIME_LIMIT_CAP_S
-from services.scheduler.core.time_limits import TimeLimit, TimeLimits
+from scheduling.time_limits import TimeLimit, TimeLimits
 from services.simulator.trace import TraceJob
 
 #: The simulated pool's limits: the system default for work without one; any job may ask up to

@@ -11,7 +11,7 @@ The scheduling pass can see every term of this from the workload itself: ``C`` a
 in the workload's spec (:data:`CHECKPOINT_EVERY_KEY`, :data:`RESTART_OVERHEAD_KEY`), the run's
 start is ``WorkloadState.started_at`` and a run pays the restart exactly when its attempt is
 not the first. The rule itself is the core's
-(:func:`services.scheduler.core.work_at_risk.stop_loss`), so the policy that weighs victims by
+(:func:`scheduling.work_at_risk.stop_loss`), so the policy that weighs victims by
 the work a preemption would throw away computes the very figure the simulator charges;
 :func:`at_risk` only adds the free model of earlier runs.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.scheduler.core.work_at_risk import (
+from scheduling.work_at_risk import (
     CHECKPOINT_EVERY_KEY,
     RESTART_OVERHEAD_KEY,
     StopLoss,

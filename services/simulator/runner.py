@@ -14,8 +14,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from events.envelope import derived_event_id, new_event
 from events.models import EventData
 from events.ndjson import EventLogWriter
-from services.scheduler.core.baselines import BASELINES, baseline_policy
-from services.scheduler.core.scheduling_pass import run_pass
+from scheduling.baselines import BASELINES, baseline_policy
+from scheduling.scheduling_pass import run_pass
 from services.simulator.engine import Policy, Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.estimates import StartEstimates
 from services.simulator.metrics import compute_metrics

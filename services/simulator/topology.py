@@ -2,7 +2,7 @@
 
 A gang that spans nodes talks across them at every step; traffic that leaves a block (the nodes
 under one leaf switch) crosses the oversubscribed spine, so the scheduler places such a gang
-in the fewest blocks that hold it (``services/scheduler/core/placement.py``). This module
+in the fewest blocks that hold it (``scheduling/placement.py``). This module
 gives the simulated nodes a topology (``--topology BLOCK_NODES[:RACK_NODES]``: consecutive
 nodes, in name order, fill a rack, racks fill a block) and measures what the policy did with
 it: for every placement of a gang over more than one node, the blocks it spans and the fewest
@@ -17,7 +17,7 @@ from typing import Any
 
 from events.models import Placement
 from projections.cluster_state import ClusterState
-from services.scheduler.core.placement import blocks_used, fewest_blocks_possible
+from scheduling.placement import blocks_used, fewest_blocks_possible
 from services.simulator.stats import percentile
 
 

@@ -35,7 +35,8 @@ from events.models import (
 )
 from events.times import fold_instant, utc_from_epoch
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import TERMINAL, ClusterState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import TERMINAL
 
 #: Who states the world's facts in a simulated log.
 WORLD_ACTOR = "simulator"

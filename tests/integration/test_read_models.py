@@ -20,12 +20,12 @@ from events import TopicKind, Topics, new_event
 from events.envelope import derived_event_id
 from events.models import EventData, LedgerCharge, WorkloadPreempted
 from events.positions import Delivery
+from scheduling.scheduling_pass import run_pass
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
 from services.projector import sql_projector as projector_module
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
 from services.read_models.tables import hourly_usage, ledger_entries, metadata, workloads
-from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from services.simulator.trace import load_budgets, load_trace

@@ -28,9 +28,10 @@ from events.models import (
 )
 from events.serde import decode_structured, encode_structured
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, PlacementSpec
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
+from projections.cluster_state import ClusterState
+from projections.cluster_types import PlacementSpec
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import PassContext, PassResult, run_pass
 
 #: An hour-aligned instant well after the epoch (2023-11-14 22:00 UTC).
 T0 = 1_699_999_200.0

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from events.models import SchedulerSettings, TimeLimitSettings
-from services.scheduler.core.scheduling_pass import PassContext
-from services.scheduler.core.settings import settings_of
+from scheduling.scheduling_pass import PassContext
+from scheduling.settings import settings_of
 from tests.unit.test_api import ANA, NOW, World, body, build_world
 
 

@@ -25,13 +25,14 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.times import fold_instant
-from projections.cluster_state import ACTIVE, ClusterState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import ACTIVE
 from projections.live_state import LiveState
+from scheduling.debug_lane import DebugLane
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import SOURCE, PassContext, run_pass
+from scheduling.why_pending import ArrayLimit, PoolQueue
 from services.audit.decisions import audit_decisions
-from services.scheduler.core.debug_lane import DebugLane
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import SOURCE, PassContext, run_pass
-from services.scheduler.core.why_pending import ArrayLimit, PoolQueue
 from tests.unit.scheduling_fixtures import (
     CLUSTER,
     T0,

@@ -54,7 +54,7 @@ def simulated_log(first: int, jobs: int, gpus: int = 32, maintenance: float = 0.
 
 
 def _policy() -> Any:
-    from services.scheduler.core.scheduling_pass import run_pass
+    from scheduling.scheduling_pass import run_pass
 
     return run_pass
 

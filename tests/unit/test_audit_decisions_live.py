@@ -17,9 +17,9 @@ from events import Topics
 from events.envelope import Envelope
 from events.models import InputPosition, PlaceCommand, PreemptCommand
 from events.positions import Delivery, Position
+from scheduling.scheduling_pass import SOURCE
 from services.audit.decisions import PASS_OUTPUTS, audit_decisions, outputs_end, passes_in
 from services.audit.decisions_live import audit_live_decisions
-from services.scheduler.core.scheduling_pass import SOURCE
 from tests.unit.test_audit_decisions import simulated_log
 
 Log = list[Envelope[Any]]

@@ -51,11 +51,11 @@ from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState
 from projections.usage_snapshots import usage_to_rank
+from scheduling.churn import ChurnControl
+from scheduling.debug_lane import DebugLane, DebugLanes
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import PassContext, PassResult, UsageSource, run_pass
 from services.audit.decisions import audit_decisions
-from services.scheduler.core.churn import ChurnControl
-from services.scheduler.core.debug_lane import DebugLane, DebugLanes
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, PassResult, UsageSource, run_pass
 from services.simulator.engine import Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.maintenance import MaintenanceConfig
 from services.simulator.preemption_cost import PreemptionCost

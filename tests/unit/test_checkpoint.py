@@ -16,7 +16,7 @@ from events.envelope import Envelope
 from events.models import PlaceCommand, PreemptCommand
 from projections.checkpoint import CheckpointRejectedError, decode, encode
 from projections.live_state import LiveState
-from services.scheduler.core.scheduling_pass import PassContext, run_pass
+from scheduling.scheduling_pass import PassContext, run_pass
 from tests.unit.test_audit_decisions import simulated_log
 
 CODE = "the fold's code"

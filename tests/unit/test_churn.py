@@ -1,4 +1,4 @@
-"""Churn control (services/scheduler/core/churn.py, docs/design.md section 2.6): who may take
+"""Churn control (scheduling/churn.py, docs/design.md section 2.6): who may take
 GPUs from whom, the margin that grows with the work at risk, starving gangs, held nodes, and
 the properties the rules promise (no ping-pong, caches that change no decision)."""
 
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import WorkloadRequeued
-from projections.cluster_state import WorkloadState
-from services.scheduler.core.churn import ChurnControl, room
-from services.scheduler.core.fairshare_order import FairShareOrder
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.work_at_risk import (
+from projections.cluster_types import WorkloadState
+from scheduling.churn import ChurnControl, room
+from scheduling.fairshare_order import FairShareOrder
+from scheduling.memos import PassMemos
+from scheduling.work_at_risk import (
     CHECKPOINT_EVERY_KEY,
     RESTART_OVERHEAD_KEY,
     stop_loss,

@@ -29,7 +29,7 @@ from events.models import (
 )
 from events.models.commands import DecisionRecord
 from projections.cluster_state import ClusterStateError
-from services.scheduler.core.placement import largest_node
+from scheduling.placement import largest_node
 from tests.unit.scheduling_fixtures import T0, Scenario, shape, snapshot, utc
 
 

@@ -1,4 +1,4 @@
-"""The debug lane (services/scheduler/core/debug_lane.py): small, short work starts first, a
+"""The debug lane (scheduling/debug_lane.py): small, short work starts first, a
 reserve sized from recent lane demand, preemption regardless of rank after a short patience,
 never inside a contract, never of other lane work, within the lane's bound; as examples and as
 properties of random streams rich in debug work."""
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.models import PreemptCommand
-from services.scheduler.core.debug_lane import (
+from scheduling.debug_lane import (
     DebugLane,
     DebugLanes,
     LaneIndex,

@@ -10,17 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import BudgetClosed
-from services.scheduler.core.churn import ChurnControl
-from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.preemption import (
+from scheduling.churn import ChurnControl
+from scheduling.fairshare_order import FairShareOrder, held_by_leaf
+from scheduling.memos import PassMemos
+from scheduling.preemption import (
     VictimIndex,
     VictimRule,
     _Ask,
     _eligible_by_budget,
     _eligible_by_subtree,
 )
-from services.scheduler.core.work_at_risk import CHECKPOINT_EVERY_KEY
+from scheduling.work_at_risk import CHECKPOINT_EVERY_KEY
 from tests.unit.scheduling_fixtures import POOL, T0, Scenario
 
 #: A tree three levels deep, where internal budgets also hold work of their own.

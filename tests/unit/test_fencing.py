@@ -23,7 +23,7 @@ from events.models import (
 from events.models.commands import DecisionRecord
 from projections.cluster_state import ClusterState, FencedCommandError, MissingClusterFactError
 from projections.live_state import LiveState
-from services.scheduler.core.scheduling_pass import PassContext, run_pass
+from scheduling.scheduling_pass import PassContext, run_pass
 from tests.unit.scheduling_fixtures import make_tree, place_commands
 from tests.unit.test_agents import CLUSTER, NODE0, POOL, Harness, submit
 from tests.unit.test_agents import decision as agent_decision

@@ -1,4 +1,4 @@
-"""A gang's turn (services/scheduler/core/gang_turn.py, docs/design.md section 2.6): a budget
+"""A gang's turn (scheduling/gang_turn.py, docs/design.md section 2.6): a budget
 whose smallest gang costs more than it is owed now carries what it was owed and not given, so
 it still gets its turn; once served it is not due, so it cannot bounce the work back."""
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.times import HOUR
-from services.scheduler.core.gang_turn import Waiting, due
+from scheduling.gang_turn import Waiting, due
 from tests.unit.scheduling_fixtures import T0, Scenario, placements, preempted_ids
 
 WEEK = 7 * 24 * HOUR

@@ -13,10 +13,12 @@ from unittest.mock import patch
 
 from hypothesis import given
 
-from projections.cluster_state import ClusterIndexes, ClusterState, NodeState
-from services.scheduler.core.debug_lane import DebugLanes, LaneIndex, lane_state
-from services.scheduler.core.fairshare_order import count_held, held_by_leaf
-from services.scheduler.core.preemption import VictimIndex, victim_index
+from projections.cluster_indexes import ClusterIndexes
+from projections.cluster_state import ClusterState
+from projections.cluster_types import NodeState
+from scheduling.debug_lane import DebugLanes, LaneIndex, lane_state
+from scheduling.fairshare_order import count_held, held_by_leaf
+from scheduling.preemption import VictimIndex, victim_index
 from tests.unit.scheduling_fixtures import POOL, T0, Scenario
 from tests.unit.test_scheduler_properties import (
     PROPERTY_SETTINGS,

@@ -30,17 +30,15 @@ def children(package: str) -> set[str]:
     return {f"{package}.{name}" for name in names}
 
 
-def test_the_scheduling_core_is_forbidden_every_other_part_of_services() -> None:
-    forbidden = set(contract("scheduling-core-pure")["forbidden_modules"])
-    everything_else = (children("services") - {"services.scheduler"}) | (
-        children("services.scheduler") - {"services.scheduler.core"}
-    )
-    assert everything_else - forbidden == set()
+def test_the_core_packages_are_layered_below_services() -> None:
+    layers = contract("layers")["layers"]
+    assert layers == ["services", "scheduling", "projections", "events"]
+    assert set(contract("core-acyclic")["ancestors"]) == {"events", "projections", "scheduling"}
 
 
 def test_every_runtime_package_is_kept_from_the_development_tools() -> None:
     sources = set(contract("devtools-not-at-runtime")["source_modules"])
-    runtime = children("services") - {"services.devtools"} | {"events", "projections"}
+    runtime = children("services") - {"services.devtools"} | {"events", "projections", "scheduling"}
     assert runtime - sources == set()
 
 

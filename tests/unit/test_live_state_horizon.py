@@ -19,7 +19,7 @@ from events.models import (
 )
 from events.times import DAY, HOUR
 from projections.live_state import FORGET_AFTER_S, LiveState
-from services.scheduler.core.scheduling_pass import PassContext, run_pass
+from scheduling.scheduling_pass import PassContext, run_pass
 from tests.factories import submitted
 from tests.unit.test_audit_decisions import simulated_log
 from tests.unit.test_live_state import T0, lab, placement

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from events.models import GpuHeartbeat, GpuReading, NodeDown, NodeRegistered, NodeUp
 from events.times import utc_from_epoch
-from projections.cluster_state import ClusterState, NodeState
-from services.scheduler.core.liveness import liveness_facts
+from projections.cluster_state import ClusterState
+from projections.cluster_types import NodeState
+from scheduling.liveness import liveness_facts
 from tests.unit.scheduling_fixtures import T0
 
 TIMEOUT = 60.0

@@ -27,10 +27,10 @@ from events.times import utc_from_epoch
 from events.topics import TopicKind, Topics
 from projections.cluster_state import ClusterState
 from projections.ledger import Ledger
+from scheduling.liveness import liveness_facts
 from services.agents import RunRequest, SimulatedAdapter, simulated_nodes
 from services.audit.replay import replay
 from services.bench.history_gen import HistoryConfig, HistoryGenerator
-from services.scheduler.core.liveness import liveness_facts
 from tests.unit.scheduling_fixtures import T0, Scenario, of_type
 from tests.unit.test_agents import CLUSTER, NODE0, NODE1, Harness, place, submit
 

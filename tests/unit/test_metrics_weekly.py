@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core.scheduling_pass import run_pass
+from scheduling.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.metrics import compute_metrics, owed_by_hour
 from services.simulator.trace import TraceJob

@@ -13,10 +13,10 @@ from events.envelope import Envelope, derived_event_id, new_event
 from events.models import EventData
 from events.times import HOUR
 from projections.figures import Bins
+from scheduling.scheduling_pass import run_pass
 from services.devtools.demo_data import project
 from services.read_models.migrate import migrate
 from services.reports.window import window_figures
-from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import POOL, Simulation, SimulationConfig
 from services.simulator.metrics import compute_metrics
 from services.simulator.trace import TraceJob

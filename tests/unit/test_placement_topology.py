@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import NodeRegistered
-from projections.cluster_state import ClusterState, NodeState, PlacementSpec
-from services.scheduler.core.placement import (
+from projections.cluster_state import ClusterState
+from projections.cluster_types import NodeState, PlacementSpec
+from scheduling.placement import (
     blocks_used,
     fewest_blocks_possible,
     fewest_groups,

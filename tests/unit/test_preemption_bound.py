@@ -1,4 +1,4 @@
-"""No job is preempted more than ``MAX_PREEMPTIONS`` times (services/scheduler/core/churn.py,
+"""No job is preempted more than ``MAX_PREEMPTIONS`` times (scheduling/churn.py,
 docs/design.md section 2.6): the fold counts the preempt commands against a workload, every
 attempt, cancellations not counted; at the bound no rule chooses it as a victim and a drain
 waits for it."""
@@ -6,7 +6,7 @@ waits for it."""
 from __future__ import annotations
 
 from events.models import NodeCordoned, WorkloadCancelled
-from services.scheduler.core.churn import MAX_PREEMPTIONS
+from scheduling.churn import MAX_PREEMPTIONS
 from tests.unit.scheduling_fixtures import T0, Scenario, preempted_ids
 
 LATER = T0 + 1000  # past every 600 s contract started at T0

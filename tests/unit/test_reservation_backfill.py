@@ -1,6 +1,6 @@
 """A gang that needs several whole nodes holds the nodes that free up soonest by the runs' time
 limits, and other work backfills them only if its own limit ends before the hold starts
-(services/scheduler/core/reservation.py, docs/design.md section 2.6)."""
+(scheduling/reservation.py, docs/design.md section 2.6)."""
 
 from __future__ import annotations
 

@@ -29,10 +29,10 @@ from events.models import (
 from projections.budget_tree import ROOT, parent_of
 from projections.cluster_state import ClusterState
 from projections.usage_window import UsageWindow
-from services.scheduler.core.debug_lane import DebugLane
-from services.scheduler.core.fairshare_order import FairShareOrder
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.scheduling_pass import PassContext, PassResult, run_pass
+from scheduling.debug_lane import DebugLane
+from scheduling.fairshare_order import FairShareOrder
+from scheduling.memos import PassMemos
+from scheduling.scheduling_pass import PassContext, PassResult, run_pass
 from tests.unit.scheduling_fixtures import (
     POOL,
     T0,

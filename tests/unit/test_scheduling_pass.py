@@ -19,9 +19,9 @@ from events.models import (
     WorkloadPlaced,
     WorkloadRequeued,
 )
-from services.scheduler.core.baselines import BASELINES, baseline_policy
-from services.scheduler.core.fairshare_order import FairShareOrder
-from services.scheduler.core.scheduling_pass import PassContext, next_contract_expiry
+from scheduling.baselines import BASELINES, baseline_policy
+from scheduling.fairshare_order import FairShareOrder
+from scheduling.scheduling_pass import PassContext, next_contract_expiry
 from tests.unit.scheduling_fixtures import (
     T0,
     Scenario,

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core.churn import ChurnControl
-from services.scheduler.core.scheduling_pass import run_pass
+from scheduling.churn import ChurnControl
+from scheduling.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.maintenance import MaintenanceConfig
 from services.simulator.metrics import compute_metrics

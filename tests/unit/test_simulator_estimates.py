@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from services.scheduler.core.scheduling_pass import run_pass
+from scheduling.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.estimates import StartEstimates
 from services.simulator.limits import TimeLimitRule

@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.core.scheduling_pass import run_pass
+from scheduling.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.maintenance import DAY, MaintenanceConfig, repair_requests
 from services.simulator.metrics import compute_metrics

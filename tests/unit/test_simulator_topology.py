@@ -7,7 +7,7 @@ import pytest
 
 from events.models import NodeGpus, NodeRegistered, Placement
 from projections.cluster_state import ClusterState
-from services.scheduler.core.scheduling_pass import run_pass
+from scheduling.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.metrics import compute_metrics
 from services.simulator.preemption_cost import PreemptionCost

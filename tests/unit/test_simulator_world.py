@@ -19,8 +19,8 @@ from events.models import (
     WorkloadStarted,
 )
 from events.ndjson import read_events, write_events
+from scheduling.scheduling_pass import run_pass
 from services.audit.decisions import audit_decisions
-from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.maintenance import MaintenanceConfig
 from services.simulator.metrics import compute_metrics, queue_waits

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import PlaceCommand
-from services.scheduler.core.start_estimate import HORIZON_S, estimate_starts
-from services.scheduler.core.time_limits import TimeLimit, TimeLimits, expected_end
+from scheduling.start_estimate import HORIZON_S, estimate_starts
+from scheduling.time_limits import TimeLimit, TimeLimits, expected_end
 from tests.unit.scheduling_fixtures import T0, Scenario
 
 

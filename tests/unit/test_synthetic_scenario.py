@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.times import DAY, HOUR
-from services.scheduler.core.churn import MAX_PREEMPTIONS
+from scheduling.churn import MAX_PREEMPTIONS
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.metrics import compute_metrics
 from services.simulator.runner import policy_named

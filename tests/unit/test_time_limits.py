@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from events.models import PlaceCommand, SchedulerSettings, TimeLimitSettings, WorkloadSubmitted
 from events.types import DEFAULT_MAX_TIME_LIMIT_S, DEFAULT_TIME_LIMIT_S
-from services.scheduler.core.scheduling_pass import PassContext
-from services.scheduler.core.settings import settings_of, time_limits_of, with_settings
-from services.scheduler.core.time_limits import (
+from scheduling.scheduling_pass import PassContext
+from scheduling.settings import settings_of, time_limits_of, with_settings
+from scheduling.time_limits import (
     TimeLimit,
     TimeLimits,
     expected_end,

@@ -36,10 +36,10 @@ from events.models import (
 )
 from events.positions import Delivery, Position
 from projections.live_state import LiveState
+from scheduling.scheduling_pass import run_pass
 from services.api.view import VIEW_KINDS, LiveView
 from services.bus.follower import Key, in_time_order
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
-from services.scheduler.core.scheduling_pass import run_pass
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import PHILLY_BUDGETS, PHILLY_TRACE, load_budgets, load_trace
 

@@ -1,4 +1,4 @@
-"""The typed reasons of ``why pending`` (services/scheduler/core/why_pending.py), one scenario
+"""The typed reasons of ``why pending`` (scheduling/why_pending.py), one scenario
 per kind of reason, and the queue order they are given in: the order a pass places work."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import TypeVar
 import pytest
 
 from events.models import BudgetClosed, NodeCordoned, NodeDown
-from services.scheduler.core.why_pending import (
+from scheduling.why_pending import (
     BudgetAhead,
     BudgetQueue,
     Contract,

@@ -20,10 +20,11 @@ import math
 from collections.abc import Iterable
 
 from events.times import HOUR
-from projections.cluster_state import ClusterState, WorkloadState
-from services.scheduler.core.placement import needs_whole_nodes
-from services.scheduler.core.preemption import VictimIndex
-from services.scheduler.core.time_limits import TimeLimits, expected_end
+from projections.cluster_state import ClusterState
+from projections.cluster_types import WorkloadState
+from scheduling.placement import needs_whole_nodes
+from scheduling.preemption import VictimIndex
+from scheduling.time_limits import TimeLimits, expected_end
 
 #: How far ahead a gang that needs several whole nodes may hold nodes whose runs end by their
 #: time limits (``time_limits.py``): a run no rule may stop is over by its limit at the latest,

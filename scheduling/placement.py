@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from projections.cluster_state import ClusterState, NodeState, PlacementSpec
+from projections.cluster_state import ClusterState
+from projections.cluster_types import NodeState, PlacementSpec
 
 #: Where a node sits at one level of the network, sortable: (stated name, "") or, when none was
 #: stated, ("", node name), a group of its own.

@@ -13,10 +13,10 @@ import math
 from dataclasses import replace
 
 from events.models import ChurnSettings, DebugLaneSettings, SchedulerSettings, TimeLimitSettings
-from services.scheduler.core.churn import ChurnControl
-from services.scheduler.core.debug_lane import DebugLane, DebugLanes
-from services.scheduler.core.scheduling_pass import PassContext
-from services.scheduler.core.time_limits import TimeLimit, TimeLimits
+from scheduling.churn import ChurnControl
+from scheduling.debug_lane import DebugLane, DebugLanes
+from scheduling.scheduling_pass import PassContext
+from scheduling.time_limits import TimeLimit, TimeLimits
 
 
 def settings_of(ctx: PassContext) -> SchedulerSettings:

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, QueueKind, WorkloadState
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.placement import find_placement, largest_node
-from services.scheduler.core.scheduling_pass import (
+from projections.cluster_state import ClusterState
+from projections.cluster_types import QueueKind, WorkloadState
+from scheduling.memos import PassMemos
+from scheduling.placement import find_placement, largest_node
+from scheduling.scheduling_pass import (
     PassContext,
     PassResult,
     SchedulingPass,

@@ -36,7 +36,8 @@ from itertools import islice
 
 from sortedcontainers import SortedList
 
-from projections.cluster_state import ClusterState, WorkloadState
+from projections.cluster_state import ClusterState
+from projections.cluster_types import WorkloadState
 
 _ENDED = frozenset({"succeeded", "failed", "cancelled"})
 

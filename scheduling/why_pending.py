@@ -21,9 +21,10 @@ from typing import ClassVar, Literal
 
 from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, NodeState, QueueKey, WorkloadState
-from services.scheduler.core.fairshare_order import FairShareOrder
-from services.scheduler.core.placement import largest_node, needs_whole_nodes
+from projections.cluster_state import ClusterState
+from projections.cluster_types import NodeState, QueueKey, WorkloadState
+from scheduling.fairshare_order import FairShareOrder
+from scheduling.placement import largest_node, needs_whole_nodes
 
 
 class PendingCode(StrEnum):

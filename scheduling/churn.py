@@ -35,8 +35,8 @@ import math
 from dataclasses import dataclass
 
 from events.times import HOUR
-from projections.cluster_state import WorkloadState
-from services.scheduler.core.fairshare_order import FairShareOrder
+from projections.cluster_types import WorkloadState
+from scheduling.fairshare_order import FairShareOrder
 
 #: A job is preempted at most this many times (cancellations not counted): once it has been,
 #: no rule chooses it as a victim again (fair share, the debug lane, unallocated work's

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
-from projections.cluster_state import QueueKey, QueueKind
+from projections.cluster_types import QueueKey, QueueKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ it (``tests/unit/test_churn.py::test_caches_change_no_decision``).
 derives from them for every reader, while these are the scheduler's working memory, of no use
 to the read models, and a copy of the state must neither carry nor share them. The scheduler
 service and the simulator engine each hold one :class:`PassMemos` and hand it to every pass
-(:func:`~services.scheduler.core.scheduling_pass.run_pass`); the audit re-derives each pass on a
+(:func:`~scheduling.scheduling_pass.run_pass`); the audit re-derives each pass on a
 fresh copy of the state, so it passes none and every pass it runs starts cold, as a pass given
 no memos does: the same decisions, at the cost of rebuilding everything.
 
@@ -32,8 +32,8 @@ import weakref
 from dataclasses import dataclass, field
 
 from projections.cluster_state import ClusterState
-from services.scheduler.core.debug_lane import LaneIndex
-from services.scheduler.core.preemption import PreemptionMemo
+from scheduling.debug_lane import LaneIndex
+from scheduling.preemption import PreemptionMemo
 
 
 @dataclass

@@ -58,21 +58,16 @@ from events.times import DEFAULT_WINDOW_S, fold_instant
 from events.times import utc_from_epoch as _utc
 from events.trusted import trusted
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import (
-    ClusterState,
-    PlacementSpec,
-    QueueKey,
-    QueueKind,
-    WorkloadState,
-)
+from projections.cluster_state import ClusterState
+from projections.cluster_types import PlacementSpec, QueueKey, QueueKind, WorkloadState
 from projections.usage_snapshots import RankedUsage
-from services.scheduler.core.churn import ChurnControl, needs_a_node, preemptions_left
-from services.scheduler.core.debug_lane import DebugLanes, LaneState, lane_state
-from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
-from services.scheduler.core.gang_turn import waiting_by_leaf
-from services.scheduler.core.memos import PassMemos
-from services.scheduler.core.placement import find_placement, largest_node, needs_whole_nodes
-from services.scheduler.core.preemption import (
+from scheduling.churn import ChurnControl, needs_a_node, preemptions_left
+from scheduling.debug_lane import DebugLanes, LaneState, lane_state
+from scheduling.fairshare_order import FairShareOrder, held_by_leaf
+from scheduling.gang_turn import waiting_by_leaf
+from scheduling.memos import PassMemos
+from scheduling.placement import find_placement, largest_node, needs_whole_nodes
+from scheduling.preemption import (
     PreemptionMemo,
     PreemptionPlan,
     VictimIndex,
@@ -81,8 +76,8 @@ from services.scheduler.core.preemption import (
     find_preemption,
     victim_index,
 )
-from services.scheduler.core.reservation import nodes_to_hold
-from services.scheduler.core.time_limits import TimeLimits, limit_s
+from scheduling.reservation import nodes_to_hold
+from scheduling.time_limits import TimeLimits, limit_s
 
 #: Usage of each leaf budget in a pool, in GPU-seconds within the window, at the pass time.
 UsageSource = Callable[[str], Mapping[str, float]]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from events.types import DEFAULT_MAX_TIME_LIMIT_S, DEFAULT_TIME_LIMIT_S, TIME_LIMIT_CAP_S
-from projections.cluster_state import WorkloadState
+from projections.cluster_types import WorkloadState
 
 
 @dataclass(frozen=True, slots=True)

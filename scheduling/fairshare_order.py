@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState
-from services.scheduler.core.gang_turn import Waiting, due
+from scheduling.gang_turn import Waiting, due
 
 #: (0 while holding less than its entitlement else 1, usage ratio, -share, path)
 Key = tuple[int, float, float, str]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from projections.cluster_state import WorkloadState
+from projections.cluster_types import WorkloadState
 
 #: Spec keys a job sets to declare how it checkpoints (the simulator sets both).
 CHECKPOINT_EVERY_KEY = "checkpoint_every_s"

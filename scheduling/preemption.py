@@ -34,12 +34,13 @@ from functools import lru_cache
 from typing import Generic, TypeVar
 
 from projections.budget_tree import ROOT
-from projections.cluster_state import ClusterState, NodeState, PlacementSpec, WorkloadState
-from services.scheduler.core.churn import ChurnControl, preemptions_left, room
-from services.scheduler.core.debug_lane import DebugLane
-from services.scheduler.core.fairshare_order import FairShareOrder
-from services.scheduler.core.placement import needs_whole_nodes
-from services.scheduler.core.work_at_risk import wasted_if_stopped
+from projections.cluster_state import ClusterState
+from projections.cluster_types import NodeState, PlacementSpec, WorkloadState
+from scheduling.churn import ChurnControl, preemptions_left, room
+from scheduling.debug_lane import DebugLane
+from scheduling.fairshare_order import FairShareOrder
+from scheduling.placement import needs_whole_nodes
+from scheduling.work_at_risk import wasted_if_stopped
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 
 from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import BudgetTree
-from projections.cluster_state import ClusterState, WorkloadState
-from services.scheduler.core.debug_lane import DebugLanes
-from services.scheduler.core.fairshare_order import FairShareOrder, held_by_leaf
-from services.scheduler.core.placement import largest_node, needs_whole_nodes
-from services.scheduler.core.scheduling_pass import UsageSource
-from services.scheduler.core.time_limits import TimeLimits, expected_end, limit_s
+from projections.cluster_state import ClusterState
+from projections.cluster_types import WorkloadState
+from scheduling.debug_lane import DebugLanes
+from scheduling.fairshare_order import FairShareOrder, held_by_leaf
+from scheduling.placement import largest_node, needs_whole_nodes
+from scheduling.scheduling_pass import UsageSource
+from scheduling.time_limits import TimeLimits, expected_end, limit_s
 
 #: How far ahead an estimate looks (a week: beyond it, too much else will have happened).
 HORIZON_S = 7 * 86400.0
