@@ -11,6 +11,10 @@ from typing import Any
 
 from events.envelope import Envelope
 
+TopicPartition = tuple[str, int]
+"""A topic and one of its partitions: the key of anything kept per partition (offsets, lag,
+checkpoints, what has been read so far)."""
+
 
 @dataclass(frozen=True, order=True)
 class Position:
