@@ -1,5 +1,5 @@
 """When an agent's durable heartbeat is due: the one rule the agents and the synthetic history
-generator (``services.bench.history_gen``) both follow.
+generator (``services.bench.history.gen``) both follow.
 
 Every ``heartbeat_s`` (10 s) a node's liveness signal goes out; its durable heartbeat, the
 ledger's confirmation that runs still hold their GPUs, only at the node's first round (its

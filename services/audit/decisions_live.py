@@ -82,7 +82,7 @@ def audit_live_decisions(
     deliveries: Sequence[Delivery], since: datetime | None = None
 ) -> LiveDecisionAudit:
     """Every pass of the schedulers' outputs in ``deliveries`` (the whole log, with positions,
-    as :func:`services.bench.chaos_checks.read_log` reads it) re-derived and checked; with
+    as :func:`services.bench.chaos.checks.read_log` reads it) re-derived and checked; with
     ``since``, only the passes from then on (the earlier ones are folded as the facts they
     stated: a history written by a generator, not decided by this policy)."""
     audit = LiveDecisionAudit(events=len(deliveries))

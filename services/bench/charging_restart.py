@@ -4,7 +4,7 @@ restart saves are in proportion to the facts it does not fold).
 
 ``python -m services.bench.charging_restart --nodes 8 --lengths 1d,1w,4w``
 
-For each length the history is generated (``services.bench.history_gen``) and folded as it
+For each length the history is generated (``services.bench.history.gen``) and folded as it
 comes by charging's own state (``ChargingState``, charges read back as the ledger topic gives
 them); the fold's CPU time is the rebuild's cost. Five minutes before the end the state is
 checkpointed (as charging does every 5 minutes); the restart's cost is decoding that checkpoint
@@ -23,7 +23,7 @@ from events.envelope import Envelope
 from events.models import LedgerCharge
 from projections.charging_state import ChargingState
 from projections.checkpoint import decode, encode
-from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
+from services.bench.history.gen import HistoryConfig, HistoryGenerator, parse_length
 from services.bus.partitioning import partition_for_key
 
 PARTITIONS = 3

@@ -76,7 +76,7 @@ def bench_audit(
     """Audit replay throughput vs a bare orjson decode of the same file; one JSON object."""
     import orjson
 
-    from services.bench.audit import audit_benchmark
+    from services.bench.audit.bench import audit_benchmark
 
     if signed not in ("none", "records", "batches"):
         raise typer.BadParameter("none, records or batches", param_hint="--signed")
@@ -107,7 +107,7 @@ def bench_audit_decisions(
     Prints one JSON object: events, passes, commands, violations, the simulation's and the
     audit's wall and CPU seconds and their ratio (target: the audit at most 2x the
     simulation). Exit 1 when the audit found a violation."""
-    from services.bench.audit_decisions import AuditDecisionsConfig, audit_decisions_benchmark
+    from services.bench.audit.decisions import AuditDecisionsConfig, audit_decisions_benchmark
 
     defaults = AuditDecisionsConfig()
     config = AuditDecisionsConfig(
@@ -146,8 +146,8 @@ def bench_budgets(
     history of each length, measured in one run, and the longest's over the shortest's."""
     import orjson
 
-    from services.bench.budgets_fleet import fleet_benchmark
-    from services.bench.budgets_read import budgets_read_benchmark
+    from services.bench.budgets.fleet import fleet_benchmark
+    from services.bench.budgets.read import budgets_read_benchmark
 
     workdir.mkdir(parents=True, exist_ok=True)
     if fleet is None:
@@ -198,7 +198,7 @@ def bench_chaos(
     something acknowledged was lost or a check failed."""
     import orjson
 
-    from services.bench.chaos import ChaosConfig, chaos_benchmark
+    from services.bench.chaos.bench import ChaosConfig, chaos_benchmark
     from services.runtime.cli_options import err_console
 
     config = ChaosConfig(workloads=workloads, brokers=brokers, rate_per_s=rate, security=security)
@@ -239,7 +239,7 @@ def bench_latency(
     The stack runs as `fairshare up` runs it; small 1-GPU jobs are submitted through the API;
     p50/p99/max from the send to the event times, with the broker round trip measured in the
     same run as the baseline. Prints one JSON object."""
-    from services.bench.latency import LatencyConfig, latency_benchmark
+    from services.bench.latency.bench import LatencyConfig, latency_benchmark
     from services.runtime.cli_options import err_console
 
     config = LatencyConfig(rate_per_s=rate, duration_s=duration)
@@ -276,7 +276,7 @@ def bench_throughput(
     """Submissions per second, time to place them all and submit-to-start, Fairshare's API
     (single submissions from several clients, and arrays) against sbatch on a real Slurm in
     the same run, then a sustained rate. Prints one JSON object."""
-    from services.bench.throughput import ThroughputConfig, throughput_benchmark
+    from services.bench.throughput.bench import ThroughputConfig, throughput_benchmark
     from services.runtime.cli_options import err_console
 
     config = ThroughputConfig(
@@ -341,8 +341,8 @@ def bench_history(
     peak memory of each, `GET /budgets` p50/p99, a month's charges report and bytes on the
     broker per fleet-day. Prints one JSON object per history, then the summary: each figure
     per history, the ratio longest/shortest and the targets of issue 23."""
-    from services.bench.history import HistoryBenchConfig, history_benchmark
-    from services.bench.history_gen import parse_length
+    from services.bench.history.bench import HistoryBenchConfig, history_benchmark
+    from services.bench.history.gen import parse_length
     from services.bench.workdir import bench_dir
     from services.runtime.cli_options import err_console
 
@@ -394,8 +394,8 @@ def bench_kills(
     scheduler holding the lease are each killed with -9 and timed until back; then the log is
     audited (charges and decisions). Prints one JSON object; exit 1 when a service did not
     come back or an audit failed."""
-    from services.bench.history_gen import parse_length
-    from services.bench.history_kills import KillsConfig, kills_benchmark
+    from services.bench.history.gen import parse_length
+    from services.bench.history.kills import KillsConfig, kills_benchmark
     from services.bench.workdir import bench_dir
     from services.runtime.cli_options import err_console
 

@@ -24,7 +24,7 @@ from events import TopicKind, Topics
 from events.models import PlaceCommand, PreemptCommand
 from services.audit.decisions_live import audit_live_decisions
 from services.audit.sources import deliveries_from_kafka
-from services.bench.chaos_faults import kill_lease_holder
+from services.bench.chaos.faults import kill_lease_holder
 from services.brokers import BrokerHandle
 from services.brokers.handle import free_port
 from services.launcher import Stack, UpConfig

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from services.bench.chaos import FAULTS, ChaosConfig, chaos_benchmark
+from services.bench.chaos.bench import FAULTS, ChaosConfig, chaos_benchmark
 from services.brokers import KafkaUnavailableError
 from tests.real_kafka import no_kafka
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.bench.history_kills import FAULTS, KillsConfig, kills_benchmark
+from services.bench.history.kills import FAULTS, KillsConfig, kills_benchmark
 from services.brokers import KafkaUnavailableError
 from tests.real_kafka import no_kafka
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from events.envelope import Envelope
 from services.audit.decisions import DecisionAudit, Problem
-from services.bench import audit_decisions as bench
-from services.bench.audit_decisions import AuditDecisionsConfig, audit_decisions_benchmark
+from services.bench.audit import decisions as bench
+from services.bench.audit.decisions import AuditDecisionsConfig, audit_decisions_benchmark
 from services.bench.cli import bench_app
 
 TINY = AuditDecisionsConfig(jobs=60, gpus=16)

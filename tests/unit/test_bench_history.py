@@ -25,8 +25,8 @@ from events.models import (
 from events.serde import decode_binary, encode_binary
 from projections.live_state import LiveState
 from services.audit.replay import replay
-from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
-from services.bench.history_summary import extrapolate, summarize
+from services.bench.history.gen import HistoryConfig, HistoryGenerator, parse_length
+from services.bench.history.summary import extrapolate, summarize
 
 END = 1_796_000_000.0  # 2026-11-29, a few days before these tests were written
 TOPICS = Topics(prefix="history.")
@@ -246,13 +246,13 @@ def test_the_end_places_and_starts_only_what_was_submitted_by_then() -> None:
     end's grace (the scheduler and the agent act at once): that placement is not written
     without its submission (the folds would hold it for ever), and nothing is left pending
     (the scheduler would act on it)."""
-    from services.bench import history_gen
+    from services.bench.history import gen
 
     written: list[Envelope[Any]] = []
     config = HistoryConfig(nodes=6, length_s=1800, end=END)
     generator = HistoryGenerator(config, TOPICS, written.append)
     until = END - 600
-    while not (submits := [t for t, kind, *_ in generator._queue if kind == history_gen._SUBMIT]):
+    while not (submits := [t for t, kind, *_ in generator._queue if kind == gen._SUBMIT]):
         until += 10
         generator.generate(until)
     generator.finish(min(submits) - 1)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from services.bench.idle import Snapshot, cpu_figures, label, parse_stat, process_tree
-from services.bench.latency import LatencyConfig, figures, percentiles
-from services.bench.latency_load import OpenLoop, latency_request
+from services.bench.latency.bench import LatencyConfig, figures, percentiles
+from services.bench.latency.load import OpenLoop, latency_request
 
 
 def test_percentiles_by_nearest_rank_in_milliseconds() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.bench.throughput import _ratios, _targets
-from services.bench.throughput_figures import ratio, submit_phase_figures
-from services.bench.throughput_slurm import _epoch
+from services.bench.throughput.bench import _ratios, _targets
+from services.bench.throughput.figures import ratio, submit_phase_figures
+from services.bench.throughput.slurm import _epoch
 
 
 def test_a_phase_counts_from_the_first_send_to_the_last_placement() -> None:

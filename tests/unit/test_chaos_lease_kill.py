@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from events import Topics
-from services.bench import chaos_faults
+from services.bench.chaos import faults
 from services.launcher.children import Child
 from services.scheduler.lease import LeaseRecord
 
@@ -58,9 +58,9 @@ def test_a_stale_renewal_by_a_dead_scheduler_is_waited_out(
             LeaseRecord("renew", f"vm:{sleeper.pid}:c", 5),
         ]
     )
-    monkeypatch.setattr(chaos_faults, "lease_holder", lambda _b, _t: next(answers))
-    monkeypatch.setattr(chaos_faults, "kill_service", lambda s, name: s.killed.append(name) or 0)
-    failover = chaos_faults.kill_lease_holder(stack, Topics(), wait=0)  # type: ignore[arg-type]
+    monkeypatch.setattr(faults, "lease_holder", lambda _b, _t: next(answers))
+    monkeypatch.setattr(faults, "kill_service", lambda s, name: s.killed.append(name) or 0)
+    failover = faults.kill_lease_holder(stack, Topics(), wait=0)  # type: ignore[arg-type]
     assert stack.killed == ["scheduler"]
     assert (failover.epoch_before, failover.epoch_after) == (4, 5)
 
@@ -69,8 +69,6 @@ def test_no_live_holder_within_the_timeout_says_whose_renewal_it_saw(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stack = _Stack(children=[], config=type("C", (), {"bootstrap": "unused"})())
-    monkeypatch.setattr(
-        chaos_faults, "lease_holder", lambda _b, _t: LeaseRecord("renew", "vm:1:a", 3)
-    )
+    monkeypatch.setattr(faults, "lease_holder", lambda _b, _t: LeaseRecord("renew", "vm:1:a", 3))
     with pytest.raises(RuntimeError, match="last renewed by vm:1:a"):
-        chaos_faults.kill_lease_holder(stack, Topics(), timeout_s=0.05, wait=0)  # type: ignore[arg-type]
+        faults.kill_lease_holder(stack, Topics(), timeout_s=0.05, wait=0)  # type: ignore[arg-type]

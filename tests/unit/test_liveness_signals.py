@@ -30,7 +30,7 @@ from projections.ledger import Ledger
 from scheduling.liveness import liveness_facts
 from services.agents import RunRequest, SimulatedAdapter, simulated_nodes
 from services.audit.replay import replay
-from services.bench.history_gen import HistoryConfig, HistoryGenerator
+from services.bench.history.gen import HistoryConfig, HistoryGenerator
 from tests.unit.scheduling_fixtures import T0, Scenario, of_type
 from tests.unit.test_agents import CLUSTER, NODE0, NODE1, Harness, place, submit
 

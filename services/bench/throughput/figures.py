@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.bench.latency import percentiles
+from services.bench.latency.bench import percentiles
 
 
 def submit_phase_figures(

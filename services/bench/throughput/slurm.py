@@ -147,7 +147,7 @@ def cancel(run: SlurmRun) -> None:
 
 
 def slurm_figures(run: SlurmRun, started: dict[str, float]) -> dict[str, Any]:
-    from services.bench.throughput_figures import submit_phase_figures
+    from services.bench.throughput.figures import submit_phase_figures
 
     return submit_phase_figures(
         sent=run.sent,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from events import TopicKind, Topics
-from services.bench.chaos_checks import (
+from services.bench.chaos.checks import (
     api_view,
     differences,
     duplicate_ids,
@@ -31,13 +31,13 @@ from services.bench.chaos_checks import (
     read_model_view,
     submitted_ids,
 )
-from services.bench.chaos_faults import (
+from services.bench.chaos.faults import (
     Failover,
     kill_and_restart_broker,
     kill_lease_holder,
     kill_service,
 )
-from services.bench.chaos_load import Submitter
+from services.bench.chaos.load import Submitter
 from services.bench.workdir import bench_dir
 
 Report = Callable[[str], None]

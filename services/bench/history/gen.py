@@ -59,7 +59,7 @@ from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow
 from services.agents.cadence import DEFAULT_CONFIRM_S, Confirmed, confirmation_due, occupancy
-from services.bench.history_facts import Job, JobFacts, Positions, settings_fact
+from services.bench.history.facts import Job, JobFacts, Positions, settings_fact
 from services.launcher.lab import LAB_BUDGETS, LAB_MEMBERS
 
 Sink = Callable[[Envelope[Any]], None]

@@ -1,7 +1,7 @@
 """``fairshare bench budgets --fleet 1d,1w,4w``: ``GET /budgets`` on a fleet's history of each
 length, measured in one run (issue 23: p99 at most 100 ms, longest / shortest at most 1.5).
 
-Each history is ``services.bench.history_gen``'s: ``nodes`` nodes of 8 GPUs kept busy at the
+Each history is ``services.bench.history.gen``'s: ``nodes`` nodes of 8 GPUs kept busy at the
 real cadence of workloads (minutes to a day each), with the charges the charging service would
 post. The projector folds it into fresh SQLite read models directly (no broker: the read is
 what is measured), and the API's live view folds the same facts; then ``GET /budgets`` is
@@ -37,7 +37,7 @@ from events.positions import Delivery, Position
 from events.times import DAY
 from events.topics import TRANSIENT_KINDS
 from projections.figures import Bins, pool_figures
-from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
+from services.bench.history.gen import HistoryConfig, HistoryGenerator, parse_length
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
 from services.reports.history import pool_histories

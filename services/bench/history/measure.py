@@ -1,5 +1,5 @@
 """What ``fairshare bench history`` measures of one service process, and how it tells that the
-process has caught up with the log (for ``services.bench.history``).
+process has caught up with the log (for ``services.bench.history.bench``).
 
 Each service runs as ``fairshare up`` starts it (``services.launcher.children``: the same
 command line, its own session, its log in ``logs/<name>.log``). Caught up means:
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from events import TopicKind, Topics
+from events.positions import TopicPartition
 from services.launcher.children import Child, last_log_line
 
 Report = Callable[[str], None]
-Key = tuple[str, int]
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -142,7 +142,7 @@ class ProjectorReady:
     positions. Positions alone would say a restarted projector is caught up before it has
     even started, since the ones it stored before its stop are still there."""
 
-    def __init__(self, bootstrap: str, database_url: str, ends: dict[Key, int]) -> None:
+    def __init__(self, bootstrap: str, database_url: str, ends: dict[TopicPartition, int]) -> None:
         from confluent_kafka.admin import AdminClient
         from sqlalchemy import create_engine
 
@@ -301,7 +301,7 @@ def budgets_latency(url: str, requests: int = 50) -> dict[str, Any]:
     """``GET /budgets`` ``requests`` times in a row with the demo admin token (ms)."""
     import httpx
 
-    from services.bench.latency import percentiles
+    from services.bench.latency.bench import percentiles
 
     samples, errors = [], 0
     with httpx.Client(timeout=120, headers={"Authorization": "Bearer admin-token"}) as client:

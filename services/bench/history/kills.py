@@ -4,13 +4,13 @@ with -9 in turn, each timed until it is back (issue 23).
 A restart that reads the whole history grows with the fleet's age; one that starts from a
 checkpoint of its fold reads only the tail. This puts that to the test the way an operator
 meets it: a history of ``length`` (a week by default) is written into the broker of a data
-directory (``services.bench.history_gen``, the fleet's real cadence), the stack is started on
+directory (``services.bench.history.gen``, the fleet's real cadence), the stack is started on
 it as ``fairshare up`` starts it (supervised, two schedulers, the demo stream submitting), and
 once every checkpointing service has saved a checkpoint, each service is killed with -9 in
 turn and timed from the kill until it is back:
 
 * **projector**: its stored positions reach the ends its topics had at the kill and it has
-  joined its group again (``services.bench.history_measure.ProjectorReady``);
+  joined its group again (``services.bench.history.measure.ProjectorReady``);
 * **charging**, **agent**: the restarted process logs that it caught up with the log;
 * **api**: ``GET /health`` says ``caught_up: true`` again;
 * **scheduler**: the one holding the lease is killed; back is when a scheduler leads a new
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from events import Topics
-from services.bench.history_measure import api_ready, log_since
+from services.bench.history.measure import api_ready, log_since
 
 Report = Callable[[str], None]
 #: The services killed, in this order (the scheduler: whichever holds the lease).
@@ -63,13 +63,13 @@ def kills_benchmark(config: KillsConfig, directory: Path, report: Report) -> dic
 
     topics = Topics()
     report(f"{config.length} of {config.nodes} nodes: starting Apache Kafka in {directory}")
-    # plain text, as the history bench's broker (services.bench.history): the week is written
-    # by this process before the stack starts, so a secured broker would need its admin for
-    # that and every service's principal for the stack (`stack_identities`); not done yet
+    # plain text, as the history bench's broker (services.bench.history.bench): the week is
+    # written by this process before the stack starts, so a secured broker would need its admin
+    # for that and every service's principal for the stack (`stack_identities`); not done yet
     broker, _ = start_embedded_broker(directory / "broker", "apache-kafka", "plaintext")
     try:
-        from services.bench.history import HistoryBenchConfig, write_history
-        from services.bench.history_measure import service_env
+        from services.bench.history.bench import HistoryBenchConfig, write_history
+        from services.bench.history.measure import service_env
 
         publisher = KafkaEventPublisher(broker.bootstrap, topics, client_id="bench-kills")
         try:
@@ -153,7 +153,7 @@ def _wait_for_checkpoints(stack: Any, timeout_s: float, report: Report) -> None:
 def _kill_one(
     stack: Any, name: str, topics: Topics, config: KillsConfig, report: Report
 ) -> dict[str, Any]:
-    from services.bench.chaos_faults import kill_lease_holder, kill_service
+    from services.bench.chaos.faults import kill_lease_holder, kill_service
 
     if name == "scheduler":
         offsets = {c.name: _size(Path(c.log_path)) for c in stack.children}
@@ -205,7 +205,7 @@ def _readiness(
         api = api_ready(stack.config.api_url, seen)
         return lambda: api() is not None
     if name == "projector":
-        from services.bench.history_measure import ProjectorReady
+        from services.bench.history.measure import ProjectorReady
 
         projector = ProjectorReady(stack.config.bootstrap, stack.config.database_url, ends)
         return lambda: projector() is not None

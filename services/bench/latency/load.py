@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.bench.chaos_load import ACKNOWLEDGED
+from services.bench.chaos.load import ACKNOWLEDGED
 from services.launcher.lab import USERS
 
 

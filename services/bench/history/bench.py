@@ -2,7 +2,7 @@
 
 For each history length (``1d,1w,4w`` by default; ``1h,6h`` for a quick run) the bench starts
 its own Apache Kafka broker, writes a synthetic history of ``nodes`` nodes of 8 GPUs at the
-agents' real cadence ending now (``services.bench.history_gen``: facts, charges and usage
+agents' real cadence ending now (``services.bench.history.gen``: facts, charges and usage
 snapshots, through ``KafkaEventPublisher`` like every service), and then starts each service
 the way ``fairshare up`` does, one at a time so that each has the machine's cores to itself:
 
@@ -20,7 +20,7 @@ node down and change the history it is measured on.
 
 Each history prints one JSON object; the summary puts the figures side by side, the ratio of
 the longest history's figure to the shortest's, and each against the issue's targets. How each
-service is known to have caught up: ``services.bench.history_measure``.
+service is known to have caught up: ``services.bench.history.measure``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from events import TopicKind, Topics
-from services.bench.history_gen import HistoryConfig, HistoryGenerator, parse_length
-from services.bench.history_measure import (
+from services.bench.history.gen import HistoryConfig, HistoryGenerator, parse_length
+from services.bench.history.measure import (
     LogSays,
     ProjectorReady,
     SchedulerLeads,
@@ -51,7 +51,7 @@ from services.bench.history_measure import (
     service_env,
     wait_ready,
 )
-from services.bench.history_summary import extrapolate, summarize
+from services.bench.history.summary import extrapolate, summarize
 
 Report = Callable[[str], None]
 PREFIX = "history."

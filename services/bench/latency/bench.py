@@ -4,7 +4,7 @@ and until it runs, at a steady rate, on Apache Kafka with the stack as ``fairsha
 The stack is ``fairshare up``'s (every service its own process, two schedulers under one
 lease, ``UpConfig``'s defaults for ticks and heartbeats) on an embedded Apache Kafka broker, or
 on ``bootstrap``'s. Small jobs (one GPU, free, ``job_s`` long) are submitted open loop at
-``rate_per_s`` for ``duration_s`` (:class:`~services.bench.latency_load.OpenLoop`) to a
+``rate_per_s`` for ``duration_s`` (:class:`~services.bench.latency.load.OpenLoop`) to a
 simulated cluster with GPUs enough that every job can be placed at once.
 
 What is measured, per workload, from the wall-clock time just before its submit request was
@@ -25,7 +25,7 @@ submission, read-your-writes), and the figures of each hop by the same envelope 
 
 The baseline is measured in the same run, while the load runs: the broker round trip of one
 record produced with the services' producer settings and consumed back
-(:class:`~services.bench.latency_load.RoundTrip`). ``ratio`` is placed p50 over round-trip p50:
+(:class:`~services.bench.latency.load.RoundTrip`). ``ratio`` is placed p50 over round-trip p50:
 how many bare broker hops a placement costs.
 """
 
@@ -41,8 +41,8 @@ from typing import Any
 
 from events import Topics
 from events.models import PlaceCommand, WorkloadStarted, WorkloadSubmitted
-from services.bench.chaos_checks import read_log
-from services.bench.latency_load import OpenLoop, RoundTrip
+from services.bench.chaos.checks import read_log
+from services.bench.latency.load import OpenLoop, RoundTrip
 from services.bench.workdir import bench_dir
 
 Report = Callable[[str], None]

@@ -17,7 +17,7 @@ Phases, one after another on the same machine:
 
 Each submission phase reports accepted per second (first send to last answer), the time until
 every job was placed (first send to last placement) and submit-to-start p50/p99, by one
-function (:func:`~services.bench.throughput_figures.submit_phase_figures`); the ratios divide
+function (:func:`~services.bench.throughput.figures.submit_phase_figures`); the ratios divide
 Fairshare's figure by Slurm's of the same shape. Slurm's times have a resolution of 1 s.
 """
 
@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from services.bench import throughput_slurm as slurm
-from services.bench.throughput_figures import ratio, submit_phase_figures
+from services.bench.throughput import slurm
+from services.bench.throughput.figures import ratio, submit_phase_figures
 from services.bench.workdir import bench_dir
 
 Report = Callable[[str], None]
@@ -109,8 +109,8 @@ def _slurm_phases(config: ThroughputConfig, report: Report) -> dict[str, Any]:
 def _fairshare_phases(
     config: ThroughputConfig, bootstrap: str | None, data_dir: Path, report: Report
 ) -> dict[str, Any]:
-    from services.bench import throughput_fairshare as fairshare
     from services.bench.bench_stack import bench_stack
+    from services.bench.throughput import fairshare
 
     phases: dict[str, Any] = {}
     with bench_stack(
@@ -171,7 +171,7 @@ def _fairshare_phases(
 def _cpu_by_service(stack: Any) -> dict[str, float]:
     """CPU seconds each service's process has used so far (the API's submission path is
     the API's; the fold of what it accepts is every reader's)."""
-    from services.bench.history_measure import cpu_seconds
+    from services.bench.history.measure import cpu_seconds
 
     used = {}
     for child in stack.children:
@@ -188,7 +188,7 @@ def _cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
 def _sustained(
     config: ThroughputConfig, bootstrap: str | None, data_dir: Path, report: Report
 ) -> dict[str, Any]:
-    from services.bench.latency import LatencyConfig, latency_benchmark
+    from services.bench.latency.bench import LatencyConfig, latency_benchmark
 
     report(f"sustained: {config.sustained_rate:g}/s for {config.sustained_s:g} s")
     # Enough senders that answers of up to 0.25 s do not cap the rate (16 at 200/s would

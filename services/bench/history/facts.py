@@ -1,5 +1,5 @@
 """The facts of one synthetic workload as each service states them, and the log positions
-they are stated at (for ``services.bench.history_gen``).
+they are stated at (for ``services.bench.history.gen``).
 
 Ids and sources are the services' own: the API's submission (``fairshare-api``), the
 scheduler's place command and placement (``SchedulingPass.place``: ``place:<workload>:<attempt>``,

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from events import Topics
-from services.bench.latency import event_times
-from services.bench.latency_load import OpenLoop
+from services.bench.latency.bench import event_times
+from services.bench.latency.load import OpenLoop
 from services.launcher.lab import USERS
 
 Report = Callable[[str], None]
