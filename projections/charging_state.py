@@ -28,14 +28,13 @@ from dataclasses import dataclass, field
 
 from events.models import EventData, LedgerCharge
 from events.models.ledger import parse_charge_id
+from events.positions import TopicPartition
 from events.times import DEFAULT_WINDOW_S, HOUR
 from events.topics import TopicKind
 from projections.ledger import Ledger
 from projections.period_book import PeriodBook
 from projections.usage_snapshots import count_charge
 from projections.usage_window import UsageWindow
-
-Key = tuple[str, int]
 
 
 @dataclass
@@ -47,7 +46,7 @@ class ChargingState:
     #: The latest event time read (epoch seconds, as stated): where snapshots are taken.
     latest_time: float = 0.0
     #: Per input partition of workload facts: the latest event time folded from it.
-    progress: dict[Key, float] = field(default_factory=dict)
+    progress: dict[TopicPartition, float] = field(default_factory=dict)
     #: Facts folded (for the logs of a checkpoint).
     events: int = 0
     #: The hour (epoch s) of the horizon the fold was last pruned at.
@@ -70,7 +69,11 @@ class ChargingState:
         )
 
     def fold(
-        self, data: EventData, at: float, source: Key | None = None, time: float | None = None
+        self,
+        data: EventData,
+        at: float,
+        source: TopicPartition | None = None,
+        time: float | None = None,
     ) -> list[LedgerCharge]:
         """Fold a fact read from ``source`` (topic, partition), dated ``at`` (whole epoch
         seconds) and ``time`` (as stated); returns the charges it posted, counted in usage."""

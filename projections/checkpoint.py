@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import orjson
 
+from events.positions import TopicPartition
 from projections.live_state import LiveState
 
 S = TypeVar("S")
@@ -49,8 +50,6 @@ _ALLOWED_MODULES = frozenset({"datetime", "collections"})
 #: carry pydantic's UTC tzinfo.
 _ALLOWED_CLASSES = frozenset({("pydantic_core._pydantic_core", "TzInfo")})
 
-Key = tuple[str, int]
-
 
 class CheckpointRejectedError(ValueError):
     """Not a checkpoint this code may restore; the message says why (the caller logs it and
@@ -61,12 +60,12 @@ class CheckpointRejectedError(ValueError):
 class Checkpoint(Generic[S]):
     state: S
     #: Per (topic, partition): the first offset the state has not folded.
-    positions: dict[Key, int]
+    positions: dict[TopicPartition, int]
     #: The latest event time the state had folded (epoch seconds), for the logs.
     as_of: float
 
 
-def encode(state: object, positions: Mapping[Key, int], code: str) -> bytes:
+def encode(state: object, positions: Mapping[TopicPartition, int], code: str) -> bytes:
     """The checkpoint of ``state``, which has folded everything before ``positions``."""
     body = zlib.compress(pickle.dumps(state, protocol=5), 1)
     header = {

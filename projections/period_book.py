@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from events.models import InputPosition, PeriodClosed
+from events.positions import TopicPartition
 from projections.periods import Seal, close_due, period_end, period_start, seal_of
-
-Key = tuple[str, int]
 
 
 @dataclass
@@ -28,14 +27,14 @@ class PeriodBook:
     entered: int | None = None
     #: Per period entered and not sealed (by start): the positions, inputs and ledger, where
     #: the fold stood just before its first fact.
-    opened: dict[int, dict[Key, int]] = field(default_factory=dict)
+    opened: dict[int, dict[TopicPartition, int]] = field(default_factory=dict)
     #: The latest seal: what the next one chains to, and its cut.
     last: PeriodClosed | None = None
     #: Seals read from the ledger for periods the fold has not sealed yet, by start.
     on_log: dict[int, PeriodClosed] = field(default_factory=dict)
     #: Per period not sealed yet (by start), per ledger partition: the lowest offset of a
     #: charge for one of its hours read from the ledger (:meth:`note_charge`).
-    charges_from: dict[int, dict[Key, int]] = field(default_factory=dict)
+    charges_from: dict[int, dict[TopicPartition, int]] = field(default_factory=dict)
 
     def entering(self, at: float) -> list[int]:
         """The starts of the periods a fact at ``at`` enters (every one it passes: quiet
@@ -50,7 +49,7 @@ class PeriodBook:
             following = period_end(following, self.length)
         return entered
 
-    def open(self, start: int, positions: dict[Key, int]) -> None:
+    def open(self, start: int, positions: dict[TopicPartition, int]) -> None:
         self.opened[start] = dict(positions)
         self.entered = start if self.entered is None else max(self.entered, start)
 
@@ -64,11 +63,11 @@ class PeriodBook:
     def previous(self) -> Seal | None:
         return seal_of(self.last) if self.last is not None else None
 
-    def previous_cut(self) -> dict[Key, int]:
+    def previous_cut(self) -> dict[TopicPartition, int]:
         """The last seal's cut (the first period has none: every offset is after it)."""
         return positions(self.last.as_of) if self.last is not None else {}
 
-    def note_charge(self, key: Key, offset: int, hour: int) -> None:
+    def note_charge(self, key: TopicPartition, offset: int, hour: int) -> None:
         """A charge for ``hour`` read at ``offset`` of ledger partition ``key``: the lowest
         such offset per period not sealed yet is where a rebuilt fold's audit starts reading
         (:meth:`ledger_floor`)."""
@@ -80,8 +79,8 @@ class PeriodBook:
             found[key] = offset
 
     def ledger_floor(
-        self, ledger_topic: str, start: int, unread: Mapping[Key, int]
-    ) -> dict[Key, int]:
+        self, ledger_topic: str, start: int, unread: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
         """Ledger positions no charge of the period starting at ``start`` can lie before, when
         the fold cannot say where the ledger ends for it (it is rebuilding: the log holds
         charges it has not derived yet). The period holds the charges for its hours and the
@@ -122,5 +121,5 @@ class PeriodBook:
             del self.charges_from[period]
 
 
-def positions(of: tuple[InputPosition, ...]) -> dict[Key, int]:
+def positions(of: tuple[InputPosition, ...]) -> dict[TopicPartition, int]:
     return {(p.topic, p.partition): p.offset for p in of}

@@ -40,8 +40,9 @@ class Entry:
     gpu_s: int
 
 
-#: (period kind, period start, pool, leaf budget, submitter, correction)
-Key = tuple[str, int, str, str, str, bool]
+#: Where usage is summed, one row: (period kind, period start, pool, leaf budget, submitter,
+#: correction)
+UsageKey = tuple[str, int, str, str, str, bool]
 
 
 @dataclass
@@ -66,12 +67,12 @@ def _places(entry: Entry) -> list[tuple[Period, int, str, str, bool]]:
 
 def added(
     new: Iterable[Entry], earlier: Iterable[Entry], submitter_of: Callable[[str], str]
-) -> dict[Key, Sums]:
+) -> dict[UsageKey, Sums]:
     """What ``new`` entries add to the sums, given the ``earlier`` entries of the same
     workloads already counted: every entry's GPU-seconds, and each workload once in each
     period, pool, budget and line where it had no entry before."""
     seen = {(e.workload_id, *place) for e in earlier for place in _places(e)}
-    found: dict[Key, Sums] = {}
+    found: dict[UsageKey, Sums] = {}
     for entry in new:
         who = submitter_of(entry.workload_id)
         for place in _places(entry):

@@ -39,11 +39,11 @@ import orjson
 
 from events.models import InputPosition, LedgerCharge, PeriodClosed
 from events.models.periods import AccountBalance
+from events.positions import TopicPartition
 from events.times import DAY, HOUR
 
 LENGTHS = ("month", "day", "hour")
 Balances = dict[str, int]
-Key = tuple[str, int]
 
 
 def period_start(t: float, length: str = "month") -> int:
@@ -107,11 +107,11 @@ def hour_held(hour: int, start: int, end: int, before_cut: bool, after_previous_
 
 
 def held(
-    charges: Iterable[tuple[Key, int, LedgerCharge]],
+    charges: Iterable[tuple[TopicPartition, int, LedgerCharge]],
     start: int,
     end: int,
-    previous_cut: Mapping[Key, int],
-    cut: Mapping[Key, int],
+    previous_cut: Mapping[TopicPartition, int],
+    cut: Mapping[TopicPartition, int],
 ) -> list[LedgerCharge]:
     """The charges the period [start, end) holds, of ``charges`` read from the ledger with
     their (topic, partition) and offset, given the previous seal's cut (empty for the first
@@ -229,15 +229,15 @@ def seal_of(closed: PeriodClosed) -> Seal:
 
 def closed_event(
     sealed: Seal,
-    as_of: Mapping[Key, int],
-    inputs: Mapping[Key, int],
-    opened: Mapping[Key, int],
+    as_of: Mapping[TopicPartition, int],
+    inputs: Mapping[TopicPartition, int],
+    opened: Mapping[TopicPartition, int],
     checkpoint: str,
 ) -> PeriodClosed:
     """The event that publishes ``sealed``, cut at ``as_of`` (ledger) and ``inputs``, opened
     at ``opened`` where the checkpoint ``checkpoint`` was kept."""
 
-    def positions(of: Mapping[Key, int]) -> tuple[InputPosition, ...]:
+    def positions(of: Mapping[TopicPartition, int]) -> tuple[InputPosition, ...]:
         return tuple(
             InputPosition(topic=t, partition=p, offset=o) for (t, p), o in sorted(of.items())
         )

@@ -36,13 +36,14 @@ class PriceRefusedError(ValueError):
     """A price the book cannot take; the message says why (the API's 4xx)."""
 
 
-Key = tuple[str, str | None]
+#: What a price is for: (pool, the subtree of a negotiated rate; None: the list price).
+PriceScope = tuple[str, str | None]
 
 
 @dataclass
 class PriceBook:
     #: (pool, subtree or None) -> prices by effective time.
-    histories: dict[Key, list[Price]] = field(default_factory=dict)
+    histories: dict[PriceScope, list[Price]] = field(default_factory=dict)
     currency: str | None = None
 
     def apply(self, data: PriceSet, at: float) -> None:

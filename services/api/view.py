@@ -37,9 +37,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from events.envelope import Envelope
+from events.positions import TopicPartition
 from events.topics import TopicKind, Topics
 from projections.live_state import LiveState
-from services.bus.follower import Follower, Key, PartitionSource
+from services.bus.follower import Follower, PartitionSource
 from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.service import EXIT_CRASH, run_service
@@ -78,14 +79,16 @@ class LiveView:
         #: Where the log ended when the view started: the history, read once before writes.
         self._history = dict(self._follower.merge.ends) if self._follower else {}
         #: Next offset not yet folded, per partition (updated under the lock with the state).
-        self._folded: dict[Key, int] = dict(self._follower.positions) if self._follower else {}
+        self._folded: dict[TopicPartition, int] = (
+            dict(self._follower.positions) if self._follower else {}
+        )
         #: Checkpoints of the fold, saved now and then by the consumer thread (None: never).
         self.checkpoints: FoldCheckpoints | None = None
         #: Whether the state was restored from a checkpoint (else it is saved once caught up).
         self._restored = False
         self._caught_up = self._follower is None
         #: A pending check for held facts: (hold mark, end offsets captured after it).
-        self._settling: tuple[int, dict[Key, int]] | None = None
+        self._settling: tuple[int, dict[TopicPartition, int]] | None = None
         self._next_settle = 0.0
         self._end_process = end_process
         self._mark_caught_up()
@@ -163,7 +166,7 @@ class LiveView:
         if self.checkpoints is not None and not self._restored:
             self.checkpoints.due_now()
 
-    def _has_folded(self, ends: dict[Key, int]) -> bool:
+    def _has_folded(self, ends: dict[TopicPartition, int]) -> bool:
         return all(self._folded.get(key, 0) >= end for key, end in ends.items())
 
     def settle(self) -> int:
@@ -244,19 +247,19 @@ class LiveView:
     def running(self) -> bool:
         return self._thread is not None
 
-    def log_end(self) -> dict[Key, int]:
+    def log_end(self) -> dict[TopicPartition, int]:
         """The log's end offsets now, asked of the broker (not of the merge, which belongs to
         the consumer thread)."""
         return {} if self._follower is None else self._follower.source.end_offsets()
 
-    def reached(self, ends: dict[Key, int], timeout_s: float = 0.0) -> bool:
+    def reached(self, ends: dict[TopicPartition, int], timeout_s: float = 0.0) -> bool:
         """Whether the view has folded every partition up to ``ends`` (waiting up to
         ``timeout_s`` for the consumer to get there)."""
         self.sync()
         with self._changed:
             return self._changed.wait_for(lambda: self._has_folded(ends), timeout=timeout_s)
 
-    def behind(self, ends: dict[Key, int]) -> int:
+    def behind(self, ends: dict[TopicPartition, int]) -> int:
         """Records before ``ends`` not folded yet."""
         with self._changed:
             return sum(max(0, end - self._folded.get(key, 0)) for key, end in ends.items())

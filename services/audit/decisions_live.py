@@ -40,7 +40,7 @@ from events.models import (
     PreemptCommand,
     SchedulerSettings,
 )
-from events.positions import Delivery
+from events.positions import Delivery, TopicPartition
 from projections.live_state import LiveState
 from scheduling.memos import PassMemos
 from scheduling.scheduling_pass import SOURCE
@@ -55,7 +55,6 @@ from services.audit.decisions import (
 )
 from services.audit.trust import Verdicts
 
-Key = tuple[str, int]
 #: What a leader states at a pass's instant before running it: the liveness of nodes, and its
 #: settings (before its first pass of an epoch). Inputs of the pass, not its outputs.
 _BEFORE = (NodeDown, NodeUp, SchedulerSettings)
@@ -116,7 +115,7 @@ class _MergedLog:
         )
         self.deliveries = [deliveries[i] for i in order]
         self.folded = [False] * len(order)
-        self.by_partition: dict[Key, list[int]] = defaultdict(list)
+        self.by_partition: dict[TopicPartition, list[int]] = defaultdict(list)
         self.outputs_at: dict[datetime, list[int]] = defaultdict(list)
         for index, delivery in enumerate(self.deliveries):
             position = delivery.position
@@ -125,7 +124,7 @@ class _MergedLog:
                 self.outputs_at[delivery.envelope.time].append(index)
         for indices in self.by_partition.values():
             indices.sort(key=lambda i: self.deliveries[i].position.offset)
-        self.read_to: dict[Key, int] = dict.fromkeys(self.by_partition, 0)
+        self.read_to: dict[TopicPartition, int] = dict.fromkeys(self.by_partition, 0)
         self.output_times = sorted(self.outputs_at)
         self.outputs_folded_to = 0  # how many of output_times are folded
         #: What the audit believes of each record (judged once: ``services.audit.trust``).

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge, PeriodClosed
-from events.positions import Delivery
+from events.positions import Delivery, TopicPartition
 from projections.charging_state import ChargingState
 from projections.ledger import Ledger
 from projections.period_book import positions
@@ -50,8 +50,6 @@ from services.bus.records import RawRecord, check
 from services.charging.periods import checkpoint_name, kafka_ledger
 from services.runtime.fold_checkpoints import StateCheckpoints
 from services.runtime.gc_pause import gc_paused
-
-Key = tuple[str, int]
 
 
 @dataclass
@@ -161,7 +159,7 @@ def _fold(
 
 
 def _find_seal(
-    bootstrap: str, topics: Topics, ledger_from: Mapping[Key, int], name: str
+    bootstrap: str, topics: Topics, ledger_from: Mapping[TopicPartition, int], name: str
 ) -> PeriodClosed | None:
     """The seal of ``name``, read from where the period opened on the partition its key
     hashes to (it lies a horizon after the period's end, past the period's own charges)."""

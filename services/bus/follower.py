@@ -34,10 +34,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from events import TopicKind, Topics
-from events.positions import Delivery, Position
+from events.positions import Delivery, Position, TopicPartition
 from events.registry import EventRegistry
 from services.bus.connection import client_config
 from services.bus.export import watermarks
@@ -47,8 +48,6 @@ from services.metrics import lag as lag_metrics
 
 log = logging.getLogger(__name__)
 
-#: A partition: (topic, partition).
-Key = tuple[str, int]
 OrderKey = tuple[float, int, int, str, int]
 
 #: On equal times, what a fact can depend on comes first (a node before a placement on it).
@@ -93,7 +92,7 @@ def time_order(topics: Topics) -> Callable[[Delivery], OrderKey]:
 def in_time_order(deliveries: list[Delivery], topics: Topics) -> list[Delivery]:
     """Interleave partitions by event time, keeping each partition's own order (a producer's
     skewed clock cannot reorder its own events). The offline form of :class:`TimeMerge`."""
-    by_partition: dict[Key, list[Delivery]] = {}
+    by_partition: dict[TopicPartition, list[Delivery]] = {}
     for delivery in deliveries:
         key = (delivery.position.topic, delivery.position.partition)
         by_partition.setdefault(key, []).append(delivery)
@@ -119,13 +118,13 @@ class TimeMerge:
 
     def __init__(self, topics: Topics) -> None:
         self._order = time_order(topics)
-        self._buffers: dict[Key, deque[Delivery]] = {}
+        self._buffers: dict[TopicPartition, deque[Delivery]] = {}
         #: Next offset read from the log, per partition (skipped records included).
-        self.fetched: dict[Key, int] = {}
+        self.fetched: dict[TopicPartition, int] = {}
         #: The end of each partition as last known.
-        self.ends: dict[Key, int] = {}
+        self.ends: dict[TopicPartition, int] = {}
 
-    def track(self, key: Key, start: int = 0) -> None:
+    def track(self, key: TopicPartition, start: int = 0) -> None:
         self._buffers.setdefault(key, deque())
         self.fetched.setdefault(key, start)
 
@@ -141,16 +140,16 @@ class TimeMerge:
         self.track(key)
         self.fetched[key] = max(self.fetched[key], position.offset + 1)
 
-    def note_ends(self, ends: dict[Key, int], *, replace: bool = False) -> None:
+    def note_ends(self, ends: dict[TopicPartition, int], *, replace: bool = False) -> None:
         """Ends only grow, unless ``replace`` (the broker was asked again after a stall)."""
         for key, end in ends.items():
             self.track(key)
             self.ends[key] = end if replace else max(end, self.ends.get(key, 0))
 
-    def blocking(self) -> list[Key]:
+    def blocking(self) -> list[TopicPartition]:
         return [key for key in sorted(self._buffers) if self._blocks(key)]
 
-    def _blocks(self, key: Key) -> bool:
+    def _blocks(self, key: TopicPartition) -> bool:
         return not self._buffers[key] and self.fetched[key] < self.ends.get(key, 0)
 
     def release(self) -> list[Delivery]:
@@ -170,7 +169,7 @@ class TimeMerge:
                 break
         return released
 
-    def position(self, key: Key) -> int:
+    def position(self, key: TopicPartition) -> int:
         """Everything before this offset has been handed out (or skipped)."""
         buffer = self._buffers.get(key)
         if buffer:
@@ -181,7 +180,7 @@ class TimeMerge:
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values())
 
-    def sizes(self) -> dict[Key, int]:
+    def sizes(self) -> dict[TopicPartition, int]:
         """Records waiting per partition."""
         return {key: len(buffer) for key, buffer in self._buffers.items()}
 
@@ -189,14 +188,14 @@ class TimeMerge:
 class PartitionSource(Protocol):
     """Raw reading of partitions from their first offset, each in offset order."""
 
-    def partitions(self) -> list[Key]: ...
+    def partitions(self) -> list[TopicPartition]: ...
 
     def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
         """What was read next: events that pass :func:`~services.bus.records.check`, and the
         bare position of records that do not (skipped, never dead-lettered: see
         :func:`~services.bus.records.skip`)."""
 
-    def end_offsets(self, cached: bool = False) -> dict[Key, int]:
+    def end_offsets(self, cached: bool = False) -> dict[TopicPartition, int]:
         """The end of every partition, safe to ask from any thread; ``cached``: as the
         reading thread last saw it, without asking the broker (unknown ones left out)."""
 
@@ -208,9 +207,9 @@ class Pausable(Protocol):
     """A source that can stop fetching some partitions for a while (Kafka's pause/resume):
     what it had fetched of them ahead is dropped and fetched again on resume."""
 
-    def pause(self, keys: list[Key]) -> None: ...
+    def pause(self, keys: list[TopicPartition]) -> None: ...
 
-    def resume(self, keys: list[Key]) -> None: ...
+    def resume(self, keys: list[TopicPartition]) -> None: ...
 
 
 class Follower:
@@ -222,7 +221,7 @@ class Follower:
         topics: Topics | None = None,
         *,
         stall_s: float = 5.0,
-        start: Mapping[Key, int] | None = None,
+        start: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """``start``: the first offset to hand out per partition (a checkpoint's positions; the
         source must read from there too); others from their first."""
@@ -231,7 +230,7 @@ class Follower:
         self.stall_s = stall_s
         self.merge = TimeMerge(self.topics)
         #: Next offset not yet handed out, per (topic, partition).
-        self.positions: dict[Key, int] = {}
+        self.positions: dict[TopicPartition, int] = {}
         #: Records read that are not valid events there (never handed out).
         self.skipped = 0
         for key in source.partitions():
@@ -242,7 +241,7 @@ class Follower:
         self._progress_at = time.monotonic()
         self._fetched = sum(self.merge.fetched.values())
         #: Partitions paused because their buffer is full while the merge waits on another.
-        self._paused: set[Key] = set()
+        self._paused: set[TopicPartition] = set()
         lag_metrics.watch(self)
 
     def poll(self, timeout_s: float = 0.5, max_records: int = 1000) -> list[Delivery]:
@@ -306,13 +305,13 @@ class Follower:
         self._progress_at = time.monotonic()
         return self.merge.release()
 
-    def end_offsets(self) -> dict[Key, int]:
+    def end_offsets(self) -> dict[TopicPartition, int]:
         """The log's current end, per partition (what "caught up" is measured against)."""
         ends = self.source.end_offsets()
         self.merge.note_ends(ends)
         return ends
 
-    def caught_up_with(self, ends: dict[Key, int]) -> bool:
+    def caught_up_with(self, ends: dict[TopicPartition, int]) -> bool:
         return all(self.positions.get(key, 0) >= end for key, end in ends.items())
 
     def catch_up_in_batches(self, stall_timeout_s: float = 60.0) -> Iterator[list[Delivery]]:
@@ -345,7 +344,7 @@ class Follower:
         """Records read but held back by the merge."""
         return self.merge.buffered
 
-    def lag(self) -> dict[Key, int]:
+    def lag(self) -> dict[TopicPartition, int]:
         """Records not handed out yet per partition, up to the ends last seen (any thread: it
         copies what the reading thread last wrote, and asks the broker nothing)."""
         ends = dict(self.merge.ends)
@@ -378,7 +377,7 @@ class KafkaPartitions:
         registry: EventRegistry | None = None,
         eager: bool = False,
         config: Mapping[str, Any] | None = None,
-        start: Mapping[Key, int] | None = None,
+        start: Mapping[TopicPartition, int] | None = None,
         only: Mapping[str, Iterable[int]] | None = None,
         on_invalid: Callable[[Rejected], Position] | None = None,
     ) -> None:
@@ -427,10 +426,10 @@ class KafkaPartitions:
         )
         self._ends_lock = threading.Lock()
         metadata = self._consumer.list_topics(timeout=timeout_s).topics
-        self._partitions: list[TopicPartition] = []
+        self._partitions: list[KafkaTopicPartition] = []
         #: The offset each partition is read from: the one asked for, or the first still on
         #: the broker when retention removed it (the liveness topic's records live for days).
-        self.start: dict[Key, int] = {}
+        self.start: dict[TopicPartition, int] = {}
         for name in names:
             if name not in metadata:
                 raise RuntimeError(f"topic {name} does not exist (run the topic setup first)")
@@ -439,13 +438,15 @@ class KafkaPartitions:
                 wanted = set(only[name])
                 held = [p for p in held if p in wanted]
             for partition in held:
-                low, _ = watermarks(self._ends_consumer, TopicPartition(name, partition), timeout_s)
+                low, _ = watermarks(
+                    self._ends_consumer, KafkaTopicPartition(name, partition), timeout_s
+                )
                 first = max((start or {}).get((name, partition), 0), low)
                 self.start[(name, partition)] = first
-                self._partitions.append(TopicPartition(name, partition, first))
+                self._partitions.append(KafkaTopicPartition(name, partition, first))
         self._consumer.assign(self._partitions)
 
-    def partitions(self) -> list[Key]:
+    def partitions(self) -> list[TopicPartition]:
         return [(tp.topic, tp.partition) for tp in self._partitions]
 
     def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
@@ -468,10 +469,10 @@ class KafkaPartitions:
             items.append(checked if isinstance(checked, Delivery) else self._on_invalid(checked))
         return items
 
-    def end_offsets(self, cached: bool = False) -> dict[Key, int]:
-        ends: dict[Key, int] = {}
+    def end_offsets(self, cached: bool = False) -> dict[TopicPartition, int]:
+        ends: dict[TopicPartition, int] = {}
         for tp in self._partitions:
-            key = TopicPartition(tp.topic, tp.partition)
+            key = KafkaTopicPartition(tp.topic, tp.partition)
             if cached:
                 # The high watermark of the partition's last fetch response: free, maybe stale.
                 marks = self._consumer.get_watermark_offsets(key, cached=True)
@@ -488,11 +489,11 @@ class KafkaPartitions:
             ends[(tp.topic, tp.partition)] = high
         return ends
 
-    def pause(self, keys: list[Key]) -> None:
-        self._consumer.pause([TopicPartition(topic, partition) for topic, partition in keys])
+    def pause(self, keys: list[TopicPartition]) -> None:
+        self._consumer.pause([KafkaTopicPartition(topic, partition) for topic, partition in keys])
 
-    def resume(self, keys: list[Key]) -> None:
-        self._consumer.resume([TopicPartition(topic, partition) for topic, partition in keys])
+    def resume(self, keys: list[TopicPartition]) -> None:
+        self._consumer.resume([KafkaTopicPartition(topic, partition) for topic, partition in keys])
 
     def close(self) -> None:
         self._consumer.close()
@@ -512,7 +513,7 @@ class LogFollower(Follower):
         timeout_s: float = 10.0,
         stall_s: float = 5.0,
         eager: bool = False,
-        start: Mapping[Key, int] | None = None,
+        start: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """``eager``: hand out a record as soon as it arrives (see :meth:`KafkaPartitions.fetch`),
         with whatever else is fetched already: for readers a caller waits on (the scheduler,

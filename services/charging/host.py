@@ -41,7 +41,7 @@ from events.models import (
     LedgerCharge,
     UsageSnapshot,
 )
-from events.positions import Delivery
+from events.positions import Delivery, TopicPartition
 from events.times import DEFAULT_WINDOW_S
 from events.trusted import trusted
 from projections.charging_state import ChargingState
@@ -54,7 +54,6 @@ from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
 SOURCE = "fairshare/charging"
-Key = tuple[str, int]
 
 
 class PeriodSealer(Protocol):
@@ -110,13 +109,16 @@ class ChargingHost:
         # The host publishes each charge as it is posted and keeps no copy of the ledger.
         self.state = ChargingState.new(self.window_s, owns, self.horizon_s, self.period_length)
         #: Per input (topic, partition): the first offset the state has not folded.
-        self.positions: dict[Key, int] = {}
+        self.positions: dict[TopicPartition, int] = {}
         #: Workloads partitions with a backlog not one fact of which is folded yet, and the
         #: end of that backlog: the horizon cannot vouch for them (:meth:`await_partitions`).
-        self.awaited: dict[Key, int] = {}
+        self.awaited: dict[TopicPartition, int] = {}
 
     def adopt(
-        self, state: ChargingState, positions: Mapping[Key, int], owns: Callable[[str], bool] | None
+        self,
+        state: ChargingState,
+        positions: Mapping[TopicPartition, int],
+        owns: Callable[[str], bool] | None,
     ) -> None:
         """Continue from a checkpoint: ``state`` has folded every input before ``positions``
         (``owns`` is no state: it is the caller's partitions)."""
@@ -131,7 +133,7 @@ class ChargingHost:
         self.positions = dict(positions)
         self.awaited = {}
 
-    def await_partitions(self, ends: Mapping[Key, int]) -> None:
+    def await_partitions(self, ends: Mapping[TopicPartition, int]) -> None:
         """No period is sealed while one of these workloads partitions, with a backlog up to
         ``ends``, is unread: the horizon is measured on the partitions folded from (a run's
         facts all lie on one), so a catch-up that reads one partition far ahead of another
@@ -145,7 +147,7 @@ class ChargingHost:
             if key not in self.state.progress and self.positions.get(key, 0) < end
         }
 
-    def _still_awaited(self, key: Key) -> None:
+    def _still_awaited(self, key: TopicPartition) -> None:
         end = self.awaited.get(key)
         if end is not None and (key in self.state.progress or self.positions[key] >= end):
             del self.awaited[key]
@@ -202,7 +204,9 @@ class ChargingHost:
             self.publisher.flush()
             self._unflushed = 0
 
-    def _fold(self, envelope: Envelope[Any], source: Key | None = None) -> list[LedgerCharge]:
+    def _fold(
+        self, envelope: Envelope[Any], source: TopicPartition | None = None
+    ) -> list[LedgerCharge]:
         fresh = self.state.fold(
             envelope.data, envelope.epoch_seconds, source, envelope.time.timestamp()
         )

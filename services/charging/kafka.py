@@ -13,7 +13,7 @@ from typing import Any
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge
-from events.positions import Delivery
+from events.positions import Delivery, TopicPartition
 from projections.charging_state import ChargingState
 from services.bus.deadletters import DeadLetters
 from services.bus.export import end_offsets, read_to_end
@@ -30,7 +30,6 @@ from services.runtime.fold_checkpoints import StateCheckpoints
 
 #: The charging host's stable name: what its dead letters are signed with and derived from.
 CONSUMER = GROUP
-Key = tuple[str, int]
 
 
 def charges_on_ledger(bootstrap: str, topics: Topics) -> Iterator[LedgerCharge]:
@@ -104,7 +103,7 @@ def _charging(
     watch_refusals("charging", lambda: trust.trust.refused)
 
     def open_reader(
-        owned: frozenset[int] | None, speaks: bool, start: Mapping[Key, int]
+        owned: frozenset[int] | None, speaks: bool, start: Mapping[TopicPartition, int]
     ) -> InputReader:
         return InputReader(
             bootstrap, topics, owned, dead_letters, speaks=speaks, start=start, trust=trust

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from events import TopicKind, Topics, new_event
 from events.envelope import derived_event_id
 from events.models import LedgerCharge, PeriodClosed
-from events.positions import Delivery
+from events.positions import Delivery, TopicPartition
 from projections.charging_state import ChargingState
 from projections.period_book import positions
 from projections.periods import closed_event, held, period_end, period_name, seal
@@ -42,9 +42,10 @@ from services.runtime.fold_checkpoints import StateCheckpoints
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
-LedgerItem = tuple[Key, int, LedgerCharge | PeriodClosed]
-ReadLedger = Callable[[Mapping[Key, int], Mapping[Key, int]], Iterator[LedgerItem]]
+LedgerItem = tuple[TopicPartition, int, LedgerCharge | PeriodClosed]
+ReadLedger = Callable[
+    [Mapping[TopicPartition, int], Mapping[TopicPartition, int]], Iterator[LedgerItem]
+]
 
 
 def checkpoint_name(period: str) -> str:
@@ -70,9 +71,9 @@ class Sealer:
         self,
         host: ChargingHost,
         ledger_topic: str,
-        ledger_ends: Callable[[], dict[Key, int]],
+        ledger_ends: Callable[[], dict[TopicPartition, int]],
         read_ledger: ReadLedger,
-        ledger_unread: Callable[[], dict[Key, int]],
+        ledger_unread: Callable[[], dict[TopicPartition, int]],
         open_checkpoints: Callable[[str], StateCheckpoints[ChargingState]] | None,
         checkpoint_fold: Callable[[], object],
     ) -> None:
@@ -150,16 +151,20 @@ class Sealer:
         self._checkpoint_fold()
 
 
-def kafka_ledger(bootstrap: str, topics: Topics) -> tuple[Callable[[], dict[Key, int]], ReadLedger]:
+def kafka_ledger(
+    bootstrap: str, topics: Topics
+) -> tuple[Callable[[], dict[TopicPartition, int]], ReadLedger]:
     """The ledger's ends and a reader of a range of it, over Kafka at ``bootstrap``."""
     from services.bus.export import end_offsets, read_range
 
     name = topics.name(TopicKind.LEDGER)
 
-    def ends() -> dict[Key, int]:
+    def ends() -> dict[TopicPartition, int]:
         return end_offsets(bootstrap, [name])
 
-    def read(first: Mapping[Key, int], stop: Mapping[Key, int]) -> Iterator[LedgerItem]:
+    def read(
+        first: Mapping[TopicPartition, int], stop: Mapping[TopicPartition, int]
+    ) -> Iterator[LedgerItem]:
         ranges = {key: (first.get(key, 0), offset) for key, offset in stop.items()}
         return ledger_items(read_range(bootstrap, ranges), topics)
 

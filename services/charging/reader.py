@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge, PeriodClosed
-from events.positions import Delivery, Position
+from events.positions import Delivery, Position, TopicPartition
 from services.bus.deadletters import DeadLetters
 from services.bus.follower import Follower, KafkaPartitions
 from services.bus.records import Rejected, record_of, skip
@@ -27,7 +27,6 @@ from services.metrics import lag as lag_metrics
 #: The name charging signs its dead letters with, and its consumer group's name after the
 #: deployment's topic prefix (``fairshare.charging``).
 GROUP = "charging"
-Key = tuple[str, int]
 
 
 class InputReader:
@@ -51,7 +50,7 @@ class InputReader:
         dead_letters: DeadLetters,
         *,
         speaks: bool,
-        start: Mapping[Key, int] | None = None,
+        start: Mapping[TopicPartition, int] | None = None,
         trust: KeysFromLog | None = None,
     ) -> None:
         self.topics = topics
@@ -94,7 +93,7 @@ class InputReader:
         self._invalid(not_believed(record_of(delivery), verdict))
         return False
 
-    def ends(self) -> dict[Key, int]:
+    def ends(self) -> dict[TopicPartition, int]:
         """The end of every partition read, as the broker has it now: what this reader has
         caught up with once the fold's positions reach it."""
         return self._follower.end_offsets()
@@ -112,7 +111,7 @@ class LedgerTail:
         self,
         bootstrap: str,
         topics: Topics,
-        start: Mapping[Key, int] | None = None,
+        start: Mapping[TopicPartition, int] | None = None,
         trust: KeysFromLog | None = None,
     ) -> None:
         self.trust = trust
@@ -124,12 +123,12 @@ class LedgerTail:
         #: Seals of closed periods read and not taken yet (:meth:`take_seals`).
         self.seals: list[PeriodClosed] = []
         #: Told where each charge lies as it is read (the period book's ledger index).
-        self.on_charge: Callable[[Key, int, LedgerCharge], None] | None = None
+        self.on_charge: Callable[[TopicPartition, int, LedgerCharge], None] | None = None
         #: The end of each partition as the last fetch saw it (for :meth:`lag`).
-        self._ends: dict[Key, int] = {}
+        self._ends: dict[TopicPartition, int] = {}
         lag_metrics.watch(self)
 
-    def lag(self) -> dict[Key, int]:
+    def lag(self) -> dict[TopicPartition, int]:
         """Charges on the ledger topic not read yet, up to the ends of the last fetch (noted
         by :meth:`read`: any thread may ask, and the client is never called from it)."""
         ends = dict(self._ends)

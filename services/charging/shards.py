@@ -43,10 +43,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from events import TopicKind, Topics
 from events.models import LedgerCharge
+from events.positions import TopicPartition
 from projections.charging_state import ChargingState
 from services.bus.connection import client_config
 from services.bus.kafka import FatalLatch
@@ -59,9 +61,8 @@ from services.runtime.gc_pause import gc_paused
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
-OpenReader = Callable[[frozenset[int] | None, bool, Mapping[Key, int]], InputReader]
-OpenTail = Callable[[Mapping[Key, int]], LedgerTail]
+OpenReader = Callable[[frozenset[int] | None, bool, Mapping[TopicPartition, int]], InputReader]
+OpenTail = Callable[[Mapping[TopicPartition, int]], LedgerTail]
 OpenCheckpoints = Callable[[str], StateCheckpoints[ChargingState]]
 
 
@@ -153,7 +154,7 @@ class ShardMembership:
             [self.topic], on_assign=self._on_assign, on_revoke=self._revoked, on_lost=self._revoked
         )
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         # Held, not read: the shard reads them itself, from the first offset.
         consumer.assign(partitions)
         if partitions:
@@ -161,7 +162,7 @@ class ShardMembership:
         self.owned = frozenset(tp.partition for tp in partitions if tp.topic == self.topic)
         log.info("charging partitions assigned", extra={"partitions": sorted(self.owned)})
 
-    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _revoked(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         consumer.unassign()
         self.owned = frozenset()
 
@@ -191,7 +192,7 @@ class ChargingShard:
         ledger_topic: str,
         dead_letters: Any = None,
         open_checkpoints: OpenCheckpoints | None = None,
-        ledger: tuple[Callable[[], dict[Key, int]], ReadLedger] | None = None,
+        ledger: tuple[Callable[[], dict[TopicPartition, int]], ReadLedger] | None = None,
         workloads_topic: str | None = None,
     ) -> None:
         """``ledger_topic``: its name (a checkpoint's positions on it are the tail's);
@@ -219,7 +220,7 @@ class ChargingShard:
         self._reader: InputReader | None = None
         self._tail: LedgerTail | None = None
         #: Since when, and up to which ends, the latest build is reading the backlog.
-        self._catching_up: tuple[float, dict[Key, int]] | None = None
+        self._catching_up: tuple[float, dict[TopicPartition, int]] | None = None
 
     @property
     def speaks(self) -> bool:
@@ -241,8 +242,8 @@ class ChargingShard:
         name = checkpoint_name(owned, partitions)
         self.checkpoints = self._open_checkpoints(name) if self._open_checkpoints else None
         checkpoint = self.checkpoints.restore() if self.checkpoints is not None else None
-        inputs: dict[Key, int] = {}
-        ledger: dict[Key, int] = {}
+        inputs: dict[TopicPartition, int] = {}
+        ledger: dict[TopicPartition, int] = {}
         if checkpoint is not None:
             for key, offset in checkpoint.positions.items():
                 (ledger if key[0] == self.ledger_topic else inputs)[key] = offset
@@ -279,7 +280,7 @@ class ChargingShard:
             lambda: self.checkpoint(force=True),
         )
 
-    def _note_charge(self, key: Key, offset: int, charge: LedgerCharge) -> None:
+    def _note_charge(self, key: TopicPartition, offset: int, charge: LedgerCharge) -> None:
         self.host.state.periods.note_charge(key, offset, int(charge.bucket_start.timestamp()))
 
     def _note_seals(self) -> None:

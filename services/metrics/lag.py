@@ -22,14 +22,13 @@ from prometheus_client import REGISTRY
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-log = logging.getLogger(__name__)
+from events.positions import TopicPartition
 
-#: A partition: (topic, partition).
-Key = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 class LagSource(Protocol):
-    def lag(self) -> Mapping[Key, int]:
+    def lag(self) -> Mapping[TopicPartition, int]:
         """Records on the log not yet handed out, per partition; safe to call from any thread."""
         ...
 

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from events import TopicKind, Topics
-from events.positions import Delivery
+from events.positions import Delivery, TopicPartition
 from services.bus.export import end_offsets
 from services.bus.kafka import KafkaEventSubscriber
 from services.bus.port import EventSubscriber
@@ -40,8 +40,6 @@ PROJECTED = (
     TopicKind.LEDGER,
 )
 
-Key = tuple[str, int]
-
 
 class LogTruncatedError(RuntimeError):
     """The read models hold a position the log no longer has: it was truncated or recreated."""
@@ -60,17 +58,17 @@ class TruncationGuard:
 
     def __init__(
         self,
-        stored: dict[Key, int],
-        ends: Callable[[], dict[Key, int]],
+        stored: dict[TopicPartition, int],
+        ends: Callable[[], dict[TopicPartition, int]],
         topics: Collection[str] | None = None,
     ) -> None:
         #: Stored positions of the topics read (``topics``; default all).
         self.stored = {k: v for k, v in stored.items() if topics is None or k[0] in topics}
         self._ends = ends
         #: Next offset after the last one delivered in this run, per partition.
-        self._delivered: dict[Key, int] = {}
+        self._delivered: dict[TopicPartition, int] = {}
         #: Partitions whose end was checked against the stored position in this run.
-        self._verified: set[Key] = set()
+        self._verified: set[TopicPartition] = set()
 
     def check_start(self) -> None:
         """Every stored position lies within its partition (a missing partition ends at 0)."""
@@ -82,7 +80,7 @@ class TruncationGuard:
     def check_batch(self, batch: Sequence[Delivery]) -> None:
         """Before applying: an offset that goes backwards within this run, or one below the
         stored position (a redelivery, normal after a crash) is checked against the end."""
-        suspicious: dict[Key, str] = {}
+        suspicious: dict[TopicPartition, str] = {}
         for delivery in batch:
             key = (delivery.position.topic, delivery.position.partition)
             offset = delivery.position.offset
@@ -97,7 +95,7 @@ class TruncationGuard:
                 self._check(key, ends.get(key, 0), why, backwards="went back" in why)
                 self._verified.add(key)
 
-    def _check(self, key: Key, end: int, why: str, *, backwards: bool = False) -> None:
+    def _check(self, key: TopicPartition, end: int, why: str, *, backwards: bool = False) -> None:
         stored = self.stored.get(key, 0)
         if stored > end or backwards:
             raise LogTruncatedError(key[0], key[1], stored, end, why)
@@ -111,7 +109,7 @@ class TruncationGuard:
 def project(
     subscriber: EventSubscriber,
     projector: SqlProjector,
-    ends: Callable[[], dict[Key, int]],
+    ends: Callable[[], dict[TopicPartition, int]],
     should_stop: Callable[[], bool],
     *,
     topics: Collection[str] | None = None,

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select
 
 from events.models.ledger import signed_seconds
-from projections.period_usage import UNKNOWN_SUBMITTER, Entry, Key, Sums, added
+from projections.period_usage import UNKNOWN_SUBMITTER, Entry, Sums, UsageKey, added
 from services.read_models.tables import ledger_entries, period_usage, workloads
 
 #: Workload ids per ``IN (...)`` (SQLite's older builds allow 999 parameters).
@@ -118,7 +118,7 @@ def rebuild(connection: Connection, insert: Any) -> int:
     return len(rows)
 
 
-def _rows(sums: dict[Key, Sums], sign: int = 1) -> list[dict[str, Any]]:
+def _rows(sums: dict[UsageKey, Sums], sign: int = 1) -> list[dict[str, Any]]:
     return [
         {
             **dict(zip(_KEY_COLUMNS, key, strict=True)),
@@ -130,7 +130,7 @@ def _rows(sums: dict[Key, Sums], sign: int = 1) -> list[dict[str, Any]]:
     ]
 
 
-def _upsert(connection: Connection, insert: Any, sums: dict[Key, Sums], sign: int = 1) -> None:
+def _upsert(connection: Connection, insert: Any, sums: dict[UsageKey, Sums], sign: int = 1) -> None:
     rows = _rows(sums, sign)
     if not rows:
         return

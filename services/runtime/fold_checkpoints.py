@@ -19,14 +19,13 @@ from functools import cache
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from events.positions import TopicPartition
 from projections.checkpoint import Checkpoint, CheckpointRejectedError, decode, encode
 from projections.live_state import LiveState
 
 S = TypeVar("S")
 
 log = logging.getLogger(__name__)
-
-Key = tuple[str, int]
 
 
 class CheckpointStore(Protocol):
@@ -106,7 +105,7 @@ class StateCheckpoints(Generic[S]):
     def save(
         self,
         state: S,
-        positions: Mapping[Key, int],
+        positions: Mapping[TopicPartition, int],
         lock: AbstractContextManager[object] | None = None,
     ) -> bool:
         """Checkpoint ``state``, which has folded everything before ``positions``; ``lock``

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from events import TopicKind, Topics, new_event
 from events.models import EventData
-from events.positions import Delivery, Position
+from events.positions import Delivery, Position, TopicPartition
 from events.times import HOUR
 from projections.periods import period_end
 from services.bus.memory import InMemoryBroker, InMemoryPublisher
@@ -25,7 +25,6 @@ from tests.unit.test_ledger import T0, run_events
 TOPICS = Topics()
 WORKLOADS = TOPICS.name(TopicKind.WORKLOADS)
 HEARTBEATS = TOPICS.name(TopicKind.HEARTBEATS)
-Key = tuple[str, int]
 
 
 class RecordingSealer:
@@ -33,7 +32,7 @@ class RecordingSealer:
 
     def __init__(self, host: ChargingHost) -> None:
         self.host = host
-        self.closed: list[tuple[int, dict[Key, int]]] = []
+        self.closed: list[tuple[int, dict[TopicPartition, int]]] = []
 
     def open(self, start: int) -> None:
         self.host.state.periods.open(start, dict(self.host.positions))
@@ -43,10 +42,10 @@ class RecordingSealer:
         self.host.state.periods.opened.pop(start)
 
 
-def _streams() -> dict[Key, list[tuple[EventData, int]]]:
+def _streams() -> dict[TopicPartition, list[tuple[EventData, int]]]:
     """Two workloads, each on its own workloads partition, hours long; their heartbeats on one
     heartbeats partition."""
-    streams: dict[Key, list[tuple[EventData, int]]] = {
+    streams: dict[TopicPartition, list[tuple[EventData, int]]] = {
         (WORKLOADS, 0): [],
         (WORKLOADS, 1): [],
         (HEARTBEATS, 0): [],
@@ -60,7 +59,7 @@ def _streams() -> dict[Key, list[tuple[EventData, int]]]:
     return streams
 
 
-def _deliveries(order: list[Key]) -> list[Delivery]:
+def _deliveries(order: list[TopicPartition]) -> list[Delivery]:
     streams = _streams()
     taken = dict.fromkeys(streams, 0)
     out = []
@@ -73,7 +72,7 @@ def _deliveries(order: list[Key]) -> list[Delivery]:
 
 
 @st.composite
-def interleavings(draw: st.DrawFn) -> list[Key]:
+def interleavings(draw: st.DrawFn) -> list[TopicPartition]:
     """Each partition read in order, the partitions in any interleaving."""
     remaining = {key: len(facts) for key, facts in _streams().items()}
     order = []
@@ -85,7 +84,9 @@ def interleavings(draw: st.DrawFn) -> list[Key]:
     return order
 
 
-def _seal_times(order: list[Key]) -> tuple[list[tuple[int, dict[Key, int]]], dict[Key, list[int]]]:
+def _seal_times(
+    order: list[TopicPartition],
+) -> tuple[list[tuple[int, dict[TopicPartition, int]]], dict[TopicPartition, list[int]]]:
     host = ChargingHost(
         InMemoryPublisher(InMemoryBroker(), TOPICS),
         lambda: iter(()),
@@ -101,7 +102,7 @@ def _seal_times(order: list[Key]) -> tuple[list[tuple[int, dict[Key, int]]], dic
     return sealer.closed, {k: [t for _, t in facts] for k, facts in streams.items()}
 
 
-def _unfolded_at_seal(order: list[Key]) -> list[str]:
+def _unfolded_at_seal(order: list[TopicPartition]) -> list[str]:
     closed, times = _seal_times(order)
     problems = []
     for start, positions in closed:
@@ -125,5 +126,7 @@ def test_a_partition_read_to_its_end_first_does_not_seal_the_other_ones_hours() 
 
 @settings(max_examples=60, deadline=None)
 @given(interleavings())
-def test_every_seal_comes_after_every_workload_fact_of_its_period(order: list[Key]) -> None:
+def test_every_seal_comes_after_every_workload_fact_of_its_period(
+    order: list[TopicPartition],
+) -> None:
     assert _unfolded_at_seal(order) == []

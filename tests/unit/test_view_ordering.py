@@ -34,11 +34,11 @@ from events.models import (
     WorkloadPlaced,
     WorkloadSubmitted,
 )
-from events.positions import Delivery, Position
+from events.positions import Delivery, Position, TopicPartition
 from projections.live_state import LiveState
 from scheduling.scheduling_pass import run_pass
 from services.api.view import VIEW_KINDS, LiveView
-from services.bus.follower import Key, in_time_order
+from services.bus.follower import in_time_order
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import PHILLY_BUDGETS, PHILLY_TRACE, load_budgets, load_trace
@@ -137,16 +137,18 @@ class ProducedLog:
         self.records = recorded()
         self.produced = 0
         self.partitions = sorted({(TOPICS.name(kind), p) for kind in VIEW_KINDS for p in range(3)})
-        self._by_key: dict[Key, list[tuple[int, Delivery]]] = {k: [] for k in self.partitions}
+        self._by_key: dict[TopicPartition, list[tuple[int, Delivery]]] = {
+            k: [] for k in self.partitions
+        }
         for index, delivery in enumerate(self.records):
             key = (delivery.position.topic, delivery.position.partition)
             self._by_key[key].append((index, delivery))
 
-    def end(self, key: Key) -> int:
+    def end(self, key: TopicPartition) -> int:
         """How many records of ``key`` are produced so far."""
         return bisect.bisect_left(self._by_key[key], (self.produced, -1), key=lambda r: (r[0], -1))
 
-    def read(self, key: Key, start: int, count: int) -> list[Delivery]:
+    def read(self, key: TopicPartition, start: int, count: int) -> list[Delivery]:
         stop = min(self.end(key), start + count)
         return [d for _, d in self._by_key[key][start:stop]]
 
@@ -156,9 +158,9 @@ class ScriptedPartitions:
 
     def __init__(self, log: ProducedLog, rng: random.Random) -> None:
         self.log, self.rng = log, rng
-        self.next: dict[Key, int] = dict.fromkeys(log.partitions, 0)
+        self.next: dict[TopicPartition, int] = dict.fromkeys(log.partitions, 0)
 
-    def partitions(self) -> list[Key]:
+    def partitions(self) -> list[TopicPartition]:
         return list(self.log.partitions)
 
     def fetch(self, timeout_s: float, max_records: int) -> list[Delivery | Position]:
@@ -173,7 +175,7 @@ class ScriptedPartitions:
             got += records
         return got
 
-    def end_offsets(self, cached: bool = False) -> dict[Key, int]:
+    def end_offsets(self, cached: bool = False) -> dict[TopicPartition, int]:
         return {key: self.log.end(key) for key in self.log.partitions}
 
     def close(self) -> None:
