@@ -78,7 +78,7 @@ def serve_command(
 ) -> None:
     """Serve the API over Kafka until interrupted (HTTPS with --tls-cert and --tls-key)."""
     from events import Topics
-    from services.api.server import DemoTokensError, TransportError, preflight, serve
+    from services.api.serve import DemoTokensError, TransportError, preflight, serve
     from services.api.tokens_file import TokenFileError
 
     try:

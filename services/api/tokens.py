@@ -16,7 +16,7 @@ still runs over every entry, and only then is the one that matched checked again
 so an expired token costs the same time as a valid one and an unknown one.
 
 The demo tokens (``admin-token`` ...) are public by design; the API serves them only on a
-loopback address (:func:`services.api.server.tokens_for`).
+loopback address (:func:`services.api.serve.tokens_for`).
 """
 
 from __future__ import annotations

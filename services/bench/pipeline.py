@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def _charging_process(bootstrap: str, prefix: str, done: Any) -> None:
     from events import Topics
-    from services.charging.kafka import kafka_charging_host
+    from services.charging.serve import kafka_charging_host
 
     kafka_charging_host(bootstrap, Topics(prefix=prefix), snapshot_every_s=3600).run(done.is_set)
 
@@ -28,7 +28,7 @@ def _projector_process(bootstrap: str, prefix: str, database_url: str, done: Any
     from sqlalchemy import create_engine
 
     from events import Topics
-    from services.projector.host import run_projector
+    from services.projector.serve import run_projector
 
     run_projector(bootstrap, create_engine(database_url), done.is_set, Topics(prefix=prefix))
 

@@ -83,7 +83,7 @@ _KEYS = frozenset({TopicKind.KEYS})
 READS: dict[Role, frozenset[TopicKind]] = {
     # its view folds every topic but the dead letters (services.api.view.VIEW_KINDS)
     Role.API: _ALL - {_K.DEADLETTER},
-    # services.scheduler.service.INPUTS
+    # services.scheduler.host.INPUTS
     Role.SCHEDULER: _KEYS
     | {_K.BUDGETS, _K.CLUSTER, _K.WORKLOADS, _K.COMMANDS, _K.USAGE, _K.HEARTBEATS, _K.LIVENESS},
     # services.agents.agent.CATCH_UP_TOPICS

@@ -1,2 +1,3 @@
-"""The charging service: hosts of the pure ledger fold (``projections.ledger``) over the bus,
-as a plain consumer (``host.py``) or a faust-streaming worker (``faust_host.py``)."""
+"""The charging service: the pure ledger fold (``projections.ledger``) hosted over the bus port
+(``host.py``), and the processes that wire it to Kafka: plain consumers, alone or as shards of a
+group (``serve.py``), or a faust-streaming worker (``faust_serve.py``)."""

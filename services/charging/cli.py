@@ -66,7 +66,7 @@ def charging(
     if host == "faust":
         os.environ["FAIRSHARE_KAFKA_BOOTSTRAP"] = bootstrap
         os.environ["FAIRSHARE_TOPIC_PREFIX"] = topic_prefix
-        from services.charging.faust_host import main as faust_main
+        from services.charging.faust_serve import main as faust_main
 
         faust_main()
         return
@@ -79,7 +79,7 @@ def charging(
         err_console.print(f"[red]--period-length:[/] one of {', '.join(LENGTHS)}")
         raise typer.Exit(2)
     from events.times import DEFAULT_WINDOW_S
-    from services.charging.kafka import kafka_charging_host, kafka_charging_shard
+    from services.charging.serve import kafka_charging_host, kafka_charging_shard
 
     horizon_s = DEFAULT_WINDOW_S if horizon_s is None else horizon_s
     from services.charging import metrics

@@ -24,7 +24,7 @@ Usage snapshots carry, per pool, each leaf budget's allocated and unallocated GP
 window as the ledger has confirmed them, with the input positions they were computed at.
 
 The host speaks only to the bus port (a publisher, a subscriber, the charges already recorded),
-so it runs on the in-memory bus in unit tests; ``services.charging.kafka`` wires it to Kafka.
+so it runs on the in-memory bus in unit tests; ``services.charging.serve`` wires it to Kafka.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ def projector(
     """Keep the SQL read models up to date from the log (migrates first; Ctrl-C stops)."""
     from events import Topics
     from services.metrics.endpoint import serve_metrics
-    from services.projector.host import LogTruncatedError, run_projector
+    from services.projector.host import LogTruncatedError
+    from services.projector.serve import run_projector
     from services.read_models.migrate import engine_for, migrate
     from services.runtime.signals import stop_requested_on_signals
 

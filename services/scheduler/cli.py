@@ -71,15 +71,13 @@ def scheduler(
     metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """Run the scheduler service: the pure pass over the log, commands out (Ctrl-C stops)."""
-    import time
-
     from events import Topics
-    from services.bus.lease import KafkaLeaseLog
     from services.metrics.endpoint import serve_metrics
     from services.runtime.signals import stop_requested_on_signals
     from services.scheduler import metrics
-    from services.scheduler.lease import LeaseTiming, LogLease, LogPoolLeases, SoleInstance
-    from services.scheduler.service import SchedulerConfig, SchedulerService
+    from services.scheduler.host import SchedulerConfig
+    from services.scheduler.lease import LeaseTiming, LogLease, LogPoolLeases
+    from services.scheduler.serve import kafka_leases, kafka_scheduler
 
     preferred = sorted({pool.strip() for pool in pools.split(",") if pool.strip()})
     if preferred and not lease_per_pool:
@@ -93,28 +91,23 @@ def scheduler(
         raise typer.Exit(2)
     topics = Topics(prefix=topic_prefix)
     bootstrap = bootstrap_or_exit(kafka, topics)
-    pool_leases = None
-    whole: LogLease | SoleInstance | None = SoleInstance()
+    leases: LogLease | LogPoolLeases | None = None
     if lease:
         margin_s = min(3.0, lease_ttl_s / 3)
         timing = LeaseTiming(ttl_s=lease_ttl_s, renew_s=lease_renew_s, margin_s=margin_s)
-        lease_log = KafkaLeaseLog(bootstrap, topics, record_timeout_s=timing.ttl_s)
-    if lease_per_pool:
-        whole = None
-        pool_leases = LogPoolLeases(
-            lease_log,
+        leases = kafka_leases(
+            bootstrap,
+            topics,
+            timing,
+            per_pool=lease_per_pool,
             preferred=preferred,
             adopt_s=lease_adopt_s,
-            timing=timing,
-            clock=time.monotonic,
         )
-    elif lease:
-        whole = LogLease(lease_log, timing=timing, clock=time.monotonic)
-    service = SchedulerService.over_kafka(
+    service = kafka_scheduler(
         bootstrap,
         topics,
-        lease=whole,
-        pool_leases=pool_leases,
+        lease=leases if isinstance(leases, LogLease) else None,
+        pool_leases=leases if isinstance(leases, LogPoolLeases) else None,
         config=SchedulerConfig(
             tick_s=tick_s,
             heartbeat_timeout_s=heartbeat_timeout_s,

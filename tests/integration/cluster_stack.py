@@ -18,7 +18,8 @@ from events.models import BudgetCreated, EventData, MembershipGranted
 from services.agents.agent import ClusterAgent
 from services.agents.host import run_on_kafka
 from services.api import LiveView, create_app, default_tokens
-from services.scheduler.service import SchedulerConfig, SchedulerService
+from services.scheduler.host import SchedulerConfig
+from services.scheduler.serve import kafka_scheduler
 from tests.integration.kafka_bus import KafkaBus
 
 ADMIN = {"Authorization": "Bearer admin-token"}
@@ -107,9 +108,7 @@ class ClusterStack:
 
     def start_scheduler(self) -> None:
         config = SchedulerConfig(tick_s=1.0, grace_period_s=5, heartbeat_timeout_s=60, poll_s=0.1)
-        service = SchedulerService.over_kafka(
-            self.bus.broker.bootstrap, self.bus.topics, config=config
-        )
+        service = kafka_scheduler(self.bus.broker.bootstrap, self.bus.topics, config=config)
         self._scheduler_thread = LoopThread("scheduler", service.run)
 
     def start_api(self) -> TestClient:

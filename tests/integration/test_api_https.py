@@ -1,4 +1,4 @@
-"""The API over HTTPS for real: uvicorn serving the app through ``server.listener`` with a
+"""The API over HTTPS for real: uvicorn serving the app through ``serve.listener`` with a
 certificate of a throwaway CA, and ``fairshare`` (the client CLI) reaching it with ``--ca``.
 Without the CA, with another CA, or in plain HTTP, the client gets nothing, and the token it
 would have sent never leaves it in clear. About a second."""
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from events.envelope import new_event
 from events.models import NodeRegistered
 from services.api import create_app
-from services.api.server import Tls, listener
+from services.api.serve import Tls, listener
 from services.api.tokens_file import TokensFile, add_token
 from services.api.view import LiveView
 from services.bus.memory import InMemoryBroker, InMemoryPublisher

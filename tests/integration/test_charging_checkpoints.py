@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.charging.kafka import kafka_charging_host
+from services.charging.serve import kafka_charging_host
 from services.charging.shards import ChargingShard
 from tests.charging_facts import batch
 from tests.integration.kafka_bus import KafkaBus

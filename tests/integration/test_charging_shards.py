@@ -21,7 +21,7 @@ from projections.ledger import Ledger
 from services.bus.export import read_to_end
 from services.bus.partitioning import partition_for_key
 from services.bus.records import check
-from services.charging.kafka import kafka_charging_shard
+from services.charging.serve import kafka_charging_shard
 from services.charging.shards import ChargingShard
 from tests.charging_facts import Facts, batch
 from tests.integration.kafka_bus import KafkaBus

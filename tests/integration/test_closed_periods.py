@@ -19,7 +19,7 @@ from events.times import HOUR
 from projections.periods import check_chain, period_name, seal_of
 from services.audit.period import PeriodAudit, audit_period
 from services.brokers import BrokerHandle
-from services.charging.kafka import kafka_charging_host
+from services.charging.serve import kafka_charging_host
 from tests.charging_facts import Facts, batch
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.test_charging_shards import _expected, _publish, _read

@@ -34,7 +34,7 @@ def _ledger_while_a_worker_runs(
     """Start a faust worker (``env`` added to its environment), read the ledger topic as
     ``drain`` does (``count`` records, then ``settle_s`` more for extras), stop the worker."""
     worker = subprocess.Popen(
-        [sys.executable, "-m", "services.charging.faust_host"],
+        [sys.executable, "-m", "services.charging.faust_serve"],
         env={
             **os.environ,
             "FAIRSHARE_KAFKA_BOOTSTRAP": bus.broker.bootstrap,

@@ -51,7 +51,7 @@ from services.bus.principals import (
     checkpoint_topics,
     set_up_principals,
 )
-from services.scheduler.service import INPUTS
+from services.scheduler.host import INPUTS
 from tests.factories import DECISION, PLACEMENT, submitted
 
 pytestmark = [pytest.mark.broker]

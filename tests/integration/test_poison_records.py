@@ -27,11 +27,11 @@ from services.bus.connection import client_config
 from services.bus.export import export_events, read_to_end
 from services.bus.follower import LogFollower
 from services.bus.records import check, dead_letter_id
-from services.charging.kafka import kafka_charging_host
-from services.projector.host import run_projector
+from services.charging.serve import kafka_charging_host
+from services.projector.serve import run_projector
 from services.read_models.migrate import migrate
 from services.read_models.tables import workloads
-from services.scheduler.service import INPUTS
+from services.scheduler.host import INPUTS
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.should_stop import until
 from tests.unit.test_routing import ENCODED, POISON, VALID

@@ -13,9 +13,9 @@ from sqlalchemy import create_engine, func, select
 from events import TopicKind, new_event
 from events.models import DeadLetter, LedgerCharge, NodeRegistered, UsageSnapshot
 from projections.ledger import Ledger
-from services.charging.kafka import kafka_charging_host
+from services.charging.serve import kafka_charging_host
 from services.charging.shards import ChargingShard
-from services.projector.host import run_projector
+from services.projector.serve import run_projector
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
 from services.read_models.tables import hourly_usage, ledger_entries, workloads

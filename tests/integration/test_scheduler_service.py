@@ -28,8 +28,9 @@ from events.models import (
 )
 from services.bus.export import read_to_end
 from services.bus.lease import KafkaLeaseLog
+from services.scheduler.host import SchedulerConfig, SchedulerService
 from services.scheduler.lease import LeaseTiming, LogLease
-from services.scheduler.service import SchedulerConfig, SchedulerService
+from services.scheduler.serve import kafka_scheduler
 from tests.factories import submitted
 from tests.integration.kafka_bus import KafkaBus
 
@@ -93,9 +94,7 @@ def _until(service: SchedulerService, done: Callable[[], bool], timeout_s: float
 
 def _service(bus: KafkaBus, clock: Clock, **kwargs: Any) -> SchedulerService:
     config = SchedulerConfig(tick_s=1.0, heartbeat_timeout_s=60, poll_s=0.1)
-    return SchedulerService.over_kafka(
-        bus.broker.bootstrap, bus.topics, config=config, clock=clock, **kwargs
-    )
+    return kafka_scheduler(bus.broker.bootstrap, bus.topics, config=config, clock=clock, **kwargs)
 
 
 def test_places_from_the_log_and_a_restart_issues_nothing_twice(bus: KafkaBus) -> None:

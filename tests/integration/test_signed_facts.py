@@ -52,11 +52,11 @@ from services.bus.export import read_to_end
 from services.bus.follower import LogFollower
 from services.bus.records import check
 from services.bus.signing import SIGNING_KEY_ENV, write_key
-from services.charging.kafka import kafka_charging_host
-from services.projector.host import run_projector
+from services.charging.serve import kafka_charging_host
+from services.projector.serve import run_projector
 from services.read_models.migrate import migrate
 from services.read_models.tables import ledger_entries, workloads
-from services.scheduler.service import INPUTS
+from services.scheduler.host import INPUTS
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.should_stop import until
 from tests.signing import KEYS, fact, registrations

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.api import server
+from services.api import serve
 from services.api.auth import DEMO_TOKENS, Principal, TokenFileError, TokenTable, load_tokens
 from services.api.tokens import default_tokens, hash_token
 from services.api.tokens_file import add_token, read_document, remove_tokens
@@ -151,22 +151,22 @@ def test_fairshare_tokens_add_prints_the_token_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
 def test_demo_tokens_are_served_on_a_loopback_host(host: str) -> None:
-    assert server.tokens_for(None, host) == default_tokens()
+    assert serve.tokens_for(None, host) == default_tokens()
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "api.example.org", ""])
 def test_demo_tokens_are_refused_on_any_other_host(host: str, tmp_path: Path) -> None:
-    with pytest.raises(server.DemoTokensError, match="not a loopback address"):
-        server.tokens_for(None, host)
+    with pytest.raises(serve.DemoTokensError, match="not a loopback address"):
+        serve.tokens_for(None, host)
     path = tmp_path / "tokens.json"
     token = add_token(path, "ana")
-    assert server.tokens_for(path, host).current().authenticate(token) == Principal("ana")
+    assert serve.tokens_for(path, host).current().authenticate(token) == Principal("ana")
 
 
 def test_serve_refuses_demo_tokens_on_all_interfaces_before_touching_kafka() -> None:
     # an address nothing listens on: reaching Kafka first would hang or fail differently
-    with pytest.raises(server.DemoTokensError):
-        server.serve("192.0.2.1:9", host="0.0.0.0")
+    with pytest.raises(serve.DemoTokensError):
+        serve.serve("192.0.2.1:9", host="0.0.0.0")
 
 
 def test_api_serve_exits_2_with_the_reason() -> None:

@@ -46,11 +46,11 @@ from services.bus.principals import (
     principals,
     role_grants,
 )
-from services.charging.faust_host import broker_credentials
+from services.charging.faust_serve import broker_credentials
 from services.launcher.children import principal_of, service_commands
 from services.launcher.config import UpConfig
 from services.projector.host import PROJECTED
-from services.scheduler.service import INPUTS
+from services.scheduler.host import INPUTS
 
 ADMIN_ONLY = {"ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "CLUSTER_ACTION", "ALL"}
 

@@ -15,7 +15,7 @@ from events import Topics, new_event
 from events.envelope import Envelope
 from events.models import BudgetCreated, EventData, NodeRegistered, PlaceCommand
 from events.positions import Delivery, Position
-from services.scheduler.service import SchedulerConfig, SchedulerService
+from services.scheduler.host import SchedulerConfig, SchedulerService
 from tests.factories import T0, submitted
 
 TOPICS = Topics()

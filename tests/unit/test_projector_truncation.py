@@ -111,7 +111,7 @@ def test_the_cli_exits_non_zero_with_one_line_naming_the_partition(
     def truncated(*_args: object, **_kwargs: object) -> int:
         raise LogTruncatedError(BUDGETS, 0, 3, 1, "the stored position is beyond the end")
 
-    monkeypatch.setattr("services.projector.host.run_projector", truncated)
+    monkeypatch.setattr("services.projector.serve.run_projector", truncated)
     monkeypatch.setattr("services.read_models.migrate.engine_for", lambda _url: engine)
     monkeypatch.setattr(projector_cli, "bootstrap_or_exit", lambda kafka, topics: "unused:9092")
     app = projector_cli.projector_app

@@ -39,7 +39,7 @@ from services.bus.export import export_events
 from services.bus.follower import Follower, LogFollower
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
 from services.bus.records import RawRecord, check
-from services.scheduler.service import INPUTS, SchedulerConfig, SchedulerService
+from services.scheduler.host import INPUTS, SchedulerConfig, SchedulerService
 from tests.factories import T0, sample_events, submitted
 from tests.unit.test_routing import IDS, POISON, TOPICS, VALID, Poison
 
@@ -175,7 +175,7 @@ def test_the_audit_reads_poison_as_bad_lines_not_facts(
 
 
 def test_a_charge_under_another_key_is_not_a_recorded_charge(broker: InMemoryBroker) -> None:
-    from services.charging.kafka import charges_on_ledger
+    from services.charging.serve import charges_on_ledger
 
     charge = next(e for e in sample_events() if isinstance(e.data, LedgerCharge))
     encoded = encode_binary(charge)

@@ -17,7 +17,7 @@ from events.models import (
     PlaceCommand,
 )
 from events.positions import Delivery
-from services.scheduler.service import SchedulerConfig, SchedulerService
+from services.scheduler.host import SchedulerConfig, SchedulerService
 from tests.factories import submitted
 from tests.unit.test_pass_pacing import Clock, Published, ScriptedFollower
 

@@ -31,7 +31,7 @@ from events.models import (
 from events.times import DEFAULT_WINDOW_S
 from projections.usage_window import UsageWindow
 from services.bus.partitioning import partition_for_key
-from services.scheduler.service import INPUTS as SCHEDULER_INPUTS
+from services.scheduler.host import INPUTS as SCHEDULER_INPUTS
 
 #: The lease epoch the history's scheduler led in (its commands' fencing token).
 EPOCH = 1

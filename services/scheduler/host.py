@@ -1,4 +1,4 @@
-"""The scheduler service: the pure scheduling pass wrapped with Kafka.
+"""The scheduler service over the bus port: the pure scheduling pass run by the lease holder.
 
 Every instance folds the whole log into a :class:`LiveState` (workloads, budgets, cluster,
 usage snapshots, heartbeats and its own past commands), so a restarted or standby instance has
@@ -25,6 +25,9 @@ maintenance and liveness, and the pending work whose first listed pool it leads)
 command carries its pool's epoch. A pool newly gained is acted on only after a catch-up to the
 log's end, as a whole-cluster leader does. After the pass every pool is asked again: if any was
 lost or changed epoch, nothing of the pass is published.
+
+The service speaks only to the bus port (a follower of the log, a publisher, leases), so it runs
+on fakes in unit tests; ``services.scheduler.serve`` wires it to Kafka.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from events import TopicKind, Topics, new_event
+from events import TopicKind, new_event
 from events.envelope import Envelope, derived_event_id
 from events.models import EventData, GpuHeartbeat, InputPosition, NodeAlive, UsageSnapshot
 from events.positions import Delivery
@@ -52,10 +55,7 @@ from scheduling.scheduling_pass import (
     run_pass,
 )
 from scheduling.settings import settings_of
-from services.bus.follower import LogFollower
-from services.bus.kafka import KafkaEventPublisher
 from services.bus.port import EventPublisher, PublishError
-from services.bus.signing import signed
 from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import FoldCheckpoints
 from services.runtime.gc_pause import gc_paused
@@ -168,38 +168,6 @@ class SchedulerService:
         self.lease_lost_passes = 0
         #: Queues and leases as its metrics report them (refreshed by :meth:`run`).
         self.figures = SchedulerFigures()
-
-    @classmethod
-    def over_kafka(
-        cls,
-        bootstrap: str,
-        topics: Topics | None = None,
-        *,
-        lease: Lease | None = None,
-        pool_leases: PoolLeases | None = None,
-        config: SchedulerConfig | None = None,
-        clock: Callable[[], float] = time.time,
-        checkpoint_every_s: float | None = 300.0,
-    ) -> SchedulerService:
-        """``checkpoint_every_s``: how often to checkpoint the fold (None: never, and start
-        from the log's first offset)."""
-        from services.bus.checkpoints import KafkaCheckpoints
-
-        topics = topics or Topics()
-        checkpoints = None
-        if checkpoint_every_s is not None:
-            store = KafkaCheckpoints(bootstrap, topics, "scheduler")
-            checkpoints = FoldCheckpoints(store, checkpoint_every_s, name="scheduler")
-        return cls(
-            lambda: LogFollower(bootstrap, INPUTS, topics, eager=True),
-            signed(KafkaEventPublisher(bootstrap, topics, client_id="scheduler")),
-            lease=lease,
-            pool_leases=pool_leases,
-            config=config,
-            clock=clock,
-            checkpoints=checkpoints,
-            resume=lambda start: LogFollower(bootstrap, INPUTS, topics, eager=True, start=start),
-        )
 
     # -- the loop ------------------------------------------------------------------------
     def fold(self, deliveries: list[Delivery]) -> None:

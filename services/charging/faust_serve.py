@@ -1,17 +1,18 @@
-"""The charging fold hosted by faust-streaming (pinned 0.15.3; ``concurrency=1``; web server
+"""The charging fold served by faust-streaming (pinned 0.15.3; ``concurrency=1``; web server
 off; at-least-once).
 
 faust only transports here: each record is decoded by our serde and handed to
-:class:`services.charging.host.ChargingHost`, the same fold the plain-consumer host runs, so the
-charges are identical whichever host runs. Billable numbers never come from faust's windowed
-tables (they expire by wall clock): the fold's hour buckets are event time. The fold is rebuilt
-on every start by reading its input from the first offset (a fresh consumer group per start),
-and charges already on the ledger topic are never published again. This host keeps no
-checkpoint (faust owns the consumer's positions): the plain host does, and is the default.
-Every record is judged as the plain host judges it (``services.bus.trust``): what is forged or
-signed by the wrong key is skipped (the plain consumers dead-letter it, once), never charged.
+:class:`services.charging.host.ChargingHost`, the same fold the plain consumers
+(``services.charging.serve``) run, so the charges are identical whichever serves it. Billable
+numbers never come from faust's windowed tables (they expire by wall clock): the fold's hour
+buckets are event time. The fold is rebuilt on every start by reading its input from the first
+offset (a fresh consumer group per start), and charges already on the ledger topic are never
+published again. This worker keeps no checkpoint (faust owns the consumer's positions): the
+plain consumers do, and are the default. Every record is judged as the plain consumers judge
+it (``services.bus.trust``): what is forged or signed by the wrong key is skipped (the plain
+consumers dead-letter it, once), never charged.
 
-Run it with ``fairshare charging --host faust`` (or ``python -m services.charging.faust_host``),
+Run it with ``fairshare charging --host faust`` (or ``python -m services.charging.faust_serve``),
 with ``FAIRSHARE_KAFKA_BOOTSTRAP`` and ``FAIRSHARE_TOPIC_PREFIX`` set.
 """
 
@@ -32,7 +33,7 @@ from services.bus.connection import security_settings
 from services.bus.records import RawRecord, Rejected, check, skip
 from services.bus.trust import KeysFromLog, kafka_keys, not_believed
 from services.charging.host import ChargingHost
-from services.charging.kafka import kafka_charging_fold
+from services.charging.serve import kafka_charging_fold
 from services.metrics.trust import watch_refusals
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 def broker_credentials(settings: Mapping[str, str]) -> Any:
     """faust's (aiokafka's) credentials from the librdkafka settings every other client of
     the process uses (``services.bus.connection``), so ``--kafka-config`` means one principal
-    whichever host runs: SASL (SCRAM, PLAIN) over TLS or not, or TLS alone (mTLS when a
+    whichever serves charging: SASL (SCRAM, PLAIN) over TLS or not, or TLS alone (mTLS when a
     client certificate is named). None for a plain Kafka."""
     protocol = settings.get("security.protocol", "PLAINTEXT").upper()
     if protocol == "PLAINTEXT":
