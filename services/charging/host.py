@@ -3,7 +3,7 @@ snapshots out.
 
 State is :class:`~projections.charging_state.ChargingState`: the ledger fold and the usage
 window. A host starts from a checkpoint of it where its driver has one
-(``services.charging.shards``: the state, and the input and ledger positions it covers) and
+(``services.charging.driver``: the state, and the input and ledger positions it covers) and
 reads only the tail; otherwise it rebuilds it from the first offset. The fold is
 deterministic, so either way the state is the one a never-stopped host would have.
 

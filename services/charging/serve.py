@@ -1,7 +1,7 @@
 """The charging host wired to Kafka: the one place its adapters are chosen.
 
 Plain charging and a shard of the group are the same driver
-(:class:`~services.charging.shards.ChargingShard`) over a different membership; both keep
+(:class:`~services.charging.driver.ChargingDriver`) over a different membership; both keep
 checkpoints of their fold on the log's broker (``services.bus.checkpoints``) unless
 ``checkpoint_every_s`` is None.
 """
@@ -21,10 +21,11 @@ from services.bus.kafka import KafkaEventPublisher
 from services.bus.records import check, skip
 from services.bus.signing import signed
 from services.bus.trust import KeysFromLog, kafka_keys
+from services.charging.driver import ChargingDriver
 from services.charging.host import ChargingHost
 from services.charging.periods import kafka_ledger
 from services.charging.reader import GROUP, InputReader, LedgerTail
-from services.charging.shards import ChargingShard, Membership, ShardMembership, WholeLog
+from services.charging.shards import Membership, ShardMembership, WholeLog
 from services.metrics.trust import watch_refusals
 from services.runtime.fold_checkpoints import StateCheckpoints
 
@@ -56,7 +57,7 @@ def kafka_charging_fold(bootstrap: str, topics: Topics, **options: Any) -> Charg
 
 def kafka_charging_host(
     bootstrap: str, topics: Topics | None = None, **options: Any
-) -> ChargingShard:
+) -> ChargingDriver:
     """Plain charging over Kafka at ``bootstrap``: one instance holding every partition.
     ``options`` as for :class:`ChargingHost`, and ``checkpoint_every_s`` (default 300; None:
     no checkpoints, every start folds from the first offset)."""
@@ -69,7 +70,7 @@ def kafka_charging_host(
 
 def kafka_charging_shard(
     bootstrap: str, topics: Topics, instance: str, **options: Any
-) -> ChargingShard:
+) -> ChargingDriver:
     """A charging shard named ``instance`` over Kafka at ``bootstrap`` (``options`` as for
     :func:`kafka_charging_host`; ``session_timeout_ms`` for the group)."""
     session_timeout_ms = int(options.pop("session_timeout_ms", 10_000))
@@ -84,7 +85,7 @@ def _charging(
     client_id: str,
     checkpoint_every_s: float | None = 300.0,
     **options: Any,
-) -> ChargingShard:
+) -> ChargingDriver:
     host = ChargingHost(
         # charges, usage snapshots and seals are signed with charging's key
         signed(KafkaEventPublisher(bootstrap, topics, client_id=client_id)),
@@ -116,7 +117,7 @@ def _charging(
         assert checkpoint_every_s is not None
         return StateCheckpoints(store, checkpoint_every_s, name=name, expect=ChargingState)
 
-    return ChargingShard(
+    return ChargingDriver(
         host,
         membership,
         open_reader,

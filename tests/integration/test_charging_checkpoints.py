@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from services.charging.driver import ChargingDriver
 from services.charging.serve import kafka_charging_host
-from services.charging.shards import ChargingShard
 from tests.charging_facts import batch
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.test_charging_shards import _charges, _expected, _publish
@@ -17,7 +17,7 @@ from tests.integration.test_charging_shards import _charges, _expected, _publish
 pytestmark = [pytest.mark.broker]
 
 
-def _run_until(charging: ChargingShard, charges: int, timeout_s: float = 60.0) -> None:
+def _run_until(charging: ChargingDriver, charges: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     charging.run(
         lambda: charging.host.published >= charges or time.monotonic() > deadline, poll_s=0.2

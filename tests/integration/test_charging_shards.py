@@ -21,8 +21,8 @@ from projections.ledger import Ledger
 from services.bus.export import read_to_end
 from services.bus.partitioning import partition_for_key
 from services.bus.records import check
+from services.charging.driver import ChargingDriver
 from services.charging.serve import kafka_charging_shard
-from services.charging.shards import ChargingShard
 from tests.charging_facts import Facts, batch
 from tests.integration.kafka_bus import KafkaBus
 from tests.unit.test_ledger import _at
@@ -69,7 +69,7 @@ def _wait(what: str, condition: Callable[[], bool], timeout_s: float = 90.0) -> 
 
 
 class _Running:
-    def __init__(self, shard: ChargingShard) -> None:
+    def __init__(self, shard: ChargingDriver) -> None:
         self.shard = shard
         self.stop = threading.Event()
         self.failure: BaseException | None = None

@@ -13,8 +13,8 @@ from sqlalchemy import create_engine, func, select
 from events import TopicKind, new_event
 from events.models import DeadLetter, LedgerCharge, NodeRegistered, UsageSnapshot
 from projections.ledger import Ledger
+from services.charging.driver import ChargingDriver
 from services.charging.serve import kafka_charging_host
-from services.charging.shards import ChargingShard
 from services.projector.serve import run_projector
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
@@ -38,7 +38,7 @@ def _facts() -> list[tuple[object, int]]:
     return sorted(facts, key=lambda pair: pair[1])
 
 
-def _charge_host_until(charging: ChargingShard, charges: int, timeout_s: float = 60) -> None:
+def _charge_host_until(charging: ChargingDriver, charges: int, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     done = threading.Event()
     host = charging.host
