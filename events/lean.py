@@ -2,7 +2,7 @@
 
 Only for readers of the log (the audit replay): every event in it was validated in full where
 it entered. The API validates requests; services build events from validated facts
-(``events.trusted``); every reader, the export included, decodes records strictly through
+(``events.prevalidated``); every reader, the export included, decodes records strictly through
 ``services.bus.records.check`` and leaves out (dead-letters) those that fail, so an export
 file holds only events that passed the strict decode (tests/unit/test_routing_readers.py).
 Re-running every rule of every model on a million such events is a large part of an audit.
@@ -14,7 +14,7 @@ field is still checked for its JSON type, presence, pattern and range, and conve
 strictly (times to UTC, arrays to tuples, nested models), so a valid record gives an equal
 model. A record the lean schema refuses (a missing key, a wrong JSON type, a value out of
 range, garbage) is decoded again strictly, and fails with the strict reason. Building the
-models with ``trusted`` from orjson's dicts was measured too, and was no faster: a GPU reading
+models with ``prevalidated`` from orjson's dicts was measured too, and was no faster: a GPU reading
 costs a model instance either way, and checking the JSON shape in Python costs more than in
 pydantic-core.
 

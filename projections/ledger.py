@@ -56,8 +56,8 @@ from events.models.ledger import (
     free_account,
     parse_charge_id,
 )
+from events.prevalidated import prevalidated
 from events.times import HOUR
-from events.trusted import trusted
 
 RunKey = tuple[str, int]  # (workload, attempt)
 #: Facts about one run of a workload (held while its submission is unread).
@@ -276,9 +276,9 @@ class Ledger:
             return None
         debit, credit = (run.debit, run.credit) if delta > 0 else (run.credit, run.debit)
         seconds = abs(delta)
-        # Built without re-validation from validated facts (events.trusted); the tests decode
+        # Built without re-validation from validated facts (events.prevalidated); the tests decode
         # every posted charge through the strict serde.
-        entry = trusted(
+        entry = prevalidated(
             LedgerCharge,
             charge_id=posting,
             workload_id=run.workload_id,

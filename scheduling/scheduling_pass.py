@@ -5,7 +5,7 @@ only. The pass folds each decision into the state it was given as soon as it mak
 as replaying the decision from the log would (the fold ignores the replayed duplicate), so the
 next pick already sees the GPUs taken and the budget charged. It returns the decisions for the
 caller to publish (the service) or to act out (the simulator). Decisions are built with
-``events.trusted`` (no re-validation of values the core computed from validated state); the
+``events.prevalidated`` (no re-validation of values the core computed from validated state); the
 tests decode every emitted decision through the strict serde.
 
 Order of work in a pass:
@@ -54,9 +54,9 @@ from events.models import (
     WorkloadRequeued,
 )
 from events.models.commands import ReasonCode
+from events.prevalidated import prevalidated as trusted
 from events.times import DEFAULT_WINDOW_S, fold_instant
 from events.times import utc_from_epoch as _utc
-from events.trusted import trusted
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.cluster_types import PlacementSpec, QueueKey, QueueKind, WorkloadState

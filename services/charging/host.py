@@ -42,8 +42,8 @@ from events.models import (
     UsageSnapshot,
 )
 from events.positions import Delivery, TopicPartition
+from events.prevalidated import prevalidated
 from events.times import DEFAULT_WINDOW_S
-from events.trusted import trusted
 from projections.charging_state import ChargingState
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import usage_snapshots
@@ -214,7 +214,7 @@ class ChargingHost:
             # Trusted construction: the charge and the envelope's values come from validated
             # facts; consumers decode every charge through the strict serde.
             self.publisher.publish(
-                trusted(
+                prevalidated(
                     envelope_class(LedgerCharge),
                     id=charge_event_id(charge),
                     source=SOURCE,

@@ -23,7 +23,7 @@ Each node is kept busy by a little simulation of its own: whenever GPUs free up 
 workload (1 to 8 GPUs, minutes to a day) is submitted for them after a short gap, sometimes
 after a longer idle spell. Every submission is placed at once, so nothing is pending when the
 history ends. The facts are built from validated models, except the heartbeats and liveness
-signals (most of the log), built with :func:`events.trusted.trusted` like every hot path; the
+signals (most of the log), built with ``events.prevalidated`` like every hot path; the
 unit test decodes a whole history through the strict serde and folds it.
 
 After :meth:`HistoryGenerator.finish`, :meth:`HistoryGenerator.keep_alive` goes on sending the
@@ -54,7 +54,7 @@ from events.models import (
     NodeAlive,
     NodeRegistered,
 )
-from events.trusted import trusted
+from events.prevalidated import prevalidated as trusted
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow

@@ -1,7 +1,8 @@
-"""Building event models from values the code computed itself, without re-validating them.
+"""Building event models from values already validated (computed by the code itself from
+validated state), without validating them again.
 
 A full scheduling pass emits tens of thousands of decisions; pydantic validation (or even
-``model_construct``) would dominate its time. :func:`trusted` builds the same frozen model
+``model_construct``) would dominate its time. :func:`prevalidated` builds the same frozen model
 instance in about a microsecond. It is for hot paths whose inputs come from already-validated
 state only, and every such path is covered by tests that decode its output through the strict
 serde (``events.serde``), so an invalid value cannot slip through unnoticed.
@@ -20,7 +21,7 @@ _SET = object.__setattr__
 
 
 class _Shape:
-    """What :func:`trusted` needs to know about a model, learned once per class."""
+    """What :func:`prevalidated` needs to know about a model, learned once per class."""
 
     __slots__ = ("factories", "names", "plain_defaults", "required")
 
@@ -42,7 +43,7 @@ class _Shape:
 _SHAPES: dict[type[BaseModel], _Shape] = {}
 
 
-def trusted(cls: type[M], **values: Any) -> M:
+def prevalidated(cls: type[M], **values: Any) -> M:
     """``cls(**values)`` without validation; missing required fields still raise."""
     shape = _SHAPES.get(cls)
     if shape is None:
