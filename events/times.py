@@ -32,3 +32,9 @@ def fold_instant(seconds: float) -> float:
     """The whole second every fold dates a fact at (``Envelope.epoch_seconds``): a pass folds
     its own decisions at this time too, so its state is the log's fold of them."""
     return float(math.floor(seconds))
+
+
+def utc_iso(seconds: float) -> str:
+    """Epoch seconds as ISO 8601 in UTC with a ``Z`` (``2026-12-01T10:00:00Z``): how answers
+    and refusals spell an instant."""
+    return utc_from_epoch(seconds).isoformat().replace("+00:00", "Z")

@@ -41,9 +41,9 @@ from kubernetes.client import (
 from kubernetes.client.exceptions import ApiException
 
 from events.types import ID_PATTERN
+from scheduling.spec_checks import CORDON_ANNOTATION
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
 from services.agents.kubernetes_pods import (
-    CORDON_ANNOTATION,
     NodeView,
     PodOptions,
     PodSpecError,

@@ -1,7 +1,8 @@
 """A Fairshare run as Kubernetes pods, and pods and nodes read back as Fairshare facts. Pure.
 
 **The spec.** A workload's spec is opaque to the scheduler; on a Kubernetes pool these keys
-make the pod (:func:`spec_problems` checks them, at submit time in the API and again here):
+make the pod (:func:`scheduling.spec_checks.pod_spec_problems` checks them, at submit time in
+the API and again here):
 
 * ``image``: the container image (default: the agent's ``--image``);
 * ``command``: a string run by ``/bin/sh -c``, or a list of strings (the container's command);
@@ -36,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduling.spec_checks import GANG_ANNOTATION, WORKLOAD_ANNOTATION, pod_spec_problems, quantity
 from services.agents.adapter import RunRequest, run_environment
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -44,10 +46,6 @@ MANAGER = "fairshare"
 CLUSTER_LABEL = "fairshare.dev/cluster"
 WORKLOAD_LABEL = "fairshare.dev/workload"
 ATTEMPT_LABEL = "fairshare.dev/attempt"
-WORKLOAD_ANNOTATION = "fairshare.dev/workload-id"
-GANG_ANNOTATION = "fairshare.dev/gang"
-#: On a node Fairshare made unschedulable (``--cordon-in-kubernetes``): lifted only by it.
-CORDON_ANNOTATION = "fairshare.dev/cordoned-by-fairshare"
 #: Taints that restate what the agent reads elsewhere: the cordon itself (``unschedulable``),
 #: and readiness (a node not Ready goes silent and the scheduler declares it down; Kubernetes
 #: gives every pod a toleration of these for five minutes).
@@ -59,19 +57,11 @@ FOLLOWED_TAINTS = frozenset(
     )
 )
 DEFAULT_IMAGE = "busybox:1.36"
-_AGENT_ANNOTATIONS = frozenset((WORKLOAD_ANNOTATION, GANG_ANNOTATION, CORDON_ANNOTATION))
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(e[+-]?\d+|[EPTGMK]i|[EPTGMkmun])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_IMAGE = re.compile(r"^[^\s]{1,512}$")
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
 _UNSAFE_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
-#: The most bytes of annotations a spec may add (the API server allows 256 KiB in all).
-_MAX_ANNOTATION_BYTES = 64 * 1024
 
 
 class PodSpecError(ValueError):
@@ -86,84 +76,6 @@ class PodOptions:
     namespace: str = "fairshare-runs"
     gpu_resource: str = GPU_RESOURCE
     image: str = DEFAULT_IMAGE
-
-
-# -- the spec -------------------------------------------------------------------------------
-
-
-def spec_problems(spec: Mapping[str, Any]) -> list[str]:
-    """Why ``spec`` cannot make a pod (empty: it can). Each problem names its key."""
-    problems: list[str] = []
-    image = spec.get("image")
-    if image is not None and (not isinstance(image, str) or not _IMAGE.match(image)):
-        problems.append("spec.image: a container image name (no spaces, at most 512 characters)")
-    command = spec.get("command")
-    if command is not None:
-        if isinstance(command, str):
-            if not command.strip():
-                problems.append("spec.command: empty")
-        elif not _strings(command) or not command:
-            problems.append("spec.command: a string (run by /bin/sh -c) or a list of strings")
-    args = spec.get("args")
-    if args is not None and not _strings(args):
-        problems.append("spec.args: a list of strings")
-    env = spec.get("env")
-    if env is not None:
-        if not isinstance(env, Mapping):
-            problems.append("spec.env: an object of names to string values")
-        else:
-            for name, value in env.items():
-                if not _ENV_NAME.match(name):
-                    problems.append(f"spec.env.{name}: not an environment variable name")
-                elif name.startswith("FAIRSHARE_"):
-                    problems.append(f"spec.env.{name}: FAIRSHARE_* names are set by the agent")
-                elif not isinstance(value, str):
-                    problems.append(f"spec.env.{name}: values are strings")
-    for key in ("cpu", "memory"):
-        value = spec.get(key)
-        if value is not None and quantity(value) is None:
-            problems.append(f'spec.{key}: a Kubernetes quantity such as "4", "500m" or "16Gi"')
-    annotations = spec.get("annotations")
-    if annotations is not None:
-        if not isinstance(annotations, Mapping):
-            problems.append("spec.annotations: an object of names to string values")
-        else:
-            size = 0
-            for name, value in annotations.items():
-                if not annotation_key_ok(name):
-                    problems.append(f"spec.annotations.{name}: not a Kubernetes annotation key")
-                elif name in _AGENT_ANNOTATIONS:
-                    problems.append(f"spec.annotations.{name}: set by the agent")
-                elif not isinstance(value, str):
-                    problems.append(f"spec.annotations.{name}: values are strings")
-                else:
-                    size += len(name) + len(value.encode())
-            if size > _MAX_ANNOTATION_BYTES:
-                problems.append(f"spec.annotations: at most {_MAX_ANNOTATION_BYTES} bytes")
-    return problems
-
-
-def _strings(value: object) -> bool:
-    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-
-
-def quantity(value: object) -> str | None:
-    """``value`` as a Kubernetes quantity string, or None if it is not one (a positive JSON
-    number is one too)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return str(value) if value > 0 else None
-    if isinstance(value, str) and _QUANTITY.match(value) and re.search(r"[1-9]", value):
-        return value
-    return None
-
-
-def annotation_key_ok(key: str) -> bool:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return 0 < len(name) <= 63 and bool(_ANNOTATION_NAME.match(name))
 
 
 # -- names ----------------------------------------------------------------------------------
@@ -201,7 +113,7 @@ def run_selector(cluster: str) -> str:
 def pod_manifests(run: RunRequest, options: PodOptions) -> list[dict[str, Any]]:
     """The pods of ``run``, one per node of its placement (raises :class:`PodSpecError`)."""
     spec: dict[str, Any] = dict(run.spec)
-    problems = spec_problems(spec)
+    problems = pod_spec_problems(spec)
     if problems:
         raise PodSpecError("; ".join(problems))
     command = spec.get("command")

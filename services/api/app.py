@@ -1,8 +1,8 @@
 """The FastAPI application, assembled: the application context, the routers, the mapping of
 refusals to HTTP, and the dashboard and reports served alongside.
 
-Reads answer from the live view, writes go through :mod:`services.api.application` (which
-publishes events and nothing else). Every refusal is a :class:`DomainError` mapped to a status
+Reads answer from the live view, writes go through :mod:`services.api.writes` (which
+publish events and nothing else). Every refusal is a :class:`DomainError` mapped to a status
 code and body here, and only here.
 """
 

@@ -27,11 +27,12 @@ from projections.cluster_types import ACTIVE, TERMINAL, ArrayState
 from projections.live_state import LiveState
 from services.api import auth
 from services.api import models as m
-from services.api.application import Application, Outcome, Result, check_submission
+from services.api.application import Application, Outcome, Result
 from services.api.auth import Principal
 from services.api.errors import Conflict, Forbidden, NotFound
 from services.api.sentences import iso
 from services.api.waiting import workload_name
+from services.api.writes.workloads import check_submission
 
 #: How many taken element ids a 409 names.
 NAMED = 5

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, overload
 
+from events.times import utc_iso
 from scheduling import why_pending as why
 from services.api import models as m
 
@@ -21,9 +22,7 @@ def iso(ts: float) -> str: ...
 @overload
 def iso(ts: None) -> None: ...
 def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    return None if ts is None else utc_iso(ts)
 
 
 def ratio(value: float) -> float | None:

@@ -641,28 +641,29 @@ def test_view_reads_its_own_log() -> None:
     assert "lab" in view.state.tree.nodes
 
 
-# -- the application layer, without HTTP --------------------------------------------------------
+# -- the writes, without HTTP ----------------------------------------------------------------------
 def test_writes_refuse_with_domain_errors_and_publish_nothing(world: World) -> None:
-    from services.api import application
+    from services.api.application import Outcome
     from services.api.auth import Principal
     from services.api.errors import Conflict, Forbidden, Invalid, NotFound
     from services.api.models import SubmitRequest
+    from services.api.writes import workloads
 
     ctx = world.app.state.application
     bo, ana = Principal("bo"), Principal("ana")
     with pytest.raises(Forbidden, match="bo neither submitted"):
-        application.cancel(ctx, bo, "pa1")
+        workloads.cancel(ctx, bo, "pa1")
     with pytest.raises(NotFound, match="unknown workload 'nope'"):
-        application.cancel(ctx, ana, "nope")
+        workloads.cancel(ctx, ana, "nope")
     with pytest.raises(Invalid) as invalid:
-        application.submit(ctx, ana, SubmitRequest.model_validate(body(pools=["p", "q"])))
+        workloads.submit(ctx, ana, SubmitRequest.model_validate(body(pools=["p", "q"])))
     assert invalid.value.field == ("pools", 1)
     assert world.records() == []
-    done = application.submit(ctx, ana, SubmitRequest.model_validate(body()))
-    assert done.outcome is application.Outcome.DONE
+    done = workloads.submit(ctx, ana, SubmitRequest.model_validate(body()))
+    assert done.outcome is Outcome.DONE
     assert done.answer.status == "pending"
     with pytest.raises(Conflict, match="other gpus"):
-        application.submit(ctx, ana, SubmitRequest.model_validate(body(gpus=3)))
-    again = application.submit(ctx, ana, SubmitRequest.model_validate(body()))
-    assert again.outcome is application.Outcome.UNCHANGED
+        workloads.submit(ctx, ana, SubmitRequest.model_validate(body(gpus=3)))
+    again = workloads.submit(ctx, ana, SubmitRequest.model_validate(body()))
+    assert again.outcome is Outcome.UNCHANGED
     assert len(world.records()) == 1

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.types import ID_PATTERN
+from scheduling.spec_checks import pod_spec_problems
 from services.agents.adapter import RunRequest
 from services.agents.kubernetes_pods import (
     CLUSTER_LABEL,
@@ -25,7 +26,6 @@ from services.agents.kubernetes_pods import (
     pod_manifests,
     pod_name,
     run_outcome,
-    spec_problems,
     untolerated,
 )
 
@@ -95,7 +95,7 @@ def test_names_and_labels_are_valid_for_kubernetes_whatever_the_ids(
     ],
 )
 def test_a_spec_that_cannot_make_a_pod_names_its_key(spec: dict[str, object], key: str) -> None:
-    problems = spec_problems(spec)
+    problems = pod_spec_problems(spec)
     assert problems, spec
     assert key in problems[0], problems
     with pytest.raises(PodSpecError, match=re.escape(key)):
@@ -106,7 +106,7 @@ def test_a_spec_for_pods_and_other_executors_keys_are_fine() -> None:
     spec = {"image": "repo/x:1", "command": ["python", "-m", "x"], "args": ["--n", "1"],
             "env": {"A_B": "1"}, "cpu": 4, "memory": "16Gi",
             "annotations": {"example.com/team": "ml"}, "duration_s": 60, "cwd": "/tmp"}  # fmt: skip
-    assert spec_problems(spec) == []
+    assert pod_spec_problems(spec) == []
 
 
 def _pod(name: str, phase: str, **fields: object) -> PodView:

@@ -8,7 +8,7 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Depends, Query, Response, status
 
 from events.types import Identifier, Role
-from services.api import application, queries
+from services.api import queries
 from services.api.application import Outcome, Result
 from services.api.deps import Context, User, token_table
 from services.api.models import (
@@ -24,6 +24,8 @@ from services.api.models import (
     WeightRequest,
 )
 from services.api.tokens import TokenTable
+from services.api.writes import budgets as writes
+from services.api.writes import members
 
 router = APIRouter(tags=["budgets"])
 A = TypeVar("A")
@@ -72,7 +74,7 @@ def create_budget(
 ) -> BudgetAnswer:
     """Create a budget under an open parent: a manager of the parent (top-level: admins).
     The same budget again: 200; other weights: 409."""
-    return _answer(application.create_budget(ctx, who, body), response, _CREATED)
+    return _answer(writes.create_budget(ctx, who, body), response, _CREATED)
 
 
 @router.post("/budgets/{budget:path}/close")
@@ -84,7 +86,7 @@ def close_budget(
     body: BudgetCloseRequest | None = None,
 ) -> BudgetAnswer:
     """Close a budget: its subtree takes no new work (a manager of its parent)."""
-    result = application.close_budget(ctx, who, budget, body or BudgetCloseRequest())
+    result = writes.close_budget(ctx, who, budget, body or BudgetCloseRequest())
     return _answer(result, response, _CHANGED)
 
 
@@ -103,7 +105,7 @@ def set_weight(
     budget: str, body: WeightRequest, who: User, response: Response, ctx: Context
 ) -> WeightAnswer:
     """Set a budget's weight (in every pool, or in ``pool``): a manager of its parent."""
-    result = application.set_weight(ctx, who, budget, body)
+    result = writes.set_weight(ctx, who, budget, body)
     response.status_code = _WEIGHT_SET[result.outcome]
     return result.answer
 
@@ -120,7 +122,7 @@ def add_member(
     """Grant ``user`` a role on the budget's subtree: a manager of the budget (or above). The
     user must be one this API knows (a holder of a token): a typo would grant nobody."""
     known = {principal.user for principal in tokens.values()}
-    result = application.add_member(ctx, who, budget, body, known_users=known)
+    result = members.add_member(ctx, who, budget, body, known_users=known)
     response.status_code = _MEMBER_ADDED[result.outcome]
     return result.answer
 
@@ -136,7 +138,7 @@ def revoke_member(
 ) -> RevokeAnswer:
     """Take a role on the budget from a user: a manager of the budget (or above). Not held
     there: 200 with ``changed`` false (and where they still hold it, if above)."""
-    result = application.revoke_member(ctx, who, budget, user, role)
+    result = members.revoke_member(ctx, who, budget, user, role)
     return _answer(result, response, _CHANGED)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from services.api import application, queries
+from services.api import queries
 from services.api.application import Outcome, Result
 from services.api.deps import Context, User
 from services.api.models import CordonRequest, NodeAnswer, NodeList, NodeView, PoolList
+from services.api.writes import cordons
 
 router = APIRouter(tags=["nodes"])
 
@@ -38,14 +39,14 @@ def cordon(
     node: str, who: User, response: Response, ctx: Context, body: CordonRequest | None = None
 ) -> NodeAnswer:
     """Stop new placements on a node (admins); its work drains as contracts end."""
-    result = application.set_cordon(ctx, who, node, True, body.reason if body else "")
+    result = cordons.set_cordon(ctx, who, node, True, body.reason if body else "")
     return _answer(result, response)
 
 
 @router.post("/nodes/{node}/uncordon")
 def uncordon(node: str, who: User, response: Response, ctx: Context) -> NodeAnswer:
     """Return a node to service (admins)."""
-    return _answer(application.set_cordon(ctx, who, node, False), response)
+    return _answer(cordons.set_cordon(ctx, who, node, False), response)
 
 
 def _answer(result: Result[NodeAnswer], response: Response) -> NodeAnswer:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from services.api import application
 from services.api.application import Outcome
 from services.api.deps import Context, User
 from services.api.models import PriceAnswer, PriceList, PriceRequest
+from services.api.writes import prices as writes
 
 router = APIRouter(tags=["prices"])
 
@@ -24,13 +24,13 @@ def prices(who: User, ctx: Context, pool: str | None = None) -> PriceList:
     """Every price (list prices and negotiated rates), by pool, subtree and effective time,
     from the live state's price book."""
     with ctx.view.read() as state:
-        return application.price_list(state, pool)
+        return writes.price_list(state, pool)
 
 
 @router.post("/prices", status_code=status.HTTP_201_CREATED)
 def set_price(body: PriceRequest, who: User, response: Response, ctx: Context) -> PriceAnswer:
     """Set the price of a GPU-hour in a pool from ``effective_at`` on (admins): ``201`` new,
     ``200`` this very price already set, ``409`` another price for that instant."""
-    result = application.set_price(ctx, who, body)
+    result = writes.set_price(ctx, who, body)
     response.status_code = _PRICE_SET[result.outcome]
     return result.answer

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from services.api import application, queries
+from services.api import queries
 from services.api.application import Outcome
 from services.api.deps import Context, User
 from services.api.errors import Invalid, NotFound
@@ -24,6 +24,7 @@ from services.api.models import (
 )
 from services.api.past_work import past_history, past_workload
 from services.api.routes import arrays
+from services.api.writes import workloads as writes
 from services.reports.periods import parse_time
 
 router = APIRouter(tags=["workloads"])
@@ -46,7 +47,7 @@ _CANCELLED = {
 def submit(body: SubmitRequest, who: User, response: Response, ctx: Context) -> SubmitAnswer:
     """Submit a workload. Same id and same content again: 200 with the existing one;
     same id, other content: 409."""
-    result = application.submit(ctx, who, body)
+    result = writes.submit(ctx, who, body)
     response.status_code = _SUBMITTED[result.outcome]
     return result.answer
 
@@ -154,7 +155,7 @@ def cancel(
 ) -> CancelAnswer:
     """Cancel a workload (its submitter, a manager of its budget, or an admin). Running
     work is stopped by the scheduler's preempt command; the answer is 202 until then."""
-    result = application.cancel(ctx, who, workload_id, body.reason if body else "")
+    result = writes.cancel(ctx, who, workload_id, body.reason if body else "")
     response.status_code = _CANCELLED[result.outcome]
     return result.answer
 
