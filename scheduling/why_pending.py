@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import ClassVar, Literal
 
 from events.times import DEFAULT_WINDOW_S
@@ -24,27 +23,8 @@ from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.cluster_types import NodeState, QueueKey, WorkloadState
 from scheduling.fairshare_order import FairShareOrder
+from scheduling.pending_codes import PendingCode as PendingCode
 from scheduling.placement import largest_node, needs_whole_nodes
-
-
-class PendingCode(StrEnum):
-    """The kinds of reasons, with the codes clients already match on."""
-
-    NO_SHARE = "no-share"
-    NO_NODES = "no-nodes"
-    FAIR_SHARE = "fair-share"
-    FUNDED_FIRST = "funded-first"
-    BUDGET_QUEUE = "budget-queue"
-    TOO_LARGE = "too-large"
-    FITS_NOW = "fits-now"
-    INSUFFICIENT_CAPACITY = "insufficient-capacity"
-    UNALLOCATED = "unallocated"
-    CONTRACT = "contract"
-    STARTING = "starting"
-    RANKS_AHEAD = "ranks-ahead"
-    CORDONED_NODES = "cordoned-nodes"
-    DOWN_NODES = "down-nodes"
-    ARRAY_LIMIT = "array-limit"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ builds them, FastAPI serialises them, and the CLI client parses them back into t
 JSON type: a field that may hold an int or a float says so (``int | float``), because a float
 field would turn ``5`` into ``5.0``.
 
-This module imports pydantic and ``events`` only, never FastAPI, so the CLI imports it cheaply.
+This module imports pydantic, ``events`` and the why-pending codes (:mod:`scheduling.pending_codes`)
+only, never FastAPI nor the scheduling core, so the CLI imports it cheaply.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from events.types import (
     UtcDateTime,
     Weight,
 )
+from scheduling.pending_codes import PendingCode
 
 
 # -- requests -----------------------------------------------------------------------------------
@@ -407,13 +409,14 @@ class AlreadyAccepted(Answer):
 
 
 # -- why pending: one model per reason kind, told apart by ``code`` ----------------------------
+# The codes are the core's (PendingCode); the words of each are services.api.sentences'.
 class _Reason(Answer):
     code: str
     message: str
 
 
 class PlainReason(_Reason):
-    code: Literal["no-share", "no-nodes", "unallocated"]
+    code: Literal[PendingCode.NO_SHARE, PendingCode.NO_NODES, PendingCode.UNALLOCATED]
 
 
 class BudgetAheadView(Answer):
@@ -424,7 +427,7 @@ class BudgetAheadView(Answer):
 
 
 class FairShareReason(_Reason):
-    code: Literal["fair-share"]
+    code: Literal[PendingCode.FAIR_SHARE]
     budget: str
     budget_rank: int | None
     budget_usage_ratio: float | None
@@ -434,13 +437,13 @@ class FairShareReason(_Reason):
 class FundedFirstReason(_Reason):
     """Burst work: funded (allocated) work is considered before any burst work."""
 
-    code: Literal["funded-first"]
+    code: Literal[PendingCode.FUNDED_FIRST]
     workloads_ahead: int
     budgets: list[str]
 
 
 class BudgetQueueReason(_Reason):
-    code: Literal["budget-queue"]
+    code: Literal[PendingCode.BUDGET_QUEUE]
     #: The first 20.
     workloads_ahead: list[str]
 
@@ -448,7 +451,7 @@ class BudgetQueueReason(_Reason):
 class CapacityReason(_Reason):
     """Whether and how the gang fits, with what the pool offers it now."""
 
-    code: Literal["too-large", "fits-now", "insufficient-capacity"]
+    code: Literal[PendingCode.TOO_LARGE, PendingCode.FITS_NOW, PendingCode.INSUFFICIENT_CAPACITY]
     fits_now: bool
     needs_whole_nodes: bool
     free_gpus: int
@@ -468,7 +471,7 @@ class ContractView(Answer):
 
 
 class ContractReason(_Reason):
-    code: Literal["contract"]
+    code: Literal[PendingCode.CONTRACT]
     waits_on: str
     contract_ends_at: str
     #: The first 10, soonest end first.
@@ -476,26 +479,26 @@ class ContractReason(_Reason):
 
 
 class WorkloadsReason(_Reason):
-    code: Literal["starting", "ranks-ahead"]
+    code: Literal[PendingCode.STARTING, PendingCode.RANKS_AHEAD]
     #: The first 10.
     workloads: list[str]
 
 
 class CordonedReason(_Reason):
-    code: Literal["cordoned-nodes"]
+    code: Literal[PendingCode.CORDONED_NODES]
     nodes: list[str]
     gpus: int
 
 
 class DownReason(_Reason):
-    code: Literal["down-nodes"]
+    code: Literal[PendingCode.DOWN_NODES]
     nodes: list[str]
 
 
 class ArrayLimitReason(_Reason):
     """Its job array runs as many elements as it allows at once (``%K``)."""
 
-    code: Literal["array-limit"]
+    code: Literal[PendingCode.ARRAY_LIMIT]
     array_id: str
     max_running: int
     running: int

@@ -3,8 +3,10 @@ and the decision records (why it was preempted) as sentences, and the one senten
 ``why`` and fills the queue's REASON.
 
 The decisions are the core's (:mod:`scheduling.why_pending`: the reasons, and
-which one decides); this module only words them, so the CLI, the dashboard and any other client
-print the same sentence instead of each composing its own from the fields.
+which one decides), and so are their codes (:class:`scheduling.pending_codes.PendingCode`, which
+each reason carries and the API's models are typed from); this module only words them, so the
+CLI, the dashboard and any other client print the same sentence instead of each composing its
+own from the fields.
 """
 
 from __future__ import annotations
@@ -162,15 +164,15 @@ def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
                 f"{budget} has no share of {pool} (closed, or not in the tree): its work is "
                 "considered last"
             )
-            return m.PlainReason(code=reason.code.value, message=message)
+            return m.PlainReason(code=reason.code, message=message)
         case why.NoNodes(pool=pool):
             message = f"no node is registered in pool {pool}"
-            return m.PlainReason(code=reason.code.value, message=message)
+            return m.PlainReason(code=reason.code, message=message)
         case why.Unallocated():
             message = (
                 "it runs unallocated (min_runtime 0): it never preempts, and waits for idle GPUs"
             )
-            return m.PlainReason(code=reason.code.value, message=message)
+            return m.PlainReason(code=reason.code, message=message)
         case why.FairShare():
             return _fair_share(reason)
         case why.FundedFirst(workloads_ahead=count, budgets=budgets):
@@ -179,7 +181,7 @@ def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
                 "considered only after all funded work, whatever the budgets' ranks"
             )
             return m.FundedFirstReason(
-                code="funded-first", message=message, workloads_ahead=count, budgets=list(budgets)
+                code=reason.code, message=message, workloads_ahead=count, budgets=list(budgets)
             )
         case why.BudgetQueue(budget=budget, workloads_ahead=ahead):
             message = (
@@ -187,7 +189,7 @@ def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
                 "earlier)"
             )
             return m.BudgetQueueReason(
-                code="budget-queue", message=message, workloads_ahead=list(ahead[:20])
+                code=reason.code, message=message, workloads_ahead=list(ahead[:20])
             )
         case why.TooLarge() | why.FitsNow() | why.InsufficientCapacity():
             return _capacity(reason)
@@ -199,7 +201,7 @@ def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
                 + ", ".join(workloads[:10])
             )
             return m.WorkloadsReason(
-                code="starting", message=message, workloads=list(workloads[:10])
+                code=reason.code, message=message, workloads=list(workloads[:10])
             )
         case why.RanksAhead():
             return _ranks_ahead(reason)
@@ -208,19 +210,17 @@ def reason_view(reason: why.PendingReason, now: float) -> m.Reason:
                 f"{len(nodes)} node(s) of {pool} are cordoned ({gpus} GPUs take no new work): "
                 + ", ".join(nodes)
             )
-            return m.CordonedReason(
-                code="cordoned-nodes", message=message, nodes=list(nodes), gpus=gpus
-            )
+            return m.CordonedReason(code=reason.code, message=message, nodes=list(nodes), gpus=gpus)
         case why.DownNodes(pool=pool, nodes=nodes):
             message = f"{len(nodes)} node(s) of {pool} are down: {', '.join(nodes)}"
-            return m.DownReason(code="down-nodes", message=message, nodes=list(nodes))
+            return m.DownReason(code=reason.code, message=message, nodes=list(nodes))
         case why.ArrayLimit(array_id=array_id, limit=limit, running=running):
             message = (
                 f"array {array_id} runs at most {limit} element(s) at once and {running} "
                 "hold GPUs: it is queued when one of them ends (JobArrayTaskLimit)"
             )
             return m.ArrayLimitReason(
-                code="array-limit",
+                code=reason.code,
                 message=message,
                 array_id=array_id,
                 max_running=limit,
@@ -240,7 +240,7 @@ def _fair_share(reason: why.FairShare) -> m.FairShareReason:
         )
     )
     return m.FairShareReason(
-        code="fair-share",
+        code=reason.code,
         message=message,
         budget=reason.budget,
         budget_rank=reason.rank,
@@ -274,7 +274,7 @@ def _capacity(reason: why.TooLarge | why.FitsNow | why.InsufficientCapacity) -> 
             f"({fit.free_gpus} free in {reason.pool})"
         )
     return m.CapacityReason(
-        code=reason.code.value,
+        code=reason.code,
         message=message,
         fits_now=fit.fits_now,
         needs_whole_nodes=fit.needs_whole_nodes,
@@ -297,7 +297,7 @@ def _contract(reason: why.Contract, now: float) -> m.ContractReason:
         f"whose contract ends at {iso(end)} (in {max(0, round(end - now))} s)"
     )
     return m.ContractReason(
-        code="contract",
+        code=reason.code,
         message=message,
         waits_on=first.workload_id,
         contract_ends_at=iso(end),
@@ -322,7 +322,7 @@ def _ranks_ahead(reason: why.RanksAhead) -> m.WorkloadsReason:
         + ", ".join(f"{w.workload_id} ({w.budget}, rank {_rank(w.rank)})" for w in shown)
     )
     return m.WorkloadsReason(
-        code="ranks-ahead", message=message, workloads=[w.workload_id for w in shown]
+        code=reason.code, message=message, workloads=[w.workload_id for w in shown]
     )
 
 
