@@ -20,7 +20,7 @@ from projections.live_state import LiveState
 from projections.steps import Steps
 from services.api.models import Answer
 from services.api.sentences import iso
-from services.reports import periods
+from services.reports import times as report_times
 
 #: The bin lengths the timeline offers, in seconds: 10 s up to a week.
 BINS = (10, 60, 300, 900, HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, WEEK)
@@ -31,7 +31,7 @@ BINS = (10, 60, 300, 900, HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY, WEEK)
 AUTO_LADDER = (10, 60, 300, 900, HOUR, 6 * HOUR, DAY, WEEK)
 AUTO_BINS = 180
 #: The most bins one answer may hold (a chart has no use for more; like the reports'
-#: ``MAX_PERIODS``, it bounds the work and the answer before anything is read).
+#: ``MAX_BUCKETS``, it bounds the work and the answer before anything is read).
 MAX_BINS = 2_000
 #: The longest range a chart covers (the reports cover longer ones).
 MAX_SPAN_S = 3 * 366 * DAY
@@ -142,9 +142,9 @@ def resolve_range(
     if last is not None:
         lo, hi = now - last, now
     elif start is not None or end is not None:
-        hi = now if end is None else float(periods.parse_time(end))
+        hi = now if end is None else float(report_times.parse_time(end))
         if start is not None:
-            lo = float(periods.parse_time(start))
+            lo = float(report_times.parse_time(start))
         else:
             lo = min(hi - MIN_DEFAULT_SPAN_S, data_from if data_from is not None else hi)
     else:
@@ -154,10 +154,11 @@ def resolve_range(
     if hi <= lo:
         raise ValueError(f"to ({iso(hi)}) must be after from ({iso(lo)})")
     for moment in (lo, hi):
-        if not periods.EARLIEST <= moment <= periods.LATEST:
+        if not report_times.EARLIEST <= moment <= report_times.LATEST:
             raise ValueError(
                 f"{iso(max(moment, 0.0))} is outside the times a chart may cover "
-                f"({periods.iso(periods.EARLIEST)} to {periods.iso(periods.LATEST)})"
+                f"({report_times.iso(report_times.EARLIEST)} to "
+                f"{report_times.iso(report_times.LATEST)})"
             )
     if hi - lo > MAX_SPAN_S:
         raise ValueError(

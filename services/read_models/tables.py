@@ -239,11 +239,12 @@ demand_levels = Table(
     Column("since", BigInteger, nullable=False),
 )
 
-#: Per report period (``kind``: hour, day, week, month; ``period_start``), pool, leaf budget,
-#: submitter and line (``correction``): GPU-seconds the ledger charged allocated and free, and
-#: how many workloads have entries there (:mod:`projections.period_usage`). Kept by the
-#: projector in the transaction that inserts the entries, so that a report reads periods x
-#: budgets x pools rows, not every entry of its range.
+#: Per report bucket (``kind``: hour, day, week, month; ``period_start``: the bucket's start),
+#: pool, leaf budget, submitter and line (``correction``): GPU-seconds the ledger charged
+#: allocated and free, and how many workloads have entries there
+#: (:mod:`projections.bucket_usage`). Kept by the projector in the transaction that inserts the
+#: entries, so that a report reads buckets x budgets x pools rows, not every entry of its range.
+#: (Named before a report's bucket had a name of its own; not a billing period.)
 period_usage = Table(
     "period_usage",
     metadata,

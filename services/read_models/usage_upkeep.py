@@ -1,12 +1,12 @@
-"""The projector's upkeep of ``period_usage``: what the ledger charged per report period, pool,
-leaf budget, submitter and line (:mod:`projections.period_usage`), kept in the transaction that
+"""The projector's upkeep of ``period_usage``: what the ledger charged per report bucket, pool,
+leaf budget, submitter and line (:mod:`projections.bucket_usage`), kept in the transaction that
 inserts the entries.
 
-New entries add their GPU-seconds, and count their workload in each period where it had no
+New entries add their GPU-seconds, and count their workload in each bucket where it had no
 entry yet, which the workload's earlier entries tell (read by ``ledger_entries``'s workload
 index: a few dozen rows). Entries of a workload whose submission is not projected yet (the
 ledger read ahead of the workloads topic, as a rebuild may) are filed under
-:data:`~projections.period_usage.UNKNOWN_SUBMITTER`, as the reports name it, and moved to the
+:data:`~projections.bucket_usage.UNKNOWN_SUBMITTER`, as the reports name it, and moved to the
 submitter when the submission is projected. So the sums are a function of ``ledger_entries``
 and ``workloads``: a redelivered charge adds nothing (the projector inserts only new charge
 ids), a crash rolls both back together, and :func:`rebuild` (migration 0006) writes the same
@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select
 
 from events.models.ledger import signed_seconds
-from projections.period_usage import UNKNOWN_SUBMITTER, Entry, Sums, UsageKey, added
+from projections.bucket_usage import UNKNOWN_SUBMITTER, Entry, Sums, UsageKey, added
 from services.read_models.tables import ledger_entries, period_usage, workloads
 
 #: Workload ids per ``IN (...)`` (SQLite's older builds allow 999 parameters).

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from services.reports import compute, periods
+from services.reports import buckets, compute
+from services.reports.buckets import Bucket
 from services.reports.model import Report
-from services.reports.periods import Period
 from services.reports.source import load
 from services.reports.writers import Format, render
 
@@ -22,33 +22,33 @@ REPORTS = compute.REPORTS
 def build_report(
     engine: Engine,
     name: str,
-    period: Period,
+    bucket: Bucket,
     start: int | None = None,
     end: int | None = None,
     *,
     pool: str | None = None,
     budget: str | None = None,
 ) -> Report:
-    """Compute report ``name`` (``charges``, ``utilisation`` or ``users``) for the periods
+    """Compute report ``name`` (``charges``, ``utilisation`` or ``users``) for the buckets
     covering ``[start, end)`` (epoch seconds; default: all the data)."""
     if start is not None and end is not None:
-        periods.check_span(start, end, period)
-    lo = None if start is None else periods.floor(start, period)
-    hi = None if end is None else periods.ceil(end, period)
-    snapshot = load(engine, period, lo, hi)
+        buckets.check_span(start, end, bucket)
+    lo = None if start is None else buckets.floor(start, bucket)
+    hi = None if end is None else buckets.ceil(end, bucket)
+    snapshot = load(engine, bucket, lo, hi)
     if name == "charges":
-        return compute.charges(snapshot, period, lo, hi, pool=pool, budget=budget)
+        return compute.charges(snapshot, bucket, lo, hi, pool=pool, budget=budget)
     if name == "utilisation":
-        return compute.utilisation(snapshot, period, lo, hi, pool=pool)
+        return compute.utilisation(snapshot, bucket, lo, hi, pool=pool)
     if name == "users":
-        return compute.users(snapshot, period, lo, hi, pool=pool, budget=budget)
+        return compute.users(snapshot, bucket, lo, hi, pool=pool, budget=budget)
     raise ValueError(f"report: one of {', '.join(REPORTS)}, not {name!r}")
 
 
 def report_bytes(
     engine: Engine,
     name: str,
-    period: Period,
+    bucket: Bucket,
     fmt: Format,
     start: int | None = None,
     end: int | None = None,
@@ -56,7 +56,7 @@ def report_bytes(
     pool: str | None = None,
     budget: str | None = None,
 ) -> bytes:
-    return render(build_report(engine, name, period, start, end, pool=pool, budget=budget), fmt)
+    return render(build_report(engine, name, bucket, start, end, pool=pool, budget=budget), fmt)
 
 
 __all__ = [

@@ -1,5 +1,5 @@
 """What the reports read of the ledger and the decisions, by their range alone: the sums the
-projector keeps per period (``period_usage``, :mod:`projections.period_usage`) and the
+projector keeps per bucket (the table ``period_usage``, :mod:`projections.bucket_usage`) and the
 preemptions of the range, each placed where the reports count it.
 
 A month's daily charges report reads its 30 days x budgets x pools x submitters rows and its
@@ -16,15 +16,15 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from events.models.ledger import parse_charge_id
-from projections.report_periods import Period
+from projections.report_buckets import Bucket
 from services.read_models.tables import decision_records, ledger_entries, period_usage, workloads
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What the ledger charged in one period, pool, leaf budget, submitter and line."""
+    """What the ledger charged in one bucket, pool, leaf budget, submitter and line."""
 
-    period_start: int
+    bucket_start: int
     pool: str
     budget: str
     submitter: str
@@ -47,11 +47,11 @@ class Preemption:
 
 
 def read_usage(
-    connection: Connection, period: Period, start: int | None, end: int | None
+    connection: Connection, bucket: Bucket, start: int | None, end: int | None
 ) -> list[Usage]:
-    """The sums of the periods starting in ``[start, end)`` (on ``period``'s boundaries)."""
+    """The sums of the buckets starting in ``[start, end)`` (on ``bucket``'s boundaries)."""
     kept = period_usage.c
-    query = select(period_usage).where(kept.kind == period)
+    query = select(period_usage).where(kept.kind == bucket)
     if start is not None:
         query = query.where(kept.period_start >= start)
     if end is not None:
@@ -59,7 +59,7 @@ def read_usage(
     order = (kept.period_start, kept.pool, kept.budget, kept.submitter, kept.correction)
     return [
         Usage(
-            period_start=int(row.period_start),
+            bucket_start=int(row.period_start),
             pool=str(row.pool),
             budget=str(row.budget),
             submitter=str(row.submitter),

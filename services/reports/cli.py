@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.exc import DBAPIError
 
-    from services.reports.periods import Period
+    from services.reports.buckets import Bucket
     from services.reports.writers import Format
 
 report_app = typer.Typer(
@@ -51,15 +51,21 @@ class NoReadModelsError(Exception):
     """No read models where the report was asked to look: said in one line, nothing created."""
 
 
-PeriodOption = Annotated[
-    str, typer.Option("--period", help="hour | day | week (from Monday) | month, UTC")
+#: ``--period`` is its old name, still understood (a report's bucket, not a billing period).
+BucketOption = Annotated[
+    str,
+    typer.Option(
+        "--bucket",
+        "--period",
+        help="what one row covers: hour | day | week (from Monday) | month, UTC",
+    ),
 ]
 FromOption = Annotated[
     str | None,
-    typer.Option("--from", help="first period (ISO date/time, UTC if naive); default: all data"),
+    typer.Option("--from", help="first bucket (ISO date/time, UTC if naive); default: all data"),
 ]
 ToOption = Annotated[
-    str | None, typer.Option("--to", help="end, exclusive (rounded up to a period boundary)")
+    str | None, typer.Option("--to", help="end, exclusive (rounded up to a bucket boundary)")
 ]
 FormatOption = Annotated[str, typer.Option("--format", help="csv | json | parquet")]
 OutOption = Annotated[
@@ -117,7 +123,7 @@ def _run(
     name: str,
     database_url: str | None,
     data_dir: Path,
-    period: str,
+    bucket: str,
     start: str | None,
     end: str | None,
     fmt: str,
@@ -127,17 +133,17 @@ def _run(
 ) -> None:
     from sqlalchemy.exc import DBAPIError
 
-    from services.reports import periods, report_bytes
+    from services.reports import buckets, report_bytes, times
 
-    if period not in periods.PERIODS:
-        raise typer.BadParameter(f"one of {', '.join(periods.PERIODS)}", param_hint="--period")
+    if bucket not in buckets.BUCKETS:
+        raise typer.BadParameter(f"one of {', '.join(buckets.BUCKETS)}", param_hint="--bucket")
     if fmt not in ("csv", "json", "parquet"):
         raise typer.BadParameter("one of csv, json, parquet", param_hint="--format")
     if fmt == "parquet" and out is None:
         raise typer.BadParameter("parquet is binary: give --out FILE", param_hint="--out")
     try:
-        lo = None if start is None else periods.parse_time(start)
-        hi = None if end is None else periods.parse_time(end)
+        lo = None if start is None else times.parse_time(start)
+        hi = None if end is None else times.parse_time(end)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from/--to") from error
     url = database_url_for(database_url, data_dir)
@@ -146,15 +152,15 @@ def _run(
         content = report_bytes(
             engine,
             name,
-            _period(period),
+            _bucket(bucket),
             _format(fmt),
             lo,
             hi,
             pool=pool,
             budget=budget,
         )
-    except periods.ReportTooLargeError as error:
-        raise typer.BadParameter(str(error), param_hint="--from/--to/--period") from error
+    except times.ReportTooLargeError as error:
+        raise typer.BadParameter(str(error), param_hint="--from/--to/--bucket") from error
     except DBAPIError as error:
         typer.echo(f"error: {_database_error(url, error)}", err=True)
         raise typer.Exit(1) from error
@@ -183,11 +189,11 @@ def _deliver(content: bytes, out: Path | None, what: str) -> None:
         typer.echo(f"{what} written to {out} ({len(content)} bytes)", err=True)
 
 
-def _period(value: str) -> Period:
+def _bucket(value: str) -> Bucket:
     for known in ("hour", "day", "week", "month"):
         if value == known:
             return known
-    raise typer.BadParameter(value, param_hint="--period")
+    raise typer.BadParameter(value, param_hint="--bucket")
 
 
 def _format(value: str) -> Format:
@@ -201,7 +207,7 @@ def _format(value: str) -> Format:
 def charges(
     database_url: DatabaseUrl = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    period: PeriodOption = "day",
+    bucket: BucketOption = "day",
     start: FromOption = None,
     end: ToOption = None,
     fmt: FormatOption = "csv",
@@ -209,31 +215,31 @@ def charges(
     pool: PoolOption = None,
     budget: BudgetOption = None,
 ) -> None:
-    """Per budget x pool x period: charged and free GPU-hours, entitlement, owed, delivered/owed,
+    """Per budget x pool x bucket: charged and free GPU-hours, entitlement, owed, delivered/owed,
     workloads, preemptions; subtotals up the tree; corrections on their own rows."""
-    _run("charges", database_url, data_dir, period, start, end, fmt, out, pool, budget)
+    _run("charges", database_url, data_dir, bucket, start, end, fmt, out, pool, budget)
 
 
 @report_app.command()
 def utilisation(
     database_url: DatabaseUrl = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    period: PeriodOption = "day",
+    bucket: BucketOption = "day",
     start: FromOption = None,
     end: ToOption = None,
     fmt: FormatOption = "csv",
     out: OutOption = None,
     pool: PoolOption = None,
 ) -> None:
-    """Per pool x period: allocated, unallocated, down, cordoned and idle GPU-hours."""
-    _run("utilisation", database_url, data_dir, period, start, end, fmt, out, pool)
+    """Per pool x bucket: allocated, unallocated, down, cordoned and idle GPU-hours."""
+    _run("utilisation", database_url, data_dir, bucket, start, end, fmt, out, pool)
 
 
 @report_app.command()
 def users(
     database_url: DatabaseUrl = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    period: PeriodOption = "day",
+    bucket: BucketOption = "day",
     start: FromOption = None,
     end: ToOption = None,
     fmt: FormatOption = "csv",
@@ -241,8 +247,8 @@ def users(
     pool: PoolOption = None,
     budget: BudgetOption = None,
 ) -> None:
-    """Per budget x submitter x pool x period: charged and free GPU-hours."""
-    _run("users", database_url, data_dir, period, start, end, fmt, out, pool, budget)
+    """Per budget x submitter x pool x bucket: charged and free GPU-hours."""
+    _run("users", database_url, data_dir, bucket, start, end, fmt, out, pool, budget)
 
 
 @report_app.command()

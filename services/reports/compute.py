@@ -1,10 +1,10 @@
 """The reports as pure functions of a read-model :class:`~services.reports.source.Snapshot`.
 
-* :func:`charges`: per budget x pool x period, charged (allocated) and free (unallocated)
+* :func:`charges`: per budget x pool x bucket, charged (allocated) and free (unallocated)
   GPU-seconds, entitlement, demand, owed, delivered/owed, workloads and preemptions, with
   subtotals up the tree; corrections on their own rows.
-* :func:`utilisation`: per pool x period, like Slurm's ``sreport cluster utilization``.
-* :func:`users`: per budget x submitter x pool x period.
+* :func:`utilisation`: per pool x bucket, like Slurm's ``sreport cluster utilization``.
+* :func:`users`: per budget x submitter x pool x bucket.
 
 Everything underneath is integer GPU-seconds (or exact fractions); subtotals are sums of the
 rows beneath them, so they add up exactly. Rows come in a fixed order and carry the horizon and
@@ -21,20 +21,22 @@ from fractions import Fraction
 from events.times import HOUR
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.figures import Bins, PoolHistory, pool_figures
-from services.reports import periods
+from services.reports import buckets, times
+from services.reports.buckets import Bucket
 from services.reports.charged import Usage
 from services.reports.model import Column, Report, Value
-from services.reports.periods import Period
 from services.reports.source import Snapshot
 from services.reports.tree import build_tree as tree_of
 from services.reports.tree import open_during
 
 REPORTS = ("charges", "utilisation", "users")
 
-_PERIOD_COLUMNS = (
-    Column("period", "str", "hour, day, week (from Monday) or month"),
-    Column("period_start", "str", "UTC, inclusive"),
-    Column("period_end", "str", "UTC, exclusive"),
+#: The bucket a row covers. The columns keep their names from when a bucket was called a
+#: period: the readers of the reports know them by those.
+_BUCKET_COLUMNS = (
+    Column("period", "str", "the bucket: hour, day, week (from Monday) or month"),
+    Column("period_start", "str", "the bucket's start, UTC, inclusive"),
+    Column("period_end", "str", "the bucket's end, UTC, exclusive"),
 )
 _POSITION_COLUMNS = (
     Column("as_of", "str", "the latest event time in the read models (the report's 'now')"),
@@ -42,7 +44,7 @@ _POSITION_COLUMNS = (
 )
 
 CHARGES_COLUMNS = (
-    *_PERIOD_COLUMNS,
+    *_BUCKET_COLUMNS,
     Column("pool", "str"),
     Column("budget", "str", "the budget's path; '*' for the pool's total"),
     Column("parent", "str"),
@@ -50,10 +52,10 @@ CHARGES_COLUMNS = (
     Column("depth", "int", "0 for top-level budgets, -1 for the total"),
     Column("leaf", "bool"),
     Column("line", "str", "charges | correction (leaves), subtotal (inner budgets), total"),
-    Column("share", "ratio", "share of the pool at the period's start (or at creation)"),
+    Column("share", "ratio", "share of the pool at the bucket's start (or at creation)"),
     Column("allocated", "gpu_s", "charged to the budget (corrections included in subtotals)"),
     Column("unallocated", "gpu_s", "free burst occupancy, not charged"),
-    Column("entitlement", "gpu_s", "share x capacity x the period (up to as_of)"),
+    Column("entitlement", "gpu_s", "share x capacity x the bucket (up to as_of)"),
     Column("demand", "gpu_s", "GPU-seconds of pending and running allocated work"),
     Column("owed", "gpu_s", "entitlement capped at demand, moment by moment"),
     Column(
@@ -68,10 +70,10 @@ CHARGES_COLUMNS = (
 )
 
 UTILISATION_COLUMNS = (
-    *_PERIOD_COLUMNS,
+    *_BUCKET_COLUMNS,
     Column("pool", "str", "'*' for the whole cluster"),
     Column("gpus", "int", "GPUs of the pool's registered nodes"),
-    Column("capacity", "gpu_s", "gpus x the period (up to as_of)"),
+    Column("capacity", "gpu_s", "gpus x the bucket (up to as_of)"),
     Column("allocated", "gpu_s"),
     Column("unallocated", "gpu_s"),
     Column("down", "gpu_s", "GPUs of down nodes"),
@@ -84,7 +86,7 @@ UTILISATION_COLUMNS = (
 )
 
 USERS_COLUMNS = (
-    *_PERIOD_COLUMNS,
+    *_BUCKET_COLUMNS,
     Column("pool", "str"),
     Column("budget", "str"),
     Column("submitter", "str", "'*' on the budget's subtotal"),
@@ -101,9 +103,9 @@ TOTAL = "*"
 
 # -- shared pieces ------------------------------------------------------------------------------
 def report_range(
-    snap: Snapshot, period: Period, start: int | None, end: int | None
+    snap: Snapshot, bucket: Bucket, start: int | None, end: int | None
 ) -> tuple[int, int] | None:
-    """``[start, end)`` on period boundaries; by default from the first ledger bucket or
+    """``[start, end)`` on bucket boundaries; by default from the first ledger bucket or
     submission to the horizon. None when the read models are empty."""
     if start is None:
         if snap.first is None:
@@ -113,9 +115,9 @@ def report_range(
         if snap.horizon is None:
             return None
         end = max(snap.horizon, start + 1)
-    periods.check_span(start, end, period)
-    lo = periods.floor(start, period)
-    hi = periods.ceil(end, period)
+    buckets.check_span(start, end, bucket)
+    lo = buckets.floor(start, bucket)
+    hi = buckets.ceil(end, bucket)
     return (lo, hi) if lo < hi else None
 
 
@@ -125,13 +127,13 @@ def _covered(snap: Snapshot, start: int, end: int) -> tuple[int, int]:
     return start, max(start, min(end, limit))
 
 
-def _period_values(period: Period, start: int, end: int) -> dict[str, Value]:
-    return {"period": period, "period_start": periods.iso(start), "period_end": periods.iso(end)}
+def _bucket_values(bucket: Bucket, start: int, end: int) -> dict[str, Value]:
+    return {"period": bucket, "period_start": times.iso(start), "period_end": times.iso(end)}
 
 
 def _position_values(snap: Snapshot) -> dict[str, Value]:
     return {
-        "as_of": None if snap.horizon is None else periods.iso(snap.horizon),
+        "as_of": None if snap.horizon is None else times.iso(snap.horizon),
         "log_position": snap.log_position,
     }
 
@@ -154,8 +156,8 @@ def build_tree(snap: Snapshot) -> BudgetTree:
     return tree_of(snap.budgets, snap.weights)
 
 
-def _preemptions(snap: Snapshot, key: PeriodKey) -> dict[tuple[int, str, str, str], int]:
-    """(period start, pool, budget, submitter) -> preemptions suffered."""
+def _preemptions(snap: Snapshot, key: BucketKey) -> dict[tuple[int, str, str, str], int]:
+    """(bucket start, pool, budget, submitter) -> preemptions suffered."""
     counts: dict[tuple[int, str, str, str], int] = defaultdict(int)
     for p in snap.preemptions:
         counts[(key(p.event_time), p.pool, p.budget, p.submitter)] += 1
@@ -180,7 +182,7 @@ class _Line:
 # -- charges ------------------------------------------------------------------------------------
 @dataclass
 class _Figures:
-    """One leaf budget in one pool and period."""
+    """One leaf budget in one pool and bucket."""
 
     charges: _Line = field(default_factory=_Line)
     corrections: _Line = field(default_factory=_Line)
@@ -205,13 +207,13 @@ class _Figures:
         }
 
 
-#: (period start, pool, leaf budget) -> its figures (created on first use).
+#: (bucket start, pool, leaf budget) -> its figures (created on first use).
 _FigureMap = defaultdict[tuple[int, str, str], _Figures]
 
 
 def charges(
     snap: Snapshot,
-    period: Period,
+    bucket: Bucket,
     start: int | None = None,
     end: int | None = None,
     *,
@@ -219,39 +221,39 @@ def charges(
     budget: str | None = None,
 ) -> Report:
     """The charges report (see the module's docstring and docs/reports.md)."""
-    report = Report("charges", period, None, None, snap.horizon, snap.log_position, CHARGES_COLUMNS)
-    bounds = report_range(snap, period, start, end)
+    report = Report("charges", bucket, None, None, snap.horizon, snap.log_position, CHARGES_COLUMNS)
+    bounds = report_range(snap, bucket, start, end)
     if bounds is None:
         return report
     report.start, report.end = bounds
     tree = build_tree(snap)
     pools = [p for p in snap.pools() if pool is None or p == pool]
-    key = _period_key(period)
+    key = _bucket_key(bucket)
     figures = _charged(snap, key)
     _entitled_and_owed(figures, snap, tree, pools, key, *_covered(snap, *bounds))
     position = _position_values(snap)
-    for period_start, period_end in periods.tiles(*bounds, period):
-        head = _period_values(period, period_start, period_end)
+    for bucket_start, bucket_end in buckets.tiles(*bounds, bucket):
+        head = _bucket_values(bucket, bucket_start, bucket_end)
         for pool_ in pools:
-            block = _Block.of(figures, tree, pool_, budget, period_start, period_end)
+            block = _Block.of(figures, tree, pool_, budget, bucket_start, bucket_end)
             report.rows.extend({**head, **row, **position} for row in block.rows())
     return report
 
 
-#: The start of the period an instant falls in (reports: :func:`periods.floor`; one range:
+#: The start of the bucket an instant falls in (reports: :func:`buckets.floor`; one range:
 #: its start).
-PeriodKey = Callable[[int], int]
+BucketKey = Callable[[int], int]
 
 
-def _period_key(period: Period) -> PeriodKey:
-    return lambda at: periods.floor(at, period)
+def _bucket_key(bucket: Bucket) -> BucketKey:
+    return lambda at: buckets.floor(at, bucket)
 
 
-def _charged(snap: Snapshot, key: PeriodKey) -> _FigureMap:
-    """The ledger's charges and corrections, and the preemptions, per leaf and period."""
+def _charged(snap: Snapshot, key: BucketKey) -> _FigureMap:
+    """The ledger's charges and corrections, and the preemptions, per leaf and bucket."""
     figures: _FigureMap = defaultdict(_Figures)
     for usage in snap.usage:
-        at = (key(usage.period_start), usage.pool, usage.budget)
+        at = (key(usage.bucket_start), usage.pool, usage.budget)
         (figures[at].corrections if usage.correction else figures[at].charges).add(usage)
     for (at_, pool, leaf, _user), count in _preemptions(snap, key).items():
         figures[(at_, pool, leaf)].preemptions += count
@@ -263,13 +265,13 @@ def _entitled_and_owed(
     snap: Snapshot,
     tree: BudgetTree,
     pools: list[str],
-    key: PeriodKey,
+    key: BucketKey,
     lo: int,
     hi: int,
 ) -> None:
     """Entitlement, demand, owed and what is not charged yet of every leaf in every pool over
-    ``[lo, hi)``, per period (:func:`projections.figures.pool_figures`, the one computation
-    every surface asks), rounded once per leaf-period."""
+    ``[lo, hi)``, per bucket (:func:`projections.figures.pool_figures`, the one computation
+    every surface asks), rounded once per leaf-bucket."""
     if hi <= lo:
         return
     starts = sorted({key(h) for h in range(lo // HOUR * HOUR, hi, HOUR)} | {key(lo)})
@@ -294,7 +296,7 @@ def _entitled_and_owed(
 
 @dataclass
 class _Block:
-    """The rows of one pool in one period: the tree depth first, each inner budget's subtotal
+    """The rows of one pool in one bucket: the tree depth first, each inner budget's subtotal
     before its children, each leaf's charges then its corrections, the pool's total last."""
 
     figures: _FigureMap
@@ -314,7 +316,7 @@ class _Block:
         start: int,
         end: int,
     ) -> _Block:
-        """The leaves with figures in the period or open during it, within ``root``'s
+        """The leaves with figures in the bucket or open during it, within ``root``'s
         subtree."""
         leaves = {b for (a, p, b) in figures if a == start and p == pool}
         for path, node in tree.nodes.items():
@@ -359,7 +361,7 @@ class _Block:
         return sums
 
     def _share(self, path: str) -> float | None:
-        """The share at the period's start, or at the budget's creation if that is later."""
+        """The share at the bucket's start, or at the budget's creation if that is later."""
         if path in (TOTAL, ROOT):
             return 1.0
         node = self.tree.nodes.get(path)
@@ -431,28 +433,28 @@ class _Block:
 # -- utilisation --------------------------------------------------------------------------------
 def utilisation(
     snap: Snapshot,
-    period: Period,
+    bucket: Bucket,
     start: int | None = None,
     end: int | None = None,
     *,
     pool: str | None = None,
 ) -> Report:
-    """Per pool and period: capacity split into allocated, unallocated, down, cordoned
+    """Per pool and bucket: capacity split into allocated, unallocated, down, cordoned
     (or drained) and idle GPU-seconds that add up to the capacity exactly."""
     report = Report(
-        "utilisation", period, None, None, snap.horizon, snap.log_position, UTILISATION_COLUMNS
+        "utilisation", bucket, None, None, snap.horizon, snap.log_position, UTILISATION_COLUMNS
     )
-    bounds = report_range(snap, period, start, end)
+    bounds = report_range(snap, bucket, start, end)
     if bounds is None:
         return report
     report.start, report.end = bounds
     pools = [p for p in snap.pools() if pool is None or p == pool]
     used: dict[tuple[int, str], _Line] = defaultdict(_Line)
     for usage in snap.usage:
-        used[(usage.period_start, usage.pool)].add(usage)
+        used[(usage.bucket_start, usage.pool)].add(usage)
     position = _position_values(snap)
-    for period_start, period_end in periods.tiles(*bounds, period):
-        lo, hi = _covered(snap, period_start, period_end)
+    for bucket_start, bucket_end in buckets.tiles(*bounds, bucket):
+        lo, hi = _covered(snap, bucket_start, bucket_end)
         cluster: dict[str, int] = defaultdict(int)
         for pool_ in pools:
             gpus = snap.capacity_at(pool_, max(lo, hi - 1))
@@ -463,7 +465,7 @@ def utilisation(
                     down += node_gpus * (b - a)
                 elif state in ("cordoned", "drained"):
                     cordoned += node_gpus * (b - a)
-            line = used.get((period_start, pool_), _Line())
+            line = used.get((bucket_start, pool_), _Line())
             busy = line.allocated + line.unallocated
             down = max(0, min(down, capacity - busy))
             cordoned = max(0, min(cordoned, capacity - busy - down))
@@ -479,17 +481,17 @@ def utilisation(
             for k, v in figures.items():
                 cluster[k] += v
             report.rows.append(
-                _utilisation_row(period, period_start, period_end, pool_, figures, position)
+                _utilisation_row(bucket, bucket_start, bucket_end, pool_, figures, position)
             )
         if len(pools) > 1:
             report.rows.append(
-                _utilisation_row(period, period_start, period_end, TOTAL, cluster, position)
+                _utilisation_row(bucket, bucket_start, bucket_end, TOTAL, cluster, position)
             )
     return report
 
 
 def _utilisation_row(
-    period: Period,
+    bucket: Bucket,
     start: int,
     end: int,
     pool: str,
@@ -497,7 +499,7 @@ def _utilisation_row(
     position: dict[str, Value],
 ) -> dict[str, Value]:
     return {
-        **_period_values(period, start, end),
+        **_bucket_values(bucket, start, end),
         "pool": pool,
         **figures,
         "occupancy": _ratio(figures["allocated"] + figures["unallocated"], figures["capacity"]),
@@ -508,17 +510,17 @@ def _utilisation_row(
 # -- users --------------------------------------------------------------------------------------
 def users(
     snap: Snapshot,
-    period: Period,
+    bucket: Bucket,
     start: int | None = None,
     end: int | None = None,
     *,
     pool: str | None = None,
     budget: str | None = None,
 ) -> Report:
-    """Per leaf budget (within ``budget``'s subtree), submitter, pool and period: charged and
+    """Per leaf budget (within ``budget``'s subtree), submitter, pool and bucket: charged and
     free GPU-seconds, corrections on their own rows, and a subtotal per budget."""
-    report = Report("users", period, None, None, snap.horizon, snap.log_position, USERS_COLUMNS)
-    bounds = report_range(snap, period, start, end)
+    report = Report("users", bucket, None, None, snap.horizon, snap.log_position, USERS_COLUMNS)
+    bounds = report_range(snap, bucket, start, end)
     if bounds is None:
         return report
     report.start, report.end = bounds
@@ -526,12 +528,12 @@ def users(
     for usage in snap.usage:
         if (pool is not None and usage.pool != pool) or not _in_subtree(usage.budget, budget):
             continue
-        key = (usage.period_start, usage.pool, usage.budget, usage.submitter)
+        key = (usage.bucket_start, usage.pool, usage.budget, usage.submitter)
         pair = lines.setdefault(key, (_Line(), _Line()))
         pair[1 if usage.correction else 0].add(usage)
     preempted = {
         k: v
-        for k, v in _preemptions(snap, _period_key(period)).items()
+        for k, v in _preemptions(snap, _bucket_key(bucket)).items()
         if (pool is None or k[1] == pool) and _in_subtree(k[2], budget)
     }
     for key in preempted:
@@ -540,9 +542,9 @@ def users(
     by_block: dict[tuple[int, str, str], list[str]] = defaultdict(list)
     for at, pool_, leaf, user in lines:
         by_block[(at, pool_, leaf)].append(user)
-    for period_start, period_end in periods.tiles(*bounds, period):
-        head = _period_values(period, period_start, period_end)
-        for at, pool_, leaf in sorted(k for k in by_block if k[0] == period_start):
+    for bucket_start, bucket_end in buckets.tiles(*bounds, bucket):
+        head = _bucket_values(bucket, bucket_start, bucket_end)
+        for at, pool_, leaf in sorted(k for k in by_block if k[0] == bucket_start):
             subtotal = {"allocated": 0, "unallocated": 0, "workloads": 0, "preemptions": 0}
             rows: list[dict[str, Value]] = []
             for user in sorted(by_block[(at, pool_, leaf)]):

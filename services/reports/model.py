@@ -26,8 +26,8 @@ class Column:
 @dataclass
 class Report:
     name: str
-    period: str
-    #: The periods reported, ``[start, end)`` (epoch seconds), None when there was no data.
+    bucket: str
+    #: The buckets reported, ``[start, end)`` (epoch seconds), None when there was no data.
     start: int | None
     end: int | None
     #: The horizon: the latest event time in the read models (never the wall clock).

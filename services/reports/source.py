@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, and_, func, select
 
 from events.times import HOUR
 from projections.figures import PoolHistory
-from projections.report_periods import Period
+from projections.report_buckets import Bucket
 from services.projector.sql_projector import PROJECTOR_NAME
 from services.read_models.tables import (
     budget_weights,
@@ -88,7 +88,7 @@ class Budget:
 class Snapshot:
     positions: list[tuple[str, int, int]]
     horizon: int | None
-    #: What the ledger charged in each period of the range (of the report's period kind).
+    #: What the ledger charged in each bucket of the range (of the report's bucket kind).
     usage: list[Usage]
     nodes: list[Node]
     budgets: list[Budget]
@@ -183,23 +183,23 @@ def window_start(horizon: int, window_s: int) -> int:
 
 def load(
     engine: Engine,
-    period: Period,
+    bucket: Bucket,
     start: int | None = None,
     end: int | None = None,
     projector: str = DEFAULT_PROJECTOR,
 ) -> Snapshot:
-    """Read what a report of ``period``s over ``[start, end)`` (on period boundaries; None:
+    """Read what a report of ``bucket``s over ``[start, end)`` (on bucket boundaries; None:
     from the first data, up to the horizon) needs, in one transaction."""
     with engine.connect() as connection:
         if connection.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
-            return load_on(connection, period, start, end, projector)
+            return load_on(connection, bucket, start, end, projector)
 
 
 def load_on(
     connection: Connection,
-    period: Period,
+    bucket: Bucket,
     start: int | None,
     end: int | None,
     projector: str = DEFAULT_PROJECTOR,
@@ -217,7 +217,7 @@ def load_on(
     return Snapshot(
         positions=where,
         horizon=latest,
-        usage=read_usage(connection, period, start, end),
+        usage=read_usage(connection, bucket, start, end),
         nodes=_nodes(connection),
         budgets=found,
         node_history=_node_history(connection, start, end),

@@ -102,11 +102,11 @@ def _json_value(value: Decimal | str | int | bool | None) -> Any:
 
 
 def metadata(report: Report) -> dict[str, Any]:
-    from services.reports.periods import iso
+    from services.reports.times import iso
 
     return {
         "report": report.name,
-        "period": report.period,
+        "period": report.bucket,
         "from": None if report.start is None else iso(report.start),
         "to": None if report.end is None else iso(report.end),
         "as_of": None if report.as_of is None else iso(report.as_of),

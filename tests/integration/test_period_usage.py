@@ -1,5 +1,5 @@
-"""Contract tests of ``period_usage`` (what the ledger charged per report period, kept by the
-projector; :mod:`projections.period_usage`), the same cases on SQLite and PostgreSQL: the
+"""Contract tests of ``period_usage`` (what the ledger charged per report bucket, kept by the
+projector; :mod:`projections.bucket_usage`), the same cases on SQLite and PostgreSQL: the
 sums and workload counts are those of the ledger entries, whatever the batches, the order the
 topics are read in, a redelivery, or a migration that builds them from entries already
 projected."""
@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine, select
 
 from events import TopicKind
 from events.positions import Delivery
-from projections.report_periods import PERIODS, floor
+from projections.report_buckets import BUCKETS, floor
 from services.projector import sql_projector as projector_module
 from services.projector.sql_projector import SqlProjector, _insert
 from services.read_models import usage_upkeep
@@ -56,7 +56,7 @@ def _from_every_entry(engine: Engine) -> list[tuple[Any, ...]]:
         seconds = int(row.gpu_seconds)
         if str(row.debit_account).startswith("capacity:"):
             seconds = -seconds
-        for kind in PERIODS:
+        for kind in BUCKETS:
             key = (
                 kind,
                 floor(int(row.bucket_start), kind),
@@ -78,7 +78,7 @@ def test_the_sums_are_those_of_every_entry_whatever_the_batches(
         projector.apply(deliveries[i : i + 97])
     kept = _kept(engine)
     assert kept == _from_every_entry(engine)
-    assert {row[0] for row in kept} == set(PERIODS)
+    assert {row[0] for row in kept} == set(BUCKETS)
     assert any(row[-1] > 1 for row in kept if row[0] == "day"), "days count several workloads"
     with engine.begin() as connection:
         usage_upkeep.rebuild(connection, _insert)

@@ -1,4 +1,4 @@
-"""The reports over real read models, on SQLite and PostgreSQL: subtotals add up, periods tile,
+"""The reports over real read models, on SQLite and PostgreSQL: subtotals add up, buckets tile,
 corrections are rows of their own, every format round-trips, and a report regenerated from the
 same log position is byte-identical."""
 
@@ -23,7 +23,7 @@ from services.bus.memory import InMemoryBroker, InMemoryPublisher
 from services.devtools.demo_data import project, small_lab
 from services.read_models.migrate import migrate
 from services.read_models.tables import hourly_usage
-from services.reports import build_report, periods, render
+from services.reports import buckets, build_report, render, times
 from services.reports.cli import report_app
 from services.reports.writers import output_columns, output_rows
 from tests.databases import fresh_database
@@ -50,9 +50,9 @@ def _blocks(rows: list[dict[str, Any]]) -> dict[tuple[Any, Any], list[dict[str, 
     return blocks
 
 
-@pytest.mark.parametrize("period", periods.PERIODS)
-def test_charges_subtotals_add_up_exactly(engine: Engine, period: periods.Period) -> None:
-    report = build_report(engine, "charges", period)
+@pytest.mark.parametrize("bucket", buckets.BUCKETS)
+def test_charges_subtotals_add_up_exactly(engine: Engine, bucket: buckets.Bucket) -> None:
+    report = build_report(engine, "charges", bucket)
     assert report.rows
     for block in _blocks(report.rows).values():
         for row in block:
@@ -69,12 +69,12 @@ def test_charges_subtotals_add_up_exactly(engine: Engine, period: periods.Period
                 assert row[key] == sum(c[key] or 0 for c in lines), (key, row["budget"])
 
 
-def test_charges_agree_with_the_ledger_and_periods_tile(engine: Engine) -> None:
+def test_charges_agree_with_the_ledger_and_buckets_tile(engine: Engine) -> None:
     with engine.connect() as connection:
         charged = connection.execute(select(func.sum(hourly_usage.c.allocated_gpu_s))).scalar()
         free = connection.execute(select(func.sum(hourly_usage.c.unallocated_gpu_s))).scalar()
-    for period in periods.PERIODS:
-        report = build_report(engine, "charges", period)
+    for bucket in buckets.BUCKETS:
+        report = build_report(engine, "charges", bucket)
         totals = [r for r in report.rows if r["line"] == "total"]
         assert sum(int(r["allocated"]) for r in totals) == charged  # type: ignore[arg-type]
         assert sum(int(r["unallocated"]) for r in totals) == free  # type: ignore[arg-type]
@@ -84,8 +84,8 @@ def test_charges_agree_with_the_ledger_and_periods_tile(engine: Engine) -> None:
             assert b == c  # no gap, no overlap
         assert report.start is not None
         assert report.end is not None
-        assert bounds[0][0] == periods.iso(report.start)
-        assert bounds[-1][1] == periods.iso(report.end)
+        assert bounds[0][0] == times.iso(report.start)
+        assert bounds[-1][1] == times.iso(report.end)
     hourly = build_report(engine, "charges", "hour")
     # A leaf's owed never exceeds its entitlement nor its demand.
     for row in hourly.rows:
@@ -176,9 +176,9 @@ def test_csv_json_and_parquet_round_trip(engine: Engine, name: str) -> None:
 def test_regenerated_reports_are_byte_identical(engine: Engine) -> None:
     def all_bytes() -> list[bytes]:
         return [
-            render(build_report(engine, name, period), fmt)  # type: ignore[arg-type]
+            render(build_report(engine, name, bucket), fmt)  # type: ignore[arg-type]
             for name in ("charges", "utilisation", "users")
-            for period in ("hour", "week")
+            for bucket in ("hour", "week")
             for fmt in ("csv", "json", "parquet")
         ]
 
@@ -197,14 +197,14 @@ def test_reports_over_http_and_the_cli(engine: Engine, tmp_path: Any) -> None:
     client = TestClient(app)
     admin = {"Authorization": "Bearer admin-token"}
     expected = render(build_report(engine, "charges", "day"), "csv")
-    got = client.get("/reports/charges?period=day&format=csv", headers=admin)
+    got = client.get("/reports/charges?bucket=day&format=csv", headers=admin)
     assert got.status_code == 200, got.text
     assert got.headers["content-type"].startswith("text/csv")
     assert got.content == expected
     parquet = client.get(
         "/reports/utilisation",
         params={
-            "period": "hour",
+            "period": "hour",  # the old name of bucket, still understood
             "format": "parquet",
             "from": "2026-11-02T08:00",
             "to": "2026-11-02T10:00",
@@ -215,14 +215,14 @@ def test_reports_over_http_and_the_cli(engine: Engine, tmp_path: Any) -> None:
     assert pq.read_table(io.BytesIO(parquet.content)).num_rows == 2
     assert client.get("/reports/charges").status_code == 401
     assert client.get("/reports/nope", headers=admin).status_code == 404
-    assert client.get("/reports/charges?period=year", headers=admin).status_code == 422
+    assert client.get("/reports/charges?bucket=year", headers=admin).status_code == 422
     assert client.get("/reports/charges?from=soon", headers=admin).status_code == 422
 
     out = tmp_path / "charges.csv"
     url = engine.url.render_as_string(hide_password=False)
     result = CliRunner().invoke(
         report_app,
-        ["charges", "--database-url", url, "--period", "day", "--format", "csv", "--out", str(out)],
+        ["charges", "--database-url", url, "--bucket", "day", "--format", "csv", "--out", str(out)],
     )
     assert result.exit_code == 0, result.output
     assert out.read_bytes() == expected
@@ -270,7 +270,7 @@ def test_entitlement_follows_shares_that_change_inside_an_hour(tmp_path: Any) ->
     engine.dispose()
 
 
-def test_past_periods_are_priced_with_the_weights_then_in_force(database_url: str) -> None:
+def test_past_hours_are_priced_with_the_weights_then_in_force(database_url: str) -> None:
     """A weight change takes effect from its event time: the hours before it keep the old
     shares, and a report regenerated after the change does not re-price them."""
     from datetime import UTC, datetime
@@ -299,7 +299,7 @@ def test_past_periods_are_priced_with_the_weights_then_in_force(database_url: st
     entitlement = {
         (r["period_start"], r["budget"]): r["entitlement"] for r in rows if r["line"] == "charges"
     }
-    before, during, after = (periods.iso(hour + k * 3600) for k in (-1, 0, 1))
+    before, during, after = (times.iso(hour + k * 3600) for k in (-1, 0, 1))
     # 3:1 before the change, 1:1 from half past, then 1:3 (4 GPUs).
     assert entitlement[(before, "a")] == 3 * 3600
     assert entitlement[(before, "b")] == 1 * 3600
@@ -349,13 +349,13 @@ def test_utilisation_integrates_nodes_joining_going_down_and_cordoned(database_u
 
 
 @pytest.mark.parametrize("name", ["charges", "users", "utilisation"])
-def test_a_report_of_one_period_is_that_period_of_the_whole(engine: Engine, name: str) -> None:
-    """A report reads its range alone (the period sums, the preemptions and node states of
+def test_a_report_of_one_bucket_is_that_bucket_of_the_whole(engine: Engine, name: str) -> None:
+    """A report reads its range alone (the bucket sums, the preemptions and node states of
     the range): each hour's report is the whole report's rows of that hour."""
     whole = build_report(engine, name, "hour")
     assert whole.start is not None
     assert whole.end is not None
     assert any(r.get("preemptions") for r in whole.rows) or name == "utilisation"
-    for start, end in periods.tiles(whole.start, whole.end, "hour"):
+    for start, end in buckets.tiles(whole.start, whole.end, "hour"):
         one = build_report(engine, name, "hour", start, end)
-        assert one.rows == [r for r in whole.rows if r["period_start"] == periods.iso(start)]
+        assert one.rows == [r for r in whole.rows if r["period_start"] == times.iso(start)]

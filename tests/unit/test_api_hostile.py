@@ -170,13 +170,13 @@ def reports(tmp_path: Path) -> Iterator[TestClient]:
 @pytest.mark.parametrize(
     "query",
     [
-        "from=9999-12-31T23:59:59Z&period=month",
-        "from=9999-12-31T23:59:59Z&period=week",
-        "from=9999-12-31T23:59:59Z&period=hour",
+        "from=9999-12-31T23:59:59Z&bucket=month",
+        "from=9999-12-31T23:59:59Z&bucket=week",
+        "from=9999-12-31T23:59:59Z&bucket=hour",
         "from=99999999999999",
-        "from=0&to=4102444800&period=hour",
-        "from=0&to=99999999999&period=hour",
-        "from=-99999999999999&period=day",
+        "from=0&to=4102444800&bucket=hour",
+        "from=0&to=99999999999&bucket=hour",
+        "from=-99999999999999&bucket=day",
         "from=" + "9" * 5000,
     ],
 )
@@ -190,9 +190,23 @@ def test_unbounded_or_absurd_reports_are_422_at_once(reports: TestClient, query:
 
 def test_a_report_within_bounds_still_answers(reports: TestClient) -> None:
     response = reports.get(
-        "/reports/charges?from=2026-01-01&to=2026-02-01&period=day", headers=ADMIN
+        "/reports/charges?from=2026-01-01&to=2026-02-01&bucket=day", headers=ADMIN
     )
     assert response.status_code == 200, response.text
+
+
+def test_period_is_still_understood_as_the_old_name_of_bucket(reports: TestClient) -> None:
+    span = "/reports/charges?from=2026-01-01&to=2026-02-01&format=json"
+    by_bucket = reports.get(f"{span}&bucket=week", headers=ADMIN)
+    by_period = reports.get(f"{span}&period=week", headers=ADMIN)
+    assert by_bucket.status_code == by_period.status_code == 200, by_period.text
+    assert by_period.content == by_bucket.content
+    assert by_period.json()["period"] == "week"  # the report's own field keeps its name
+    both = reports.get(f"{span}&bucket=week&period=week", headers=ADMIN)
+    assert both.status_code == 200, both.text
+    differ = reports.get(f"{span}&bucket=week&period=day", headers=ADMIN)
+    assert differ.status_code == 422, differ.text
+    assert differ.json()["detail"][0]["loc"] == ["query", "bucket"]
 
 
 def test_a_report_time_that_is_none_is_the_one_422_naming_the_query_field(

@@ -78,11 +78,18 @@ def api(engine: Engine) -> TestClient:
 def _report(engine: Engine) -> dict[str, Any]:
     result = runner.invoke(
         report_app,
-        ["charges", "--database-url", str(engine.url), "--period", "hour", "--format", "json"],
+        ["charges", "--database-url", str(engine.url), "--bucket", "hour", "--format", "json"],
     )
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(result.stdout)
     return report
+
+
+def test_the_report_cli_still_takes_period_as_the_old_name_of_bucket(engine: Engine) -> None:
+    args = ["charges", "--database-url", str(engine.url), "--format", "json"]
+    by_period = runner.invoke(report_app, [*args, "--period", "hour"])
+    assert by_period.exit_code == 0, by_period.output
+    assert json.loads(by_period.stdout) == _report(engine)
 
 
 def _share(api: TestClient) -> dict[str, Any]:

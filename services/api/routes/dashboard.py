@@ -47,7 +47,7 @@ from services.api.timeline import (
 )
 from services.api.view import LiveView
 from services.dashboard import STATIC
-from services.reports import periods
+from services.reports import times
 from services.reports.window import window_figures
 
 __all__ = ["MAX_BINS", "mount_dashboard"]
@@ -130,7 +130,7 @@ def dashboard_router(
         pool: Annotated[str | None, Query(max_length=128)] = None,
         start: Annotated[str | None, Query(alias="from", max_length=64)] = None,
         end: Annotated[str | None, Query(alias="to", max_length=64)] = None,
-        last: Annotated[int | None, Query(ge=60, le=periods.LATEST)] = None,
+        last: Annotated[int | None, Query(ge=60, le=times.LATEST)] = None,
         bin_s: Annotated[int | None, Query(alias="bin")] = None,
     ) -> Timeline:
         """One pool over time, in bins: capacity, allocated and unallocated GPUs, demand,

@@ -42,7 +42,7 @@ from services.api.money import (
 from services.api.sentences import iso
 from services.reports.costs import budget_money, budgets_money
 from services.reports.focus import month_bounds
-from services.reports.periods import EARLIEST, LATEST
+from services.reports.times import EARLIEST, LATEST
 
 T = TypeVar("T")
 

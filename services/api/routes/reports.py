@@ -16,10 +16,10 @@ from sqlalchemy import Engine
 from projections.costs import IdleMethod
 from services.api.deps import principal
 from services.api.errors import Invalid, NotFound
-from services.reports import REPORTS, periods, report_bytes
+from services.reports import REPORTS, report_bytes, times
+from services.reports.buckets import Bucket
 from services.reports.focus import MEDIA_TYPES as FOCUS_MEDIA_TYPES
 from services.reports.focus import FocusFormat, month_bounds
-from services.reports.periods import Period
 from services.reports.writers import MEDIA_TYPES, Format
 
 
@@ -76,7 +76,13 @@ def reports_router(engine: Engine | None = None) -> APIRouter:
     @router.get("/{name}")
     def report(
         name: str,
-        period: Annotated[Period, Query()] = "day",
+        bucket: Annotated[
+            Bucket | None,
+            Query(description="what one row covers: hour, day, week or month (default day)"),
+        ] = None,
+        period: Annotated[
+            Bucket | None, Query(deprecated=True, description="the old name of bucket")
+        ] = None,
         start: Annotated[str | None, Query(alias="from")] = None,
         end: Annotated[str | None, Query(alias="to")] = None,
         fmt: Annotated[Format, Query(alias="format")] = "csv",
@@ -84,19 +90,27 @@ def reports_router(engine: Engine | None = None) -> APIRouter:
         budget: str | None = None,
     ) -> Response:
         """A report (``charges``, ``utilisation`` or ``users``) as CSV, JSON or Parquet, for
-        the periods covering ``[from, to)`` (ISO dates/times, UTC; default: all the data)."""
+        the buckets covering ``[from, to)`` (ISO dates/times, UTC; default: all the data).
+        ``period`` is the old name of ``bucket``, still understood."""
         if name not in REPORTS:
             raise NotFound(f"unknown report {name!r} (known: {', '.join(REPORTS)})")
+        if bucket is not None and period is not None and bucket != period:
+            raise Invalid(
+                "bucket",
+                f"bucket={bucket} and period={period} (its old name) differ",
+                location="query",
+            )
+        chosen: Bucket = bucket or period or "day"
         try:
-            lo = None if start is None else periods.parse_time(start)
-            hi = None if end is None else periods.parse_time(end)
-            content = report_bytes(source(), name, period, fmt, lo, hi, pool=pool, budget=budget)
+            lo = None if start is None else times.parse_time(start)
+            hi = None if end is None else times.parse_time(end)
+            content = report_bytes(source(), name, chosen, fmt, lo, hi, pool=pool, budget=budget)
         except ValueError as error:  # a time that is none, or a report over its bounds
             raise Invalid("from/to", str(error), location="query") from error
         return Response(
             content,
             media_type=MEDIA_TYPES[fmt],
-            headers={"Content-Disposition": f'attachment; filename="{name}-{period}.{fmt}"'},
+            headers={"Content-Disposition": f'attachment; filename="{name}-{chosen}.{fmt}"'},
         )
 
     return router

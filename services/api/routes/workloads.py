@@ -25,7 +25,7 @@ from services.api.models import (
 from services.api.past_work import past_history, past_workload
 from services.api.routes import arrays
 from services.api.writes import workloads as writes
-from services.reports.periods import parse_time
+from services.reports.times import parse_time
 
 router = APIRouter(tags=["workloads"])
 router.include_router(arrays.router)

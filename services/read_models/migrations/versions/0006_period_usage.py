@@ -3,7 +3,7 @@ entry of its range.
 
 * ``period_usage``: per period (hour, day, week, month), pool, leaf budget, submitter and line,
   GPU-seconds charged allocated and free and the workloads with entries there
-  (``projections.period_usage``);
+  (``projections.bucket_usage``);
 * an index on ``decision_records (kind, event_time)``: a report reads the preemptions of its
   range, not every decision in it.
 

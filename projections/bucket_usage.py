@@ -1,16 +1,18 @@
-"""What the ledger charged per report period, as the projector keeps it: per period (hour,
+"""What the ledger charged per report bucket, as the projector keeps it: per bucket (hour,
 day, week and month), pool, leaf budget, submitter and line (charges or corrections), the
 GPU-seconds charged allocated and free, and how many workloads have entries there.
 
 The charges, users and utilisation reports show exactly these sums (:mod:`services.reports.
-compute`). Summed GPU-seconds add up across periods, but a workload count does not: a workload
+compute`). Summed GPU-seconds add up across buckets, but a workload count does not: a workload
 that ran all day has 24 hourly entries and counts once in the day. So the projector counts a
-workload in a period the first time one of its entries lands there, which it can tell from the
-workload's own entries (a few dozen, read by its index), and a report reads periods x budgets
+workload in a bucket the first time one of its entries lands there, which it can tell from the
+workload's own entries (a few dozen, read by its index), and a report reads buckets x budgets
 x pools rows, whatever ran in them.
 
 Pure: the projector's upkeep, the migration that builds these sums from the ledger entries
-already projected, and the tests all file entries here, one way.
+already projected, and the tests all file entries here, one way. The read models keep them in
+the table ``period_usage`` (its column ``period_start``: the bucket's start), named before a
+report's bucket had a name of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from projections.report_periods import PERIODS, Period, floor
+from projections.report_buckets import BUCKETS, Bucket, floor
 
 #: Who a workload's entries are filed under until its submission is projected.
 UNKNOWN_SUBMITTER = "(unknown)"
@@ -40,7 +42,7 @@ class Entry:
     gpu_s: int
 
 
-#: Where usage is summed, one row: (period kind, period start, pool, leaf budget, submitter,
+#: Where usage is summed, one row: (bucket kind, bucket start, pool, leaf budget, submitter,
 #: correction)
 UsageKey = tuple[str, int, str, str, str, bool]
 
@@ -57,11 +59,11 @@ class Sums:
         self.workloads += sign * other.workloads
 
 
-def _places(entry: Entry) -> list[tuple[Period, int, str, str, bool]]:
-    """Every period the entry falls in, with where it counts (not yet by whom)."""
+def _places(entry: Entry) -> list[tuple[Bucket, int, str, str, bool]]:
+    """Every bucket the entry falls in, with where it counts (not yet by whom)."""
     return [
         (kind, floor(entry.bucket_start, kind), entry.pool, entry.budget, entry.correction)
-        for kind in PERIODS
+        for kind in BUCKETS
     ]
 
 
@@ -70,7 +72,7 @@ def added(
 ) -> dict[UsageKey, Sums]:
     """What ``new`` entries add to the sums, given the ``earlier`` entries of the same
     workloads already counted: every entry's GPU-seconds, and each workload once in each
-    period, pool, budget and line where it had no entry before."""
+    bucket, pool, budget and line where it had no entry before."""
     seen = {(e.workload_id, *place) for e in earlier for place in _places(e)}
     found: dict[UsageKey, Sums] = {}
     for entry in new:
