@@ -11,6 +11,8 @@ See ``docs/agents.md`` for how to write one.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -104,6 +106,22 @@ def run_environment(run: RunRequest) -> dict[str, str]:
         env["FAIRSHARE_ARRAY_MIN"] = str(run.array.first)
         env["FAIRSHARE_ARRAY_MAX"] = str(run.array.last)
     return env
+
+
+_HINT_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def run_label(workload_id: str) -> str:
+    """A workload's name as a file name (the local adapter's run directory, a Slurm job's output):
+    ``<hint>-<sha256 of the id>``. Workload ids come from whoever may submit, so none is ever
+    used as a path itself.
+
+    The hash makes it safe (64 hex digits, whatever the id holds: ``..``, ``/``, NUL, 10 kB);
+    the hint, up to 24 of the id's letters, digits, ``_`` and ``-``, only helps people find it.
+    """
+    digest = hashlib.sha256(workload_id.encode("utf-8", "surrogatepass")).hexdigest()
+    hint = _HINT_UNSAFE.sub("_", workload_id)[:24].lstrip("-_")
+    return f"{hint}-{digest}" if hint else digest
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,34 @@ def fact_id(kind: str, workload_id: str, attempt: int) -> str:
     return derived_event_id("agent", kind, workload_id, str(attempt))
 
 
+@dataclass(frozen=True)
+class AgentSettings:
+    """What every agent is told, whichever cluster it drives (``fairshare agent``'s shared
+    options; each family's own options go to its adapter)."""
+
+    #: The cluster's name, and the pool of its nodes that name none themselves.
+    cluster: str
+    pool: str
+    #: Seconds between liveness signals per node (the scheduler's down detection).
+    heartbeat_s: float = 10.0
+    #: Seconds between the durable heartbeats that confirm occupancy for charging.
+    confirm_s: float = DEFAULT_CONFIRM_S
+    #: The grace period (SIGTERM to kill) of a run stopped because the log no longer has it
+    #: active (lost, or ended by someone else).
+    orphan_grace_s: float = 5.0
+    #: Over a shared cluster (Slurm, Kubernetes): seconds before work of this cluster whose
+    #: run the log no longer has active is removed.
+    stray_grace_s: float = 10.0
+    #: The facts' source (default ``fairshare/agent/<cluster>``).
+    source: str | None = None
+
+    def check(self) -> None:
+        if self.heartbeat_s <= 0:
+            raise ValueError("heartbeat_s: must be positive")
+        if self.confirm_s <= 0:
+            raise ValueError("confirm_s: must be positive")
+
+
 @dataclass
 class Run:
     """A run this agent incarnation knows about (started or adopted)."""
@@ -131,29 +159,21 @@ class ClusterAgent:
         self,
         adapter: ClusterAdapter,
         publisher: EventPublisher,
+        settings: AgentSettings,
         *,
-        cluster: str,
-        pool: str,
-        heartbeat_s: float = 10.0,
-        confirm_s: float = DEFAULT_CONFIRM_S,
         clock: Callable[[], float] = time.time,
-        source: str | None = None,
-        orphan_grace_s: float = 5.0,
     ) -> None:
-        """``heartbeat_s``: the liveness cadence; ``confirm_s``: the durable heartbeat's."""
-        if heartbeat_s <= 0:
-            raise ValueError("heartbeat_s: must be positive")
-        if confirm_s <= 0:
-            raise ValueError("confirm_s: must be positive")
+        settings.check()
         self.adapter = adapter
         self.publisher = publisher
-        self.cluster = cluster
-        self.pool = pool
-        self.heartbeat_s = heartbeat_s
-        self.confirm_s = confirm_s
+        self.settings = settings
+        self.cluster = settings.cluster
+        self.pool = settings.pool
+        self.heartbeat_s = settings.heartbeat_s
+        self.confirm_s = settings.confirm_s
         self.clock = clock
-        self.source = source or f"fairshare/agent/{cluster}"
-        self.orphan_grace_s = orphan_grace_s
+        self.source = settings.source or f"fairshare/agent/{settings.cluster}"
+        self.orphan_grace_s = settings.orphan_grace_s
         self.node_specs: dict[str, NodeSpec] = {spec.name: spec for spec in adapter.nodes()}
         if len(self.node_specs) != len(adapter.nodes()):
             raise ValueError("adapter.nodes(): node names must be distinct")

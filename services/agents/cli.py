@@ -4,13 +4,21 @@ Wired into the main command as ``app.add_typer(agent_app, name="agent")``. Ctrl-
 finish the current round and stop cleanly (the local agent stops its processes: a restarted
 agent reports them lost, and the scheduler requeues the resumable ones; the Slurm agent leaves
 its jobs to Slurm, and a restarted one adopts them).
+
+The options every agent takes (Kafka, the cluster and its pool, the cadences, checkpoints,
+metrics) are declared once, by :func:`_shared_options`; :func:`agent_command` gives them to each
+command, before its family's own, as one :class:`Shared`. Each command only builds its family's
+adapter from its own options and hands it to :func:`_serve`, with the loop that drives it.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,12 +34,10 @@ from services.runtime.cli_options import (
 )
 
 if TYPE_CHECKING:
-    from events import Topics
-    from services.agents.agent import ClusterAgent
+    from services.agents.adapter import ClusterAdapter
+    from services.agents.agent import AgentSettings
+    from services.agents.host import AgentLoop
     from services.agents.run_as import RunAs
-
-#: Runs an agent over Kafka until the callable says stop: (bootstrap, topics, should_stop).
-AgentRunner = Callable[[str, "Topics", Callable[[], bool]], "ClusterAgent"]
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -64,6 +70,118 @@ ConfirmOption = Annotated[
         "charging (also sent at once when a node's occupants change)",
     ),
 ]
+# options of several families (local and Slurm; Slurm and Kubernetes)
+RunAsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--run-as",
+        metavar="SUBMITTER=USER,...",
+        help="run each submitter's work as that unix user (local: its commands; Slurm: "
+        "sbatch --uid) (repeatable; needs root; root itself is refused); a submitter without "
+        "one is refused",
+    ),
+]
+RunAsFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--run-as-file",
+        metavar="FILE",
+        help="SUBMITTER=USER per line (# comments), as --run-as",
+    ),
+]
+PendingTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--pending-timeout-s",
+        min=0,
+        help="cancel (and fail) a run the cluster keeps pending this long (a Slurm job, a "
+        "run's pods); 0: never",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The options every ``fairshare agent`` command takes."""
+
+    kafka: str | None
+    kafka_config: Path | None
+    topic_prefix: str
+    cluster: str
+    pool: str | None
+    heartbeat_s: float
+    confirm_s: float
+    checkpoint_every_s: float
+    metrics_port: int
+    metrics_host: str
+
+    def settings(self, default_pool: str | None = None) -> AgentSettings:
+        """The agent's settings: its nodes in ``--pool``, else ``default_pool``, else the
+        pool named as the cluster."""
+        from services.agents.agent import AgentSettings
+
+        return AgentSettings(
+            cluster=self.cluster,
+            pool=self.pool or default_pool or self.cluster,
+            heartbeat_s=self.heartbeat_s,
+            confirm_s=self.confirm_s,
+        )
+
+
+def _shared_options(
+    kafka: KafkaOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "fairshare.",
+    cluster: ClusterOption = "",  # each command's own default: agent_command(cluster=...)
+    pool: PoolOption = None,
+    heartbeat_s: HeartbeatOption = 10.0,
+    confirm_s: ConfirmOption = 300.0,
+    checkpoint_every_s: CheckpointEveryOption = 300.0,
+    metrics_port: MetricsPortOption = 0,
+    metrics_host: MetricsHostOption = "127.0.0.1",
+) -> Shared:
+    """The shared options, declared once: :func:`agent_command` puts these parameters before
+    each command's own."""
+    return Shared(
+        kafka,
+        kafka_config,
+        topic_prefix,
+        cluster,
+        pool,
+        heartbeat_s,
+        confirm_s,
+        checkpoint_every_s,
+        metrics_port,
+        metrics_host,
+    )
+
+
+def agent_command(cluster: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a ``fairshare agent`` command: ``command(shared, **own)`` takes the shared
+    options as one :class:`Shared` (``--cluster`` defaulting to ``cluster``), then its own.
+
+    Typer reads a command's options from its signature: the command it is given takes the
+    parameters of :func:`_shared_options`, then those of ``command`` after ``shared``."""
+
+    def register(command: Callable[..., None]) -> Callable[..., None]:
+        shared = [
+            p.replace(default=cluster) if p.name == "cluster" else p
+            for p in inspect.signature(_shared_options, eval_str=True).parameters.values()
+        ]
+        own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+        names = [p.name for p in shared]
+
+        @functools.wraps(command)
+        def run(**options: Any) -> None:
+            command(_shared_options(**{name: options.pop(name) for name in names}), **options)
+
+        parameters = [*shared, *own]
+        run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": None}
+        agent_app.command()(run)
+        return command
+
+    return register
 
 
 def _serve_metrics(port: int, host: str) -> None:
@@ -74,64 +192,46 @@ def _serve_metrics(port: int, host: str) -> None:
 
 
 def _serve(
-    adapter: object,
-    kafka: str | None,
-    topic_prefix: str,
-    cluster: str,
-    pool: str,
-    hb: float,
-    confirm: float,
-    checkpoint_every_s: float = 300.0,
-    runner: AgentRunner | None = None,
+    adapter: ClusterAdapter,
+    shared: Shared,
+    settings: AgentSettings,
+    loop: AgentLoop[Any] | None = None,
 ) -> None:
-    """Run ``adapter``'s agent until Ctrl-C or SIGTERM: the generic agent, or ``runner``'s."""
+    """Run the agent of ``adapter`` (``loop`` driving it; None: the generic loop) until Ctrl-C
+    or SIGTERM."""
     from events import Topics
-    from services.agents.adapter import ClusterAdapter
-    from services.agents.host import serve
+    from services.agents.agent import ClusterAgent
+    from services.agents.serve import serve_agent
     from services.runtime.signals import stop_requested_on_signals
 
-    assert isinstance(adapter, ClusterAdapter)
-    topics = Topics(prefix=topic_prefix)
-    bootstrap = bootstrap_or_exit(kafka, topics)
+    topics = Topics(prefix=shared.topic_prefix)
+    bootstrap = bootstrap_or_exit(shared.kafka, topics)
     nodes = ", ".join(f"{n.name} ({n.gpus} x {n.gpu_type})" for n in adapter.nodes())
     console.print(
-        f"agent of cluster {cluster} (pool {pool}) on {bootstrap}: {nodes}; Ctrl-C stops",
+        f"agent of cluster {settings.cluster} (pool {settings.pool}) on {bootstrap}: {nodes}; "
+        "Ctrl-C stops",
         markup=False,
     )
     with stop_requested_on_signals() as stop:
-        if runner is not None:
-            agent = runner(bootstrap, topics, stop)
-        else:
-            agent = serve(
-                adapter,
-                bootstrap,
-                topics,
-                stop,
-                cluster=cluster,
-                pool=pool,
-                heartbeat_s=hb,
-                confirm_s=confirm,
-                checkpoint_every_s=checkpoint_every_s or None,
-            )
+        agent = serve_agent(
+            adapter,
+            settings,
+            bootstrap,
+            topics,
+            stop,
+            loop=loop or ClusterAgent,
+            checkpoint_every_s=shared.checkpoint_every_s or None,
+        )
     summary = ", ".join(f"{k} {v}" for k, v in sorted(agent.published.items())) or "nothing"
     console.print(f"stopped; published {summary}")
 
 
-@agent_app.command()
+@agent_command(cluster="sim")
 def simulated(
-    kafka: KafkaOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "fairshare.",
-    cluster: ClusterOption = "sim",
-    pool: PoolOption = None,
+    shared: Shared,
     nodes: Annotated[int, typer.Option("--nodes", min=1, help="number of nodes")] = 4,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
     gpu_type: Annotated[str, typer.Option("--gpu-type")] = "sim",
-    heartbeat_s: HeartbeatOption = 10.0,
-    confirm_s: ConfirmOption = 300.0,
-    checkpoint_every_s: CheckpointEveryOption = 300.0,
-    metrics_port: MetricsPortOption = 0,
-    metrics_host: MetricsHostOption = "127.0.0.1",
     pools: Annotated[
         str,
         typer.Option(
@@ -154,7 +254,7 @@ def simulated(
     from services.agents.topology import parse_grid
 
     several = [name.strip() for name in pools.split(",") if name.strip()]
-    if several and pool is not None:
+    if several and shared.pool is not None:
         console.print("[red]--pools:[/] not with --pool")
         raise typer.Exit(2)
     if len(several) > nodes:
@@ -165,29 +265,17 @@ def simulated(
     except ValueError as error:
         console.print(f"[red]{error}[/]")
         raise typer.Exit(2) from error
-    specs = simulated_nodes(cluster, nodes, gpus_per_node, gpu_type, pools=several, topology=grid)
-    adapter = SimulatedAdapter(specs)
-    default_pool = pool or (several[0] if several else cluster)
-    _serve_metrics(metrics_port, metrics_host)
-    _serve(
-        adapter,
-        kafka,
-        topic_prefix,
-        cluster,
-        default_pool,
-        heartbeat_s,
-        confirm_s,
-        checkpoint_every_s,
+    specs = simulated_nodes(
+        shared.cluster, nodes, gpus_per_node, gpu_type, pools=several, topology=grid
     )
+    adapter = SimulatedAdapter(specs)
+    _serve_metrics(shared.metrics_port, shared.metrics_host)
+    _serve(adapter, shared, shared.settings(several[0] if several else None))
 
 
-@agent_app.command()
+@agent_command(cluster="local")
 def local(
-    kafka: KafkaOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "fairshare.",
-    cluster: ClusterOption = "local",
-    pool: PoolOption = None,
+    shared: Shared,
     node: Annotated[
         str | None, typer.Option("--node", help="node name (default: this host's name)")
     ] = None,
@@ -203,28 +291,8 @@ def local(
             "--log-dir", help="where each run's output goes: <label>/attempt-<N>.log under it"
         ),
     ] = Path(".fairshare/agent-logs"),
-    heartbeat_s: HeartbeatOption = 10.0,
-    confirm_s: ConfirmOption = 300.0,
-    checkpoint_every_s: CheckpointEveryOption = 300.0,
-    metrics_port: MetricsPortOption = 0,
-    metrics_host: MetricsHostOption = "127.0.0.1",
-    run_as: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--run-as",
-            metavar="SUBMITTER=USER,...",
-            help="run each submitter's commands as that unix user (repeatable; needs root; "
-            "root itself is refused); a submitter without one is refused",
-        ),
-    ] = None,
-    run_as_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--run-as-file",
-            metavar="FILE",
-            help="SUBMITTER=USER per line (# comments), as --run-as",
-        ),
-    ] = None,
+    run_as: RunAsOption = None,
+    run_as_file: RunAsFileOption = None,
 ) -> None:
     """This machine: really runs each workload's spec command with CUDA_VISIBLE_DEVICES set,
     GPU readings from NVML (or virtual GPU slots without a driver)."""
@@ -241,26 +309,13 @@ def local(
     else:
         users = ", ".join(f"{s} as {u}" for s, u in mapping.submitters.items())
         console.print(f"commands run as their submitter's unix user: {users}", markup=False)
-    _serve_metrics(metrics_port, metrics_host)
-    _serve(
-        adapter,
-        kafka,
-        topic_prefix,
-        cluster,
-        pool or cluster,
-        heartbeat_s,
-        confirm_s,
-        checkpoint_every_s,
-    )
+    _serve_metrics(shared.metrics_port, shared.metrics_host)
+    _serve(adapter, shared, shared.settings())
 
 
-@agent_app.command()
+@agent_command(cluster="slurm")
 def slurm(
-    kafka: KafkaOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "fairshare.",
-    cluster: ClusterOption = "slurm",
-    pool: PoolOption = None,
+    shared: Shared,
     partition: Annotated[
         str | None,
         typer.Option("--partition", help="Slurm partition: its nodes, and where jobs go"),
@@ -268,11 +323,6 @@ def slurm(
     gpu_type: Annotated[
         str | None, typer.Option("--gpu-type", help="default: the GRES type, or 'gpu'")
     ] = None,
-    heartbeat_s: HeartbeatOption = 10.0,
-    confirm_s: ConfirmOption = 300.0,
-    checkpoint_every_s: CheckpointEveryOption = 300.0,
-    metrics_port: MetricsPortOption = 0,
-    metrics_host: MetricsHostOption = "127.0.0.1",
     drain_in_slurm: Annotated[
         bool,
         typer.Option(
@@ -303,37 +353,18 @@ def slurm(
             help="Slurm's jobcomp/filetxt log: exit codes of jobs no longer in squeue",
         ),
     ] = None,
-    pending_timeout_s: Annotated[
-        float,
-        typer.Option(
-            "--pending-timeout-s",
-            min=0,
-            help="cancel (and fail) a run Slurm keeps pending this long; 0: never",
-        ),
-    ] = 600.0,
+    pending_timeout_s: PendingTimeoutOption = 600.0,
     refresh_s: Annotated[
         float, typer.Option("--refresh-s", min=0.1, help="seconds between reads of Slurm")
     ] = 1.0,
-    run_as: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--run-as",
-            metavar="SUBMITTER=USER,...",
-            help="submit each submitter's jobs as that unix user (sbatch --uid; needs root; "
-            "root itself is refused); a submitter without one is refused",
-        ),
-    ] = None,
-    run_as_file: Annotated[
-        Path | None,
-        typer.Option("--run-as-file", metavar="FILE", help="SUBMITTER=USER per line"),
-    ] = None,
+    run_as: RunAsOption = None,
+    run_as_file: RunAsFileOption = None,
 ) -> None:
     """A Slurm cluster: each placement becomes an sbatch job pinned to its nodes and GPU
     count; starts, ends, drains and GPU use are read from Slurm (see docs/agents.md)."""
-    from services.agents.slurm import SlurmAdapter
-    from services.agents.slurm_agent import serve_slurm
-    from services.agents.slurm_commands import SlurmCli, SlurmError
-    from services.agents.slurm_submit import SubmitOptions
+    from services.agents.slurm import SlurmAdapter, SlurmAgent
+    from services.agents.slurm.commands import SlurmCli, SlurmError
+    from services.agents.slurm.submit import SubmitOptions
 
     mapping = _run_as_or_exit(run_as or [], run_as_file)
     options = SubmitOptions(
@@ -342,37 +373,22 @@ def slurm(
     try:
         adapter = SlurmAdapter(
             SlurmCli(jobcomp_log=jobcomp_log),
-            cluster=cluster,
+            cluster=shared.cluster,
             partition=partition,
             gpu_type=gpu_type,
             submit_options=options,
             run_as=mapping,
             refresh_s=refresh_s,
             pending_timeout_s=pending_timeout_s,
+            drain_in_slurm=drain_in_slurm,
         )
     except SlurmError as error:
         console.print(f"refusing to start: Slurm: {error}", markup=False)
         raise typer.Exit(2) from error
     if mapping is None:
         console.print("jobs run as this agent's user (no --run-as)")
-    the_pool = pool or cluster
-
-    def run(bootstrap: str, topics: Topics, stop: Callable[[], bool]) -> ClusterAgent:
-        return serve_slurm(
-            adapter,
-            bootstrap,
-            topics,
-            stop,
-            cluster=cluster,
-            pool=the_pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            drain_in_slurm=drain_in_slurm,
-            checkpoint_every_s=checkpoint_every_s or None,
-        )
-
-    _serve_metrics(metrics_port, metrics_host)
-    _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)
+    _serve_metrics(shared.metrics_port, shared.metrics_host)
+    _serve(adapter, shared, shared.settings(), SlurmAgent)
 
 
 def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:
@@ -398,13 +414,9 @@ def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:
     return mapping
 
 
-@agent_app.command()
+@agent_command(cluster="kubernetes")
 def kubernetes(
-    kafka: KafkaOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "fairshare.",
-    cluster: ClusterOption = "kubernetes",
-    pool: PoolOption = None,
+    shared: Shared,
     kubeconfig: Annotated[
         Path | None,
         typer.Option(
@@ -437,14 +449,7 @@ def kubernetes(
             "(schedulable again on uncordon)",
         ),
     ] = False,
-    pending_timeout_s: Annotated[
-        float,
-        typer.Option(
-            "--pending-timeout-s",
-            min=0,
-            help="delete (and fail) a run whose pods stay pending this long; 0: never",
-        ),
-    ] = 600.0,
+    pending_timeout_s: PendingTimeoutOption = 600.0,
     api_timeout_s: Annotated[
         float,
         typer.Option(
@@ -453,52 +458,28 @@ def kubernetes(
             help="exit non-zero when the API server has not answered for this long",
         ),
     ] = 30.0,
-    heartbeat_s: HeartbeatOption = 10.0,
-    confirm_s: ConfirmOption = 300.0,
-    checkpoint_every_s: CheckpointEveryOption = 300.0,
-    metrics_port: MetricsPortOption = 0,
-    metrics_host: MetricsHostOption = "127.0.0.1",
 ) -> None:
     """A Kubernetes cluster: each placement becomes one pod per node, bound to it, asking its
     GPUs; starts, ends, cordons and foreign pods are read from watches (see docs/agents.md)."""
-    from services.agents.kubernetes import KubernetesAdapter, KubernetesError, kubernetes_client
-    from services.agents.kubernetes_agent import serve_kubernetes
-    from services.agents.kubernetes_pods import PodOptions
+    from services.agents.kubernetes import KubernetesAdapter, KubernetesAgent, KubernetesError
+    from services.agents.kubernetes.adapter import kubernetes_client
+    from services.agents.kubernetes.pods import PodOptions
 
     try:
         adapter = KubernetesAdapter(
             kubernetes_client(str(kubeconfig) if kubeconfig else None),
-            PodOptions(cluster, namespace, gpu_resource, image),
+            PodOptions(shared.cluster, namespace, gpu_resource, image),
             node_selector=node_selector,
             cordon_in_kubernetes=cordon_in_kubernetes,
             pending_timeout_s=pending_timeout_s,
             api_timeout_s=api_timeout_s,
         )
-    except KubernetesError as error:
+    except Exception as error:  # KubernetesError; a kubeconfig that cannot be read, no account
         console.print(f"refusing to start: Kubernetes: {error}", markup=False)
         raise typer.Exit(2) from error
-    except Exception as error:  # a kubeconfig that cannot be read, no in-cluster account
-        console.print(f"refusing to start: Kubernetes: {error}", markup=False)
-        raise typer.Exit(2) from error
-    the_pool = pool or cluster
-
-    def run(bootstrap: str, topics: Topics, stop: Callable[[], bool]) -> ClusterAgent:
-        return serve_kubernetes(
-            adapter,
-            bootstrap,
-            topics,
-            stop,
-            cluster=cluster,
-            pool=the_pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            cordon_in_kubernetes=cordon_in_kubernetes,
-            checkpoint_every_s=checkpoint_every_s or None,
-        )
-
     try:
-        _serve_metrics(metrics_port, metrics_host)
-        _serve(adapter, kafka, topic_prefix, cluster, the_pool, heartbeat_s, confirm_s, runner=run)
+        _serve_metrics(shared.metrics_port, shared.metrics_host)
+        _serve(adapter, shared, shared.settings(), KubernetesAgent)
     except KubernetesError as error:
         console.print(f"stopping: Kubernetes: {error}", markup=False)
         raise typer.Exit(3) from error

@@ -1,164 +1,115 @@
-"""Running an agent over Kafka: catch up with the log, then follow it.
+"""The agent host: one cluster's agent over the bus port, whichever family's adapter it drives.
 
-The agent reads with a :class:`~services.bus.follower.LogFollower`, the one ordering rule of
-every reader of LiveState: every topic it needs from the first offset still there (heartbeats
-and liveness signals included, for the last time a run it cannot recover was seen), partitions
-merged by event time up to each partition's end, each kept in offset order, so that a node is
-known before the work placed on it. It first reads to the end offsets seen on start, then
-keeps following with the same follower (no consumer group, nothing is committed: the state is
-the fold of the log, rebuilt on every start from the latest checkpoint of it, or from the first
-offset).
+Every agent is put together here, the same way: the adapter its family builds from its own
+options (``services/agents/<family>/``), the settings every agent shares
+(:class:`~services.agents.agent.AgentSettings`), a publisher, and the loop that drives the
+adapter (an :class:`AgentLoop`: the generic :class:`~services.agents.agent.ClusterAgent`, or a
+family's own: Slurm's and Kubernetes' add what a cluster shared with work around Fairshare has,
+:mod:`services.agents.shared_cluster`). :func:`run_agent` then catches the agent up with the
+log, from the latest checkpoint of its fold when there is one (only the log's tail is read),
+registers its nodes and follows the log until told to stop, saving a checkpoint whenever one
+is due.
+
+The host speaks to ports only (a publisher, a reader of the log, a checkpoint store), so the
+unit tests run it on the in-memory bus; :mod:`services.agents.serve` wires it to Kafka.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
-from events import TopicKind, Topics
-from events.envelope import Envelope
+from events.positions import Delivery, TopicPartition
 from services.agents.adapter import ClusterAdapter
-from services.agents.agent import CATCH_UP_TOPICS, ClusterAgent
-from services.agents.cadence import DEFAULT_CONFIRM_S
-from services.bus.checkpoints import KafkaCheckpoints
-from services.bus.follower import LogFollower
-from services.bus.kafka import KafkaEventPublisher
+from services.agents.agent import AgentSettings, ClusterAgent
 from services.bus.port import EventPublisher
-from services.bus.signing import signed
 from services.runtime.fold_checkpoints import FoldCheckpoints
 
-A = TypeVar("A", bound=ClusterAgent)
+A = TypeVar("A", bound=ClusterAdapter)
+A_contra = TypeVar("A_contra", bound=ClusterAdapter, contravariant=True)
 
-log = logging.getLogger(__name__)
+#: Where to start reading each partition (a checkpoint's positions); None: the first offset.
+Start = dict[TopicPartition, int] | None
 
 
-def read_history(
-    bootstrap: str,
-    topics: Topics,
-    kinds: Iterable[TopicKind] = CATCH_UP_TOPICS,
+class AgentLoop(Protocol[A_contra]):
+    """What drives an adapter of one family: :class:`ClusterAgent`, and the families' own
+    loops (``SlurmAgent``, ``KubernetesAgent``) are each one."""
+
+    def __call__(
+        self,
+        adapter: A_contra,
+        publisher: EventPublisher,
+        settings: AgentSettings,
+        *,
+        clock: Callable[[], float] = ...,
+    ) -> ClusterAgent: ...
+
+
+class LogReader(Protocol):
+    """What the host follows the log with (a :class:`~services.bus.follower.LogFollower`):
+    the log up to its end in batches, then whatever comes, and how far it has read."""
+
+    positions: dict[TopicPartition, int]
+
+    def poll(self, timeout_s: float = ..., max_records: int = ...) -> list[Delivery]: ...
+
+    def commit(self) -> None: ...
+
+    def catch_up_in_batches(self, stall_timeout_s: float = ...) -> Iterator[list[Delivery]]: ...
+
+    def close(self) -> None: ...
+
+
+def host_agent(
+    adapter: A,
+    publisher: EventPublisher,
+    settings: AgentSettings,
     *,
-    timeout_s: float = 10.0,
-) -> list[Envelope[Any]]:
-    """The log up to its current end, merged by event time (each partition kept in order).
-    Records that are not valid events are skipped (their consumers dead-letter them)."""
-    follower = LogFollower(bootstrap, tuple(kinds), topics, timeout_s=timeout_s)
-    try:
-        history = [delivery.envelope for delivery in follower.catch_up()]
-    finally:
-        follower.close()
-    if follower.skipped:
-        log.warning(
-            "skipped invalid records while catching up", extra={"skipped": follower.skipped}
-        )
-    return history
+    loop: AgentLoop[A] = ClusterAgent,
+    clock: Callable[[], float] = time.time,
+) -> ClusterAgent:
+    """The agent of ``adapter``'s cluster: ``loop`` driving it, publishing to ``publisher``."""
+    return loop(adapter, publisher, settings, clock=clock)
 
 
-def run_on_kafka(
+def run_agent(
     agent: ClusterAgent,
-    bootstrap: str,
-    topics: Topics,
+    follow: Callable[[Start], LogReader],
     should_stop: Callable[[], bool],
     *,
+    checkpoints: FoldCheckpoints | None = None,
     poll_s: float = 0.2,
-    checkpoint_every_s: float | None = None,
 ) -> None:
-    """Catch ``agent`` up with the log, then run its loop until ``should_stop()``. With
-    ``checkpoint_every_s``: from the latest checkpoint of its fold (then only the log's tail),
-    saving one that often (and at once after a catch-up from the first offset)."""
-    checkpoints, start = _restore(agent, bootstrap, topics, checkpoint_every_s)
-    follower = LogFollower(bootstrap, CATCH_UP_TOPICS, topics, eager=True, start=start)
+    """Catch ``agent`` up with the log (read by ``follow(start)``: from ``start``, a
+    checkpoint's positions, or from the first offset), then run its loop until
+    ``should_stop()``. With ``checkpoints``: its fold restored from the latest one, a new one
+    saved whenever due (and at once after a catch-up from the first offset). Closes the
+    adapter, and the reader."""
+    start = _restore(agent, checkpoints)
+    reader = follow(start)
 
     def after_step() -> None:
         if checkpoints is not None and checkpoints.due():
-            checkpoints.save(agent.state, follower.positions)
+            checkpoints.save(agent.state, reader.positions)
 
     try:
         # folded as it is read (never the whole log in memory at once)
-        history = (d.envelope for batch in follower.catch_up_in_batches() for d in batch)
-        agent.run(follower, should_stop, poll_s=poll_s, history=history, after_step=after_step)
+        history = (d.envelope for batch in reader.catch_up_in_batches() for d in batch)
+        agent.run(reader, should_stop, poll_s=poll_s, history=history, after_step=after_step)
     finally:
-        follower.close()
+        reader.close()
 
 
-def _restore(
-    agent: ClusterAgent, bootstrap: str, topics: Topics, every_s: float | None
-) -> tuple[FoldCheckpoints | None, dict[tuple[str, int], int] | None]:
-    """The agent's fold from its latest checkpoint (one per cluster), and where the log's tail
-    starts; or no checkpoints at all."""
-    if not every_s:
-        return None, None
-    name = f"agent-{agent.cluster}"
-    checkpoints = FoldCheckpoints(KafkaCheckpoints(bootstrap, topics, name), every_s, name=name)
+def _restore(agent: ClusterAgent, checkpoints: FoldCheckpoints | None) -> Start:
+    """The agent's fold from the latest checkpoint, and where the log's tail starts; None
+    (the first offset) without checkpoints or without one saved yet."""
+    if checkpoints is None:
+        return None
     restored = checkpoints.restore()
     if restored is None:
         checkpoints.due_now()  # the whole log is about to be read: keep it once read
-        return checkpoints, None
+        return None
     agent.state = restored.state
-    return checkpoints, dict(restored.positions)
-
-
-def serve(
-    adapter: ClusterAdapter,
-    bootstrap: str,
-    topics: Topics,
-    should_stop: Callable[[], bool],
-    *,
-    cluster: str,
-    pool: str,
-    heartbeat_s: float = 10.0,
-    confirm_s: float = DEFAULT_CONFIRM_S,
-    poll_s: float = 0.2,
-    checkpoint_every_s: float | None = None,
-) -> ClusterAgent:
-    """An agent for ``adapter`` publishing to ``bootstrap``, run until ``should_stop()``."""
-
-    def make(publisher: EventPublisher) -> ClusterAgent:
-        return ClusterAgent(
-            adapter,
-            publisher,
-            cluster=cluster,
-            pool=pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-        )
-
-    return serve_agent(
-        make,
-        bootstrap,
-        topics,
-        should_stop,
-        cluster=cluster,
-        poll_s=poll_s,
-        checkpoint_every_s=checkpoint_every_s,
-    )
-
-
-def serve_agent(
-    make: Callable[[EventPublisher], A],
-    bootstrap: str,
-    topics: Topics,
-    should_stop: Callable[[], bool],
-    *,
-    cluster: str,
-    poll_s: float = 0.2,
-    checkpoint_every_s: float | None = None,
-) -> A:
-    """The agent ``make`` builds over a publisher to ``bootstrap``, run until
-    ``should_stop()`` (every kind of agent is served so: the generic one, Slurm's,
-    Kubernetes')."""
-    # signed with the cluster's key ($FAIRSHARE_SIGNING_KEY): it speaks for this cluster only
-    publisher = signed(KafkaEventPublisher(bootstrap, topics, client_id=f"agent-{cluster}"))
-    agent = make(publisher)
-    try:
-        run_on_kafka(
-            agent,
-            bootstrap,
-            topics,
-            should_stop,
-            poll_s=poll_s,
-            checkpoint_every_s=checkpoint_every_s,
-        )
-    finally:
-        publisher.close()
-    return agent
+    return dict(restored.positions)

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.agents.adapter import RunRequest
+
 #: Environment variables a run as another user keeps from the agent's environment. Everything
 #: else (tokens, Kafka credentials, the agent's HOME) belongs to the agent, not to the user.
 KEPT_ENVIRONMENT = ("PATH", "LANG", "LANGUAGE", "TZ")
@@ -176,3 +178,10 @@ class RunAs:
         """The submitter's identity, or None: the run must then be refused, never run as the
         agent."""
         return self._identities.get(submitter) if submitter else None
+
+
+def submitter_of(run: RunRequest) -> str:
+    """Who submitted the run, as the log says; "" when the request does not carry it (then a
+    ``run_as`` mapping refuses the run rather than guess)."""
+    value = run.submitter
+    return value if isinstance(value, str) else ""

@@ -19,13 +19,16 @@ loop, whatever the cluster: the rules are one, the cluster's words for them diff
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
 from events.envelope import Envelope, derived_event_id
 from events.models import EventData, GpuReading, NodeCordoned, NodeUncordoned
 from projections.cluster_types import ACTIVE, WorkloadState
-from services.agents.agent import ClusterAgent
+from services.agents.adapter import ClusterAdapter
+from services.agents.agent import AgentSettings, ClusterAgent
+from services.bus.port import EventPublisher
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +46,20 @@ class SharedClusterAgent(ClusterAgent):
     #: The occupant of a GPU held around Fairshare, in heartbeats.
     foreign_occupant: ClassVar[str]
 
-    def __init__(self, *args: Any, stray_grace_s: float = 10.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stray_grace_s = stray_grace_s
+    def __init__(
+        self,
+        adapter: ClusterAdapter,
+        publisher: EventPublisher,
+        settings: AgentSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(adapter, publisher, settings, clock=clock)
+        self.stray_grace_s = settings.stray_grace_s
         #: The standing Fairshare cordon of each node: (event id, by whom, reason).
         self.cordons: dict[str, tuple[str, str, str]] = {}
+        #: Fairshare's cordon events already handed to the cluster (the subclass's opt-in).
+        self.handed: set[str] = set()
         #: Strays by their cluster id, with when they were first seen stray.
         self._strays: dict[str, float] = {}
         self.cancelled_strays = 0
@@ -73,6 +85,11 @@ class SharedClusterAgent(ClusterAgent):
         """The Fairshare cordon the node has now (None when it has none)."""
         known = self.state.cluster.nodes.get(node)
         return self.cordons.get(node) if known is not None and known.cordoned else None
+
+    def cordoned(self, node: str) -> bool:
+        """Whether Fairshare has ``node`` cordoned now (by anyone)."""
+        known = self.state.cluster.nodes.get(node)
+        return known is not None and known.cordoned
 
     def follow_cluster(
         self, node: str, out: bool, reason: str, decision: tuple[str, ...], now: float

@@ -24,8 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from services.agents.slurm_parse import expand_hostlist
-
 #: Labels naming a node's block, most specific first.
 BLOCK_LABELS: tuple[str, ...] = ("fairshare.dev/block", "cloud.google.com/gce-topology-block")
 #: Labels naming its rack within the block.
@@ -47,31 +45,6 @@ def topology_from_labels(labels: Mapping[str, str]) -> tuple[str, str]:
     block = next((labels[k] for k in BLOCK_LABELS if labels.get(k)), "")
     rack = next((labels[k] for k in RACK_LABELS if labels.get(k)), "")
     return valid(block), valid(rack)
-
-
-def parse_scontrol_topology(text: str) -> Topology:
-    """``scontrol show topology`` as node -> (block, ""): a ``BlockName=`` line's nodes, or a
-    leaf switch's (``Level=0``) nodes, form a block. A node under two leaf switches (a
-    misconfiguration Slurm warns about) keeps the first, in the order listed."""
-    found: Topology = {}
-    for line in text.splitlines():
-        fields = dict(
-            token.split("=", 1)
-            for token in line.split()
-            if "=" in token and not token.startswith("=")
-        )
-        if "BlockName" in fields:
-            block = fields["BlockName"]
-        elif "SwitchName" in fields and fields.get("Level", "0") == "0":
-            block = fields["SwitchName"]
-        else:
-            continue
-        nodes = fields.get("Nodes", "")
-        if not nodes or nodes == "(null)":
-            continue
-        for node in expand_hostlist(nodes):
-            found.setdefault(node, (valid(block), ""))
-    return found
 
 
 def parse_grid(text: str) -> tuple[int, int]:

@@ -252,7 +252,7 @@ def _check_kubernetes(cluster: str, kubeconfig: Path | None) -> None:
     nothing starts (exit 2). Its agent checks its permissions itself when it starts."""
     from rich.markup import escape
 
-    from services.agents.kubernetes import kubernetes_client
+    from services.agents.kubernetes.adapter import kubernetes_client
 
     try:
         from kubernetes.client import VersionApi

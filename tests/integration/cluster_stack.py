@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from events import new_event
 from events.models import BudgetCreated, EventData, MembershipGranted
 from services.agents.agent import ClusterAgent
-from services.agents.host import run_on_kafka
+from services.agents.serve import run_on_kafka
 from services.api import LiveView, create_app, default_tokens
 from services.scheduler.host import SchedulerConfig
 from services.scheduler.serve import kafka_scheduler

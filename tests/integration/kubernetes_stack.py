@@ -12,9 +12,9 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api
 
-from services.agents.kubernetes import KubernetesAdapter
-from services.agents.kubernetes_agent import KubernetesAgent
-from services.agents.kubernetes_pods import PodOptions, PodView, run_selector
+from services.agents.agent import AgentSettings
+from services.agents.kubernetes import KubernetesAdapter, KubernetesAgent
+from services.agents.kubernetes.pods import PodOptions, PodView, run_selector
 from tests.integration.cluster_stack import ClusterStack
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.kubernetes_fixtures import (
@@ -57,16 +57,8 @@ class KubernetesStack(ClusterStack):
         )
 
     def start_agent(self, **options: Any) -> KubernetesAgent:
-        cordon = bool(options.pop("cordon_in_kubernetes", False))
-        agent = KubernetesAgent(
-            self.adapter(cordon_in_kubernetes=cordon, **options),
-            self.bus.publisher(),
-            cluster=self.cluster,
-            pool=self.pool,
-            heartbeat_s=1.0,
-            stray_grace_s=2.0,
-            cordon_in_kubernetes=cordon,
-        )
+        settings = AgentSettings(self.cluster, self.pool, heartbeat_s=1.0, stray_grace_s=2.0)
+        agent = KubernetesAgent(self.adapter(**options), self.bus.publisher(), settings)
         self.agent = agent
         self.run_agent(agent)
         return agent
@@ -88,7 +80,7 @@ class KubernetesStack(ClusterStack):
 
 
 def view(pod: Any) -> PodView:
-    from services.agents.kubernetes import _pod_view
+    from services.agents.kubernetes.adapter import _pod_view
 
     return _pod_view(pod, "nvidia.com/gpu")
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from services.agents.slurm import SlurmAdapter
-from services.agents.slurm_agent import SlurmAgent
-from services.agents.slurm_commands import SlurmCli, SlurmError
-from services.agents.slurm_parse import parse_squeue
-from services.agents.slurm_submit import SubmitOptions
+from services.agents.agent import AgentSettings
+from services.agents.slurm import SlurmAdapter, SlurmAgent
+from services.agents.slurm.commands import SlurmCli, SlurmError
+from services.agents.slurm.parse import parse_squeue
+from services.agents.slurm.submit import SubmitOptions
 from tests.integration.cluster_stack import ADMIN, ANA, BO, ClusterStack, wait_until
 from tests.integration.kafka_bus import KafkaBus
 
@@ -97,15 +97,10 @@ class Stack(ClusterStack):
             submit_options=SubmitOptions(output_dir=str(self.out)),
             refresh_s=0.3,
             pending_timeout_s=120.0,
-        )
-        agent = SlurmAgent(
-            adapter,
-            self.bus.publisher(),
-            cluster=self.cluster,
-            pool=self.pool,
-            heartbeat_s=1.0,
             drain_in_slurm=self.drain_in_slurm,
         )
+        settings = AgentSettings(self.cluster, self.pool, heartbeat_s=1.0)
+        agent = SlurmAgent(adapter, self.bus.publisher(), settings)
         self.agent = agent
         self.run_agent(agent)
         return agent

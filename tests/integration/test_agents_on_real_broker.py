@@ -26,8 +26,14 @@ from events.models import (
     WorkloadStarted,
     WorkloadSubmitted,
 )
-from services.agents import ClusterAgent, SimulatedAdapter, read_history, run_on_kafka
-from services.agents.simulated import simulated_nodes
+from services.agents import (
+    AgentSettings,
+    ClusterAgent,
+    SimulatedAdapter,
+    read_history,
+    run_on_kafka,
+    simulated_nodes,
+)
 from tests.integration.kafka_bus import KafkaBus
 
 pytestmark = [pytest.mark.broker]
@@ -47,9 +53,7 @@ class AgentThread:
         self.agent = ClusterAgent(
             SimulatedAdapter(simulated_nodes(CLUSTER, 2, 4, "h100")),
             bus.publisher(),
-            cluster=CLUSTER,
-            pool=POOL,
-            heartbeat_s=0.3,
+            AgentSettings(CLUSTER, POOL, heartbeat_s=0.3),
         )
         self._stop = threading.Event()
         self.errors: list[BaseException] = []

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from events import TopicKind
 from events.envelope import new_event
 from events.models import BudgetCreated, MembershipGranted, NodeRegistered
-from services.agents.agent import ClusterAgent
+from services.agents.agent import AgentSettings, ClusterAgent
 from services.agents.local import LocalAdapter
 from services.api import LiveView, create_app, default_tokens
 from tests.integration.cluster_stack import ClusterStack, wait_until
@@ -128,9 +128,7 @@ def test_elements_run_with_their_index_at_most_k_at_once(bus: KafkaBus, tmp_path
     agent = ClusterAgent(
         LocalAdapter("box", virtual_gpus=4, use_nvml=False, log_dir=tmp_path / "logs"),
         bus.publisher(),
-        cluster="local",
-        pool="local",
-        heartbeat_s=0.5,
+        AgentSettings("local", "local", heartbeat_s=0.5),
     )
     try:
         stack.run_agent(agent)

@@ -14,8 +14,8 @@ from kubernetes.client import CoreV1Api
 
 from events import TopicKind
 from events.models import GpuHeartbeat, NodeAlive
-from services.agents.host import read_history
-from services.agents.kubernetes_agent import FOREIGN_OCCUPANT
+from services.agents.kubernetes.agent import FOREIGN_OCCUPANT
+from services.agents.serve import read_history
 from tests.integration.cluster_stack import ADMIN, ANA, BO, wait_until
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.kubernetes_fixtures import (

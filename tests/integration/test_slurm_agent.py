@@ -14,10 +14,10 @@ import pytest
 
 from events import TopicKind
 from events.models import GpuHeartbeat
-from services.agents.host import read_history
-from services.agents.slurm_agent import FOREIGN_OCCUPANT
-from services.agents.slurm_commands import SlurmCli, SlurmError
-from services.agents.slurm_parse import parse_sinfo
+from services.agents.serve import read_history
+from services.agents.slurm.agent import FOREIGN_OCCUPANT
+from services.agents.slurm.commands import SlurmCli, SlurmError
+from services.agents.slurm.parse import parse_sinfo
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.slurm_fixtures import (
     ADMIN,

@@ -35,10 +35,13 @@ from events.topics import TopicKind
 from services.agents import (
     AGENT_TOPICS,
     CATCH_UP_TOPICS,
+    AgentLoop,
+    AgentSettings,
     ClusterAdapter,
     ClusterAgent,
     SimulatedAdapter,
     fact_id,
+    host_agent,
     simulated_nodes,
 )
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
@@ -71,7 +74,8 @@ def drain(subscriber: InMemorySubscriber) -> list[Envelope[Any]]:
 
 
 class Harness:
-    """One agent incarnation on a shared in-memory broker, driven step by step."""
+    """One agent incarnation on a shared in-memory broker (put together by the agent host),
+    driven step by step."""
 
     def __init__(
         self,
@@ -81,23 +85,18 @@ class Harness:
         clock: FakeClock | None = None,
         heartbeat_s: float = 10.0,
         confirm_s: float = 300.0,
+        loop: AgentLoop[Any] = ClusterAgent,
         start: bool = True,
     ) -> None:
+        """``loop``: what drives the adapter (the generic loop, or a family's own)."""
         self.broker = broker or InMemoryBroker()
         self.clock = clock or FakeClock()
         self.publisher = InMemoryPublisher(self.broker)
         self.adapter = adapter or SimulatedAdapter(
             simulated_nodes(CLUSTER, 2, 4, "h100"), clock=self.clock
         )
-        self.agent = ClusterAgent(
-            self.adapter,
-            self.publisher,
-            cluster=CLUSTER,
-            pool=POOL,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            clock=self.clock,
-        )
+        settings = AgentSettings(CLUSTER, POOL, heartbeat_s=heartbeat_s, confirm_s=confirm_s)
+        self.agent = host_agent(self.adapter, self.publisher, settings, loop=loop, clock=self.clock)
         self.subscriber = InMemorySubscriber(self.broker, f"agent-{uuid.uuid4()}", AGENT_TOPICS)
         if start:
             self.boot()

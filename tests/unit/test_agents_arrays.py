@@ -10,9 +10,9 @@ import pytest
 
 from events.models import WorkloadArraySubmitted, WorkloadStarted
 from services.agents.adapter import ArrayTask, RunRequest, run_environment
-from services.agents.kubernetes_pods import PodOptions, pod_manifests
-from services.agents.local import _launch
-from services.agents.slurm_submit import RESERVED_ENV, SpecError, batch_script, environment
+from services.agents.kubernetes.pods import PodOptions, pod_manifests
+from services.agents.local.adapter import _launch
+from services.agents.slurm.submit import RESERVED_ENV, SpecError, batch_script, environment
 from tests.unit.test_agents import NODE0, POOL, Harness, place
 
 TASK = ArrayTask(array_id="sweep", index=7, count=50, first=0, last=98)

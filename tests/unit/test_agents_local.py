@@ -1,6 +1,7 @@
 """The local adapter really runs commands: CUDA_VISIBLE_DEVICES, exit codes, SIGTERM then
 SIGKILL, virtual GPU slots without NVML, lost runs after a restart, and log paths that no
-workload id can steer out of the log directory."""
+workload id can steer out of the log directory. (What every adapter does, it does too:
+tests/unit/test_agent_adapter_contract.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from events.models import GpuHeartbeat, WorkloadFinished, WorkloadLost, WorkloadPreempted
 from services.agents import GpuSample, LocalAdapter, RunEnded, RunRequest, open_nvml
-from services.agents.local import run_label
+from services.agents.adapter import run_label
 from tests.unit.test_agents import (
     NODE0,
     FakeClock,
@@ -101,18 +102,6 @@ def test_a_spec_without_a_command_fails_without_running(tmp_path: Path) -> None:
     [finished] = h.facts(WorkloadFinished)
     assert (finished.outcome, finished.exit_code) == ("failed", None)
     assert "spec.command" in finished.message
-
-
-def test_stop_sends_sigterm_first(tmp_path: Path) -> None:
-    adapter = local(tmp_path)
-    running = tmp_path / "running"
-    adapter.start(request(f"touch {running}; sleep 30"))
-    wait_until(running.exists, "the command to run")
-    adapter.stop("w1", 1, grace_period_s=10)
-    began = time.monotonic()
-    ended = wait_ended(adapter)
-    assert time.monotonic() - began < 5
-    assert (ended.exit_code, ended.message) == (143, "killed by SIGTERM")
 
 
 def test_stop_kills_a_run_that_ignores_sigterm_after_the_grace(tmp_path: Path) -> None:

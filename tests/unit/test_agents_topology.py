@@ -1,5 +1,6 @@
-"""Where an agent's nodes sit (services/agents/topology.py): Slurm's topology, Kubernetes node
-labels and simulated grids, read into blocks and racks; and the agent registering them."""
+"""Where an agent's nodes sit (services/agents/topology.py; Slurm's own in slurm/parse.py):
+Slurm's topology, Kubernetes node labels and simulated grids, read into blocks and racks; and
+the agent registering them."""
 
 from __future__ import annotations
 
@@ -7,12 +8,8 @@ import pytest
 
 from events.models import NodeRegistered
 from services.agents.simulated import simulated_nodes
-from services.agents.topology import (
-    grid_place,
-    parse_grid,
-    parse_scontrol_topology,
-    topology_from_labels,
-)
+from services.agents.slurm.parse import parse_scontrol_topology
+from services.agents.topology import grid_place, parse_grid, topology_from_labels
 from tests.unit.test_slurm_adapter import NODE0, NODE1, FakeSlurm, adapter
 
 TREE = """\

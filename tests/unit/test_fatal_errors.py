@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 from events import TopicKind
 from events.envelope import Envelope
 from events.positions import Delivery, Position
-from services.agents import ClusterAgent, SimulatedAdapter, simulated_nodes
+from services.agents import AgentSettings, ClusterAgent, SimulatedAdapter, simulated_nodes
 from services.api.view import LiveView
 from services.bus.export import read_to_end
 from services.bus.follower import LogFollower
@@ -290,8 +290,7 @@ def test_the_agent_does_not_retry_a_dead_publisher() -> None:
     agent = ClusterAgent(
         SimulatedAdapter(simulated_nodes("c1", 1, 4, "h100")),
         FatalPublisher(),
-        cluster="c1",
-        pool="p1",
+        AgentSettings("c1", "p1"),
     )
     subscriber = InMemorySubscriber(broker, "agent", [])
     with pytest.raises(FatalBusError):

@@ -1,4 +1,4 @@
-"""A run as pods and pods read back (``services.agents.kubernetes_pods``), without a cluster:
+"""A run as pods and pods read back (``services.agents.kubernetes.pods``), without a cluster:
 one pod per node of a placement asking its GPUs as requests = limits; names and labels valid
 for Kubernetes whatever the ids; a spec's problems named at submit; a run's outcome from its
 pods; GPUs held by pods Fairshare did not create."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from events.types import ID_PATTERN
 from scheduling.spec_checks import pod_spec_problems
 from services.agents.adapter import RunRequest
-from services.agents.kubernetes_pods import (
+from services.agents.kubernetes.pods import (
     CLUSTER_LABEL,
     MANAGED_BY,
     MANAGER,

@@ -243,7 +243,7 @@ def test_the_scheduler_places_only_what_every_consumer_accepts(broker: InMemoryB
 def test_the_api_view_and_the_agents_fold_only_what_every_consumer_accepts(
     broker: InMemoryBroker,
 ) -> None:
-    from services.agents.host import read_history
+    from services.agents.serve import read_history
 
     _lab(broker)
     view = LiveView(LogFollower(BOOTSTRAP, VIEW_KINDS, TOPICS), topics=TOPICS)

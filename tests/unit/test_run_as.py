@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from events.models import WorkloadFinished
 from services.agents import LocalAdapter, RunEnded, RunRequest
+from services.agents.adapter import run_label
 from services.agents.cli import agent_app
-from services.agents.local import run_label
 from services.agents.run_as import (
     RunAs,
     RunAsError,

@@ -11,9 +11,9 @@ import pytest
 
 from services.agents.adapter import PlacementSpec, RunRequest
 from services.agents.run_as import RunAs, UnixIdentity
-from services.agents.slurm import SlurmAdapter
-from services.agents.slurm_commands import SlurmError
-from services.agents.slurm_parse import RunTag, job_name
+from services.agents.slurm.adapter import SlurmAdapter
+from services.agents.slurm.commands import SlurmError
+from services.agents.slurm.parse import RunTag, job_name
 
 NODE0, NODE1 = "c1-node-00", "c1-node-01"
 CLUSTER = "c1"

@@ -15,15 +15,14 @@ from events.models import (
     WorkloadPreempted,
     WorkloadStarted,
 )
-from services.agents.slurm import SlurmAdapter
-from services.agents.slurm_agent import FOREIGN_OCCUPANT, SLURM_ACTOR, SlurmAgent
-from services.agents.slurm_parse import RunTag, job_name
+from services.agents.slurm.adapter import SlurmAdapter
+from services.agents.slurm.agent import FOREIGN_OCCUPANT, SLURM_ACTOR, SlurmAgent
+from services.agents.slurm.parse import RunTag, job_name
 from services.bus.memory import InMemoryBroker
 from tests.unit.test_agents import (
     CLUSTER,
     NODE0,
     NODE1,
-    POOL,
     FakeClock,
     Harness,
     place,
@@ -42,19 +41,10 @@ def harness(
 ) -> Harness:
     """A :class:`Harness` whose agent is the Slurm agent (its adapter reads Slurm each round)."""
     clock = clock or FakeClock()
-    adapter = SlurmAdapter(slurm, cluster=CLUSTER, refresh_s=0.0, clock=clock)
-    h = Harness(adapter, broker=broker, clock=clock, start=False)
-    h.agent = SlurmAgent(
-        adapter,
-        h.publisher,
-        cluster=CLUSTER,
-        pool=POOL,
-        clock=clock,
-        drain_in_slurm=drain_in_slurm,
-        stray_grace_s=10.0,
+    adapter = SlurmAdapter(
+        slurm, cluster=CLUSTER, refresh_s=0.0, drain_in_slurm=drain_in_slurm, clock=clock
     )
-    h.boot()
-    return h
+    return Harness(adapter, broker=broker, clock=clock, loop=SlurmAgent)
 
 
 def name(wid: str, attempt: int = 1) -> str:

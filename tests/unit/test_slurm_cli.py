@@ -9,8 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from services.agents import cli
-from services.agents.slurm import SlurmAdapter
-from services.agents.slurm_commands import SlurmCli, SlurmError
+from services.agents.agent import AgentSettings
+from services.agents.slurm import SlurmAdapter, SlurmAgent
+from services.agents.slurm.commands import SlurmCli, SlurmError
 from tests.unit.test_slurm_adapter import FakeSlurm
 
 
@@ -23,10 +24,11 @@ def test_options_reach_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake(monkeypatch, FakeSlurm())
     seen: dict[str, Any] = {}
 
-    def serve(adapter: object, kafka: str | None, prefix: str, cluster: str, pool: str,
-              hb: float, confirm: float, runner: object = None) -> None:  # fmt: skip
-        seen.update(adapter=adapter, kafka=kafka, cluster=cluster, pool=pool, hb=hb,
-                    confirm=confirm, runner=runner)  # fmt: skip
+    def serve(adapter: object, shared: cli.Shared, settings: AgentSettings,
+              loop: object = None) -> None:  # fmt: skip
+        seen.update(adapter=adapter, kafka=shared.kafka, cluster=settings.cluster,
+                    pool=settings.pool, hb=settings.heartbeat_s, confirm=settings.confirm_s,
+                    loop=loop)  # fmt: skip
 
     monkeypatch.setattr(cli, "_serve", serve)
     result = CliRunner().invoke(
@@ -58,7 +60,8 @@ def test_options_reach_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     assert adapter.pending_timeout_s == 60.0
     assert adapter.options.output_dir == "/shared/logs"
     assert adapter.options.extra == ("--account=lab", "--cpus-per-gpu=8")
-    assert seen["runner"] is not None, "the Slurm agent, not the generic one"
+    assert seen["kafka"] == "127.0.0.1:1"
+    assert seen["loop"] is SlurmAgent, "the Slurm agent, not the generic one"
 
 
 def test_a_slurm_that_does_not_answer_stops_the_agent_before_kafka(

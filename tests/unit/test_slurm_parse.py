@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.agents.slurm_parse import (
+from services.agents.slurm.parse import (
     RunTag,
     SlurmParseError,
     exit_of,

@@ -13,8 +13,8 @@ import pytest
 
 from services.agents.adapter import PlacementSpec, RunRequest
 from services.agents.run_as import UnixIdentity
-from services.agents.slurm_parse import RunTag, parse_job_name
-from services.agents.slurm_submit import (
+from services.agents.slurm.parse import RunTag, parse_job_name
+from services.agents.slurm.submit import (
     SpecError,
     SubmitOptions,
     batch_script,

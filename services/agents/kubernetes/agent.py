@@ -7,9 +7,9 @@
   it has them again) are cordoned in Fairshare by ``kubernetes``, and uncordoned when that
   ends. A node that is not Ready goes silent (no signals of life): the scheduler declares it
   down. A node newly selected is registered.
-* **Fairshare's cordons in Kubernetes** (opt-in, ``cordon_in_kubernetes``): a node cordoned in
-  Fairshare is made unschedulable, annotated as Fairshare's doing, so nothing submitted around
-  Fairshare starts there either; uncordoned when Fairshare uncordons it.
+* **Fairshare's cordons in Kubernetes** (opt-in, the adapter's ``cordon_in_kubernetes``): a
+  node cordoned in Fairshare is made unschedulable, annotated as Fairshare's doing, so nothing
+  submitted around Fairshare starts there either; uncordoned when Fairshare uncordons it.
 * **Pods around Fairshare** holding GPUs are ``kubernetes:foreign``; a placement needing them
   waits; the agent never deletes a pod it did not create.
 * **Strays**: this cluster's pods whose run the log no longer has active (finished and
@@ -19,19 +19,13 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 
-from events import Topics
 from events.envelope import derived_event_id
 from events.models import NodeRegistered
 from services.agents.adapter import NodeSpec
-from services.agents.cadence import DEFAULT_CONFIRM_S
-from services.agents.host import serve_agent
-from services.agents.kubernetes import KubernetesAdapter
-from services.agents.kubernetes_pods import NodeView
+from services.agents.kubernetes.adapter import KubernetesAdapter
+from services.agents.kubernetes.pods import NodeView
 from services.agents.shared_cluster import SharedClusterAgent
-from services.bus.port import EventPublisher
 
 log = logging.getLogger(__name__)
 
@@ -45,37 +39,6 @@ class KubernetesAgent(SharedClusterAgent):
     adapter: KubernetesAdapter
     actor = KUBERNETES_ACTOR
     foreign_occupant = FOREIGN_OCCUPANT
-
-    def __init__(
-        self,
-        adapter: KubernetesAdapter,
-        publisher: EventPublisher,
-        *,
-        cluster: str,
-        pool: str,
-        cordon_in_kubernetes: bool = False,
-        stray_grace_s: float = 10.0,
-        heartbeat_s: float = 10.0,
-        confirm_s: float = DEFAULT_CONFIRM_S,
-        clock: Callable[[], float] = time.time,
-        source: str | None = None,
-        orphan_grace_s: float = 5.0,
-    ) -> None:
-        super().__init__(
-            adapter,
-            publisher,
-            cluster=cluster,
-            pool=pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            clock=clock,
-            source=source,
-            orphan_grace_s=orphan_grace_s,
-            stray_grace_s=stray_grace_s,
-        )
-        self.cordon_in_kubernetes = cordon_in_kubernetes
-        #: Cordon events already handed to Kubernetes (``cordon_in_kubernetes``).
-        self._handed: set[str] = set()
 
     def step(self) -> None:
         if self.started and self.adapter.healthy():
@@ -139,62 +102,20 @@ class KubernetesAgent(SharedClusterAgent):
         if view.gpus < registered:
             reasons.append(f"{view.gpus} of its {registered} GPUs allocatable in Kubernetes")
         reason = "; ".join(reasons)[:500]
-        standing, cordoned = self.standing_cordon(name), self._cordoned(name)
+        standing, cordoned = self.standing_cordon(name), self.cordoned(name)
         self.follow_cluster(name, bool(reasons), reason, (reason,), now)
-        if self.cordon_in_kubernetes:
+        if self.adapter.cordon_in_kubernetes:
             self._hand_to_kubernetes(view, standing, cordoned)
-
-    def _cordoned(self, name: str) -> bool:
-        node = self.state.cluster.nodes.get(name)
-        return node is not None and node.cordoned
 
     def _hand_to_kubernetes(
         self, view: NodeView, standing: tuple[str, str, str] | None, cordoned: bool
     ) -> None:
         if standing is not None and standing[1] != KUBERNETES_ACTOR:
             event_id, by, why = standing
-            if view.unschedulable or event_id in self._handed:
+            if view.unschedulable or event_id in self.handed:
                 return
             reason = f"cordoned in Fairshare by {by}" + (f": {why}" if why else "")
             if self.adapter.set_unschedulable(view.name, True, reason[:200]):
-                self._handed.add(event_id)
+                self.handed.add(event_id)
         elif not cordoned and view.cordoned_by_fairshare:
             self.adapter.set_unschedulable(view.name, False)
-
-
-def serve_kubernetes(
-    adapter: KubernetesAdapter,
-    bootstrap: str,
-    topics: Topics,
-    should_stop: Callable[[], bool],
-    *,
-    cluster: str,
-    pool: str,
-    heartbeat_s: float = 10.0,
-    confirm_s: float = DEFAULT_CONFIRM_S,
-    cordon_in_kubernetes: bool = False,
-    poll_s: float = 0.2,
-    checkpoint_every_s: float | None = None,
-) -> KubernetesAgent:
-    """A Kubernetes agent publishing to ``bootstrap``, run until ``should_stop()``."""
-
-    def make(publisher: EventPublisher) -> KubernetesAgent:
-        return KubernetesAgent(
-            adapter,
-            publisher,
-            cluster=cluster,
-            pool=pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            cordon_in_kubernetes=cordon_in_kubernetes,
-        )
-
-    return serve_agent(
-        make,
-        bootstrap,
-        topics,
-        should_stop,
-        cluster=cluster,
-        poll_s=poll_s,
-        checkpoint_every_s=checkpoint_every_s,
-    )

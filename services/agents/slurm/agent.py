@@ -1,7 +1,7 @@
 """The cluster agent over Slurm: the generic loop, plus what only a shared cluster has.
 
 :class:`SlurmAgent` is :class:`~services.agents.agent.ClusterAgent` driving a
-:class:`~services.agents.slurm.SlurmAdapter`, with four things more, each read from the
+:class:`~services.agents.slurm.adapter.SlurmAdapter`, with four things more, each read from the
 adapter's latest listing of Slurm:
 
 * **Drains decided in Slurm.** A node Slurm drains (an admin's ``scontrol update
@@ -10,9 +10,9 @@ adapter's latest listing of Slurm:
   as contracts end; when Slurm resumes it, the agent lifts its own cordon (never one an admin
   of Fairshare set). One Slurm drain is one cordon: the event id derives from the drain's reason
   and time, so a Fairshare admin who uncordons the node is not overruled by the same drain.
-* **Drains decided in Fairshare** (opt-in, ``drain_in_slurm``): a node cordoned in Fairshare is
-  drained in Slurm (reason ``fairshare: ...``) so that nothing submitted around Fairshare starts
-  there either, and resumed when Fairshare uncordons it.
+* **Drains decided in Fairshare** (opt-in, the adapter's ``drain_in_slurm``): a node cordoned
+  in Fairshare is drained in Slurm (reason ``fairshare: ...``) so that nothing submitted
+  around Fairshare starts there either, and resumed when Fairshare uncordons it.
 * **Jobs submitted around Fairshare.** GPUs that Slurm gave to jobs the agent did not submit
   are reported in liveness signals and heartbeats with the occupant ``slurm:foreign``, and a
   placement that would need them waits (it is not submitted to pend in Slurm while Fairshare
@@ -33,13 +33,11 @@ import re
 import time
 from collections.abc import Callable
 
-from events import Topics
 from events.types import TEXT_PATTERN
-from services.agents.cadence import DEFAULT_CONFIRM_S
-from services.agents.host import serve_agent
+from services.agents.agent import AgentSettings
 from services.agents.shared_cluster import SharedClusterAgent
-from services.agents.slurm import SlurmAdapter
-from services.agents.slurm_parse import FAIRSHARE_REASON_PREFIX, SlurmNode
+from services.agents.slurm.adapter import SlurmAdapter
+from services.agents.slurm.parse import FAIRSHARE_REASON_PREFIX, SlurmNode
 from services.bus.port import EventPublisher
 
 log = logging.getLogger(__name__)
@@ -67,32 +65,11 @@ class SlurmAgent(SharedClusterAgent):
         self,
         adapter: SlurmAdapter,
         publisher: EventPublisher,
+        settings: AgentSettings,
         *,
-        cluster: str,
-        pool: str,
-        drain_in_slurm: bool = False,
-        stray_grace_s: float = 10.0,
-        heartbeat_s: float = 10.0,
-        confirm_s: float = DEFAULT_CONFIRM_S,
         clock: Callable[[], float] = time.time,
-        source: str | None = None,
-        orphan_grace_s: float = 5.0,
     ) -> None:
-        super().__init__(
-            adapter,
-            publisher,
-            cluster=cluster,
-            pool=pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            clock=clock,
-            source=source,
-            orphan_grace_s=orphan_grace_s,
-            stray_grace_s=stray_grace_s,
-        )
-        self.drain_in_slurm = drain_in_slurm
-        #: Cordon events already handed to Slurm as a drain (``drain_in_slurm``).
-        self._handed: set[str] = set()
+        super().__init__(adapter, publisher, settings, clock=clock)
         #: Nodes resumed in Slurm, with the listing time it was done at (once per listing).
         self._resumed: dict[str, float] = {}
 
@@ -121,17 +98,13 @@ class SlurmAgent(SharedClusterAgent):
 
     def _sync_node(self, slurm: SlurmNode, now: float) -> None:
         name = slurm.name
-        standing, cordoned = self.standing_cordon(name), self._cordoned(name)
+        standing, cordoned = self.standing_cordon(name), self.cordoned(name)
         if not slurm.drained_by_fairshare:  # Fairshare's own drain is no decision of Slurm's
             reason = _short_text(f"drained in Slurm: {slurm.reason or slurm.state}")
             decision = (slurm.reason_time, slurm.reason)
             self.follow_cluster(name, slurm.drained, reason, decision, now)
-        if self.drain_in_slurm:
+        if self.adapter.drain_in_slurm:
             self._hand_to_slurm(slurm, standing, cordoned)
-
-    def _cordoned(self, name: str) -> bool:
-        node = self.state.cluster.nodes.get(name)
-        return node is not None and node.cordoned
 
     def _hand_to_slurm(
         self, slurm: SlurmNode, standing: tuple[str, str, str] | None, cordoned: bool
@@ -139,51 +112,13 @@ class SlurmAgent(SharedClusterAgent):
         name = slurm.name
         if standing is not None and standing[1] != SLURM_ACTOR:
             event_id, by, why = standing
-            if slurm.drained or slurm.unreachable or event_id in self._handed:
+            if slurm.drained or slurm.unreachable or event_id in self.handed:
                 return
             reason = f"{FAIRSHARE_REASON_PREFIX} cordoned by {by}" + (f": {why}" if why else "")
             if self.adapter.drain(name, _short_text(reason, 200).replace("\n", " ")):
-                self._handed.add(event_id)
+                self.handed.add(event_id)
         elif not cordoned and slurm.drained_by_fairshare:
             taken = self.adapter.snapshot.taken_at if self.adapter.snapshot else 0.0
             if self._resumed.get(name) != taken:
                 self._resumed[name] = taken
                 self.adapter.resume(name)
-
-
-def serve_slurm(
-    adapter: SlurmAdapter,
-    bootstrap: str,
-    topics: Topics,
-    should_stop: Callable[[], bool],
-    *,
-    cluster: str,
-    pool: str,
-    heartbeat_s: float = 10.0,
-    confirm_s: float = DEFAULT_CONFIRM_S,
-    drain_in_slurm: bool = False,
-    poll_s: float = 0.2,
-    checkpoint_every_s: float | None = None,
-) -> SlurmAgent:
-    """A Slurm agent publishing to ``bootstrap``, run until ``should_stop()``."""
-
-    def make(publisher: EventPublisher) -> SlurmAgent:
-        return SlurmAgent(
-            adapter,
-            publisher,
-            cluster=cluster,
-            pool=pool,
-            heartbeat_s=heartbeat_s,
-            confirm_s=confirm_s,
-            drain_in_slurm=drain_in_slurm,
-        )
-
-    return serve_agent(
-        make,
-        bootstrap,
-        topics,
-        should_stop,
-        cluster=cluster,
-        poll_s=poll_s,
-        checkpoint_every_s=checkpoint_every_s,
-    )

@@ -188,7 +188,7 @@ def pod_manifests(run: RunRequest, options: PodOptions) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class PodView:
-    """What the agent needs of a pod (``services.agents.kubernetes`` reads it from the API)."""
+    """What the agent needs of a pod (the adapter reads it from the API server)."""
 
     name: str
     namespace: str

@@ -8,25 +8,24 @@ Each run is its own process group, so a stop reaches the shell and its children:
 SIGKILL once the grace period is over. An exit status of 0 is success; death by signal N is
 reported as exit code 128 + N.
 
-GPU readings come from NVML (``pynvml``, package nvidia-ml-py) when a driver is present; if
+GPU readings come from NVML (:mod:`services.agents.local.nvml`) when a driver is present; if
 NVML cannot start, the node has ``virtual_gpus`` slots that read 0 % and 0 bytes. Processes of
 a previous incarnation of the agent cannot be recovered: :meth:`LocalAdapter.adopt` says so,
 and the agent reports them lost (resumable ones are requeued by the scheduler).
 
 Workload ids come from whoever may submit, so none of them is ever used as a path: a run's
 output goes to ``<log_dir>/<label>/attempt-<N>.log``, where the label is a SHA-256 of the id
-(:func:`run_label`), and the directory is checked to be a child of ``log_dir`` before anything
-is written. With ``run_as`` (:mod:`services.agents.run_as`) each command runs as its
-submitter's unix user, in a scrubbed environment; see ``docs/agents.md`` for the trust model.
+(:func:`~services.agents.adapter.run_label`), and the directory is checked to be a child of
+``log_dir`` before anything is written. With ``run_as`` (:mod:`services.agents.run_as`) each
+command runs as its submitter's unix user, in a scrubbed environment; see ``docs/agents.md``
+for the trust model.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -34,72 +33,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
-from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest, run_environment
-from services.agents.run_as import RunAs, UnixIdentity
+from services.agents.adapter import (
+    GpuSample,
+    NodeSpec,
+    RunEnded,
+    RunRequest,
+    run_environment,
+    run_label,
+)
+from services.agents.local.nvml import GpuProbe, open_nvml
+from services.agents.run_as import RunAs, UnixIdentity, submitter_of
 
 log = logging.getLogger(__name__)
-
-
-class GpuProbe(Protocol):
-    """What the local adapter reads GPUs with: NVML, or a stand-in in tests."""
-
-    count: int
-
-    def gpu_type(self) -> str: ...
-
-    def sample(self, index: int) -> GpuSample: ...
-
-    def shutdown(self) -> None: ...
-
-
-class Nvml:
-    """The few NVML calls the agent makes, behind one object (a :class:`GpuProbe`)."""
-
-    def __init__(self) -> None:
-        import pynvml  # type: ignore[import-untyped]
-
-        pynvml.nvmlInit()
-        self._nvml: Any = pynvml
-        self.count: int = int(pynvml.nvmlDeviceGetCount())
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
-
-    def gpu_type(self) -> str:
-        if not self._handles:
-            return "none"
-        name = self._nvml.nvmlDeviceGetName(self._handles[0])
-        text = name.decode() if isinstance(name, bytes) else str(name)
-        return "-".join(text.split()) or "gpu"
-
-    def sample(self, index: int) -> GpuSample:
-        handle = self._handles[index]
-        memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
-        rates = self._nvml.nvmlDeviceGetUtilizationRates(handle)
-        total = int(memory.total)
-        return GpuSample(
-            index=index,
-            utilisation_pct=float(min(100, max(0, rates.gpu))),
-            memory_used_bytes=min(int(memory.used), total),
-            memory_total_bytes=total,
-        )
-
-    def shutdown(self) -> None:
-        with contextlib.suppress(Exception):  # a library that may be half gone
-            self._nvml.nvmlShutdown()
-
-
-def open_nvml() -> Nvml | None:
-    """NVML if a driver answers, else None (never raises: no GPU is a normal case)."""
-    try:
-        nvml = Nvml()
-    except Exception as error:  # pynvml raises many kinds
-        log.info("NVML unavailable; using virtual GPU slots", extra={"reason": str(error)})
-        return None
-    if nvml.count == 0:
-        nvml.shutdown()
-        return None
-    return nvml
 
 
 @dataclass
@@ -119,29 +66,9 @@ def _argv(command: object) -> list[str] | None:
     return None
 
 
-_HINT_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
-
 #: Runs as another user change directory as that user, not as the agent: a ``cwd`` the user may
 #: not enter must fail, where a ``chdir`` done by root before dropping privileges would succeed.
 _CD_THEN_EXEC = 'cd -- "$1" || exit 126; shift; exec "$@"'
-
-
-def run_label(workload_id: str) -> str:
-    """The name of a workload's run directory: ``<hint>-<sha256 of the id>``.
-
-    The hash makes it safe (64 hex digits, whatever the id holds: ``..``, ``/``, NUL, 10 kB);
-    the hint, up to 24 of the id's letters, digits, ``_`` and ``-``, only helps people find it.
-    """
-    digest = hashlib.sha256(workload_id.encode("utf-8", "surrogatepass")).hexdigest()
-    hint = _HINT_UNSAFE.sub("_", workload_id)[:24].lstrip("-_")
-    return f"{hint}-{digest}" if hint else digest
-
-
-def submitter_of(run: RunRequest) -> str:
-    """Who submitted the run, as the log says; "" when the request does not carry it (then a
-    ``run_as`` mapping refuses the run rather than guess)."""
-    value = run.submitter
-    return value if isinstance(value, str) else ""
 
 
 class LogPathError(RuntimeError):

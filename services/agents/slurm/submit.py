@@ -22,10 +22,9 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.agents.adapter import RUN_ENVIRONMENT, RunRequest, run_environment
-from services.agents.local import run_label
+from services.agents.adapter import RUN_ENVIRONMENT, RunRequest, run_environment, run_label
 from services.agents.run_as import UnixIdentity
-from services.agents.slurm_parse import RunTag, job_comment, job_name
+from services.agents.slurm.parse import RunTag, job_comment, job_name
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Set by the agent; a spec may not override them.
@@ -42,7 +41,7 @@ class SubmitOptions:
 
     partition: str | None = None
     #: A directory on the nodes for the jobs' output (``<label>-attempt-<N>.log``, the label
-    #: being :func:`~services.agents.local.run_label`); None: Slurm's default, ``slurm-%j.out``
+    #: being :func:`~services.agents.adapter.run_label`); None: Slurm's default, ``slurm-%j.out``
     #: in the job's working directory.
     output_dir: str | None = None
     #: More ``sbatch`` options (``--account=lab``, ``--cpus-per-gpu=8``); they come before the

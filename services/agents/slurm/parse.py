@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from events.types import ID_PATTERN, MAX_ID_LENGTH
+from services.agents.topology import Topology, valid
 
 #: ``sinfo --Format``: one node per line (``--Node``), ``|`` after each field, reason last.
 SINFO_FORMAT = "NodeList:|,StateComplete:|,Gres:|,GresUsed:|,Timestamp:|,Reason:"
@@ -418,3 +419,28 @@ def foreign_gpus(
         known = None if ours is None else ours.get(job.job_id)
         mine += known if known is not None else job.gpus_on(node.name)
     return max(0, node.gpus_used - mine)
+
+
+def parse_scontrol_topology(text: str) -> Topology:
+    """``scontrol show topology`` as node -> (block, ""): a ``BlockName=`` line's nodes, or a
+    leaf switch's (``Level=0``) nodes, form a block. A node under two leaf switches (a
+    misconfiguration Slurm warns about) keeps the first, in the order listed."""
+    found: Topology = {}
+    for line in text.splitlines():
+        fields = dict(
+            token.split("=", 1)
+            for token in line.split()
+            if "=" in token and not token.startswith("=")
+        )
+        if "BlockName" in fields:
+            block = fields["BlockName"]
+        elif "SwitchName" in fields and fields.get("Level", "0") == "0":
+            block = fields["SwitchName"]
+        else:
+            continue
+        nodes = fields.get("Nodes", "")
+        if not nodes or nodes == "(null)":
+            continue
+        for node in expand_hostlist(nodes):
+            found.setdefault(node, (valid(block), ""))
+    return found

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from services.agents.slurm_parse import SINFO_FORMAT, SQUEUE_FORMAT
+from services.agents.slurm.parse import SINFO_FORMAT, SQUEUE_FORMAT
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A Kubernetes cluster behind the adapter interface: Fairshare decides, Kubernetes executes.
 
 Each run is one pod per node of its placement, bound by ``spec.nodeName``
-(:mod:`services.agents.kubernetes_pods`: names, labels, the spec's mapping). What happens to
+(:mod:`services.agents.kubernetes.pods`: names, labels, the spec's mapping). What happens to
 them is read from two watches, of the selected nodes and of every pod (foreign pods hold GPUs
 too), each kept by a thread as a cache: listed, then watched from the listing's
 resourceVersion, resumed from the last one seen when a watch ends, listed again when the API
@@ -43,7 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from events.types import ID_PATTERN
 from scheduling.spec_checks import CORDON_ANNOTATION
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
-from services.agents.kubernetes_pods import (
+from services.agents.kubernetes.pods import (
     NodeView,
     PodOptions,
     PodSpecError,

@@ -1,11 +1,11 @@
 """A Slurm cluster behind the adapter interface: Fairshare decides, Slurm executes.
 
 Each run is one batch job pinned to the nodes and GPU count of its placement
-(:mod:`services.agents.slurm_submit`), named ``<workload>+<attempt>+<cluster>`` so that a
+(:mod:`services.agents.slurm.submit`), named ``<workload>+<attempt>+<cluster>`` so that a
 restarted agent finds the jobs it submitted (:meth:`SlurmAdapter.adopt`) and never submits one
 twice (:meth:`SlurmAdapter.start` looks for the name first). What happens to a job is read from
 Slurm itself: one ``sinfo`` and one ``squeue --states=all`` per round, at most every
-``refresh_s`` (:mod:`services.agents.slurm_parse`); a job that has already left slurmctld's
+``refresh_s`` (:mod:`services.agents.slurm.parse`); a job that has already left slurmctld's
 memory is looked up in the job-completion log, when there is one.
 
 A stop is ``scancel --signal=TERM --full`` (every process of the job), then, once the grace
@@ -16,7 +16,7 @@ reported failed with Slurm's reason, rather than charged as running while it is 
 
 A node Slurm marks down or not responding is unreachable: no heartbeats (the scheduler then
 declares it down), nothing started or stopped there. Drains, and the GPUs held by jobs Fairshare
-did not submit, are the business of :class:`~services.agents.slurm_agent.SlurmAgent`, which
+did not submit, are the business of :class:`~services.agents.slurm.agent.SlurmAgent`, which
 reads them from this adapter.
 """
 
@@ -31,10 +31,9 @@ from functools import cached_property
 
 from events.types import ID_PATTERN
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
-from services.agents.local import submitter_of
-from services.agents.run_as import RunAs
-from services.agents.slurm_commands import SlurmControl, SlurmError
-from services.agents.slurm_parse import (
+from services.agents.run_as import RunAs, submitter_of
+from services.agents.slurm.commands import SlurmControl, SlurmError
+from services.agents.slurm.parse import (
     JobEnd,
     RunTag,
     SlurmJob,
@@ -43,11 +42,11 @@ from services.agents.slurm_parse import (
     foreign_gpus,
     job_name,
     parse_jobcomp,
+    parse_scontrol_topology,
     parse_sinfo,
     parse_squeue,
 )
-from services.agents.slurm_submit import SpecError, SubmitOptions, submission
-from services.agents.topology import parse_scontrol_topology
+from services.agents.slurm.submit import SpecError, SubmitOptions, submission
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +127,7 @@ class SlurmAdapter:
         run_as: RunAs | None = None,
         refresh_s: float = 1.0,
         pending_timeout_s: float = 600.0,
+        drain_in_slurm: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.slurm = slurm
@@ -137,6 +137,8 @@ class SlurmAdapter:
         self.run_as = run_as
         self.refresh_s = refresh_s
         self.pending_timeout_s = pending_timeout_s
+        #: Drain in Slurm the nodes cordoned in Fairshare (the Slurm agent does it).
+        self.drain_in_slurm = drain_in_slurm
         self.clock = clock
         self._snapshot: Snapshot | None = None
         self._outage: _Outage | None = None
