@@ -15,6 +15,7 @@ from sortedcontainers import SortedList
 
 from projections.array_gates import ArrayGate
 from projections.cluster_types import NodeState, QueueKey, QueueKind, WorkloadState
+from projections.contract import contract_end
 
 
 class PoolIndex:
@@ -99,7 +100,8 @@ class ClusterIndexes:
         self.cordoned_nodes: set[str] = set()
         self.down_nodes: set[str] = set()
         #: Possible preemption victims, per pool: running allocated work by the time its
-        #: contract ends (victims once that time has passed), and active unallocated work.
+        #: contract ends (``contract_end``: victims once ``now`` has reached it, exactly when
+        #: ``WorkloadState.contract_over``), and active unallocated work.
         self.contract_ends: dict[str, SortedList[tuple[float, str]]] = {}
         self.unallocated_active: dict[str, set[str]] = {}
         #: Allocated GPUs each budget holds per pool (placed or running, no preempt command
@@ -189,7 +191,7 @@ class ClusterIndexes:
         for holder in set(node.assigned.values()):
             run = workloads.get(holder)
             if run is not None and run.allocated and run.started_at is not None:
-                bound = max(bound, run.started_at + run.min_runtime_s)
+                bound = max(bound, contract_end(run.started_at, run.min_runtime_s))
         was = self.contract_bounds.get(node.name, -math.inf)
         if bound != was:
             ready = self.by_ready.setdefault(node.pool, SortedList())
@@ -284,7 +286,7 @@ class ClusterIndexes:
     def contract_started(self, workload: WorkloadState, now: float) -> None:
         if workload.allocated and not workload.preempting:
             self.contract_ends.setdefault(workload.pool or "", SortedList()).add(
-                (now + workload.min_runtime_s, workload.workload_id)
+                (contract_end(now, workload.min_runtime_s), workload.workload_id)
             )
 
     def unallocated_placed(self, workload: WorkloadState) -> None:
@@ -295,8 +297,7 @@ class ClusterIndexes:
         pool = workload.pool or ""
         if workload.allocated:
             if workload.started_at is not None and pool in self.contract_ends:
-                self.contract_ends[pool].discard(
-                    (workload.started_at + workload.min_runtime_s, workload.workload_id)
-                )
+                end = contract_end(workload.started_at, workload.min_runtime_s)
+                self.contract_ends[pool].discard((end, workload.workload_id))
         else:
             self.unallocated_active.get(pool, set()).discard(workload.workload_id)

@@ -13,6 +13,7 @@ from typing import Literal
 from events.models import (
     WorkloadArraySubmitted,
 )
+from projections.contract import inside_contract
 
 Status = Literal[
     "pending", "placed", "running", "succeeded", "failed", "cancelled", "preempted", "lost"
@@ -130,7 +131,11 @@ class WorkloadState:
         return 0.0 if self.started_at is None else max(0.0, now - self.started_at)
 
     def contract_over(self, now: float) -> bool:
-        return self.started_at is not None and self.ran_s(now) >= self.min_runtime_s
+        """Whether it has started and is past its contract at ``now`` (always, once started,
+        without one): the one rule, ``projections/contract.py``."""
+        return self.started_at is not None and not inside_contract(
+            self.started_at, self.min_runtime_s, now
+        )
 
 
 @dataclass(slots=True)

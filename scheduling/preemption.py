@@ -117,16 +117,12 @@ class VictimIndex:
         self.tier1_gpus = 0
         #: Every indexed run: (tier, budget, GPUs, nodes it is listed on).
         self._members: dict[str, tuple[int, str, int, tuple[str, ...]]] = {}
-        #: Runs whose contract end the state's index puts at or before ``now`` while
-        #: ``contract_over`` does not agree yet (float rounding): looked at again next time.
-        self._deferred: set[str] = set()
         for workload_id in cluster.preemptible(pool, now):
             self.refresh(cluster, workload_id, now)
 
     def refresh(self, cluster: ClusterState, workload_id: str, now: float) -> None:
         """Index ``workload_id`` as it stands at ``now``: in, out, or as it was."""
         self._discard(workload_id)
-        self._deferred.discard(workload_id)
         workload = cluster.workloads.get(workload_id)
         if (
             workload is None
@@ -137,11 +133,7 @@ class VictimIndex:
         ):
             return
         if workload.allocated and not workload.contract_over(now):
-            if workload.started_at is not None and (
-                workload.started_at + workload.min_runtime_s <= now
-            ):
-                self._deferred.add(workload_id)
-            return
+            return  # inside its contract (or not started): never a victim
         tier = 1 if workload.allocated else 0
         started = workload.started_at if workload.started_at is not None else 0.0
         nodes: list[str] = []
@@ -228,7 +220,6 @@ class VictimIndex:
         and a fresh one of the same state at the same instant must agree on it."""
         return (
             dict(self._members),
-            frozenset(self._deferred),
             {node: frozenset(c.workload_id for c in found) for node, found in self.by_node.items()},
             frozenset(self.tier0),
             self.tier0_gpus,
@@ -314,7 +305,9 @@ def victim_index(cluster: ClusterState, pool: str, now: float, memo: PreemptionM
         and kept.cursor <= len(changes)
     ):
         index = kept.index
-        refresh = set(changes[kept.cursor :]) | index._deferred
+        refresh = set(changes[kept.cursor :])
+        # The index dates each contract's end by ``projections.contract.contract_end``, the
+        # rule ``contract_over`` reads too: a run whose end has come is past its contract.
         ends = cluster.indexes.contract_ends.get(pool)
         if ends and now > kept.now:
             refresh.update(

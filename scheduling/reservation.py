@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from events.times import HOUR
 from projections.cluster_state import ClusterState
 from projections.cluster_types import WorkloadState
+from projections.contract import contract_end
 from scheduling.placement import needs_whole_nodes
 from scheduling.preemption import VictimIndex
 from scheduling.time_limits import TimeLimits, expected_end
@@ -132,9 +133,10 @@ def _ready_at(
                 return math.inf  # past its contract and still no victim: no telling when
             ready = max(ready, over)
         else:
+            # Not started yet: its contract would count from now at the earliest.
             started = run.started_at if run.started_at is not None else now
-            contract_end = started + run.min_runtime_s
-            ready = max(ready, contract_end if over is None else min(contract_end, over))
+            end = contract_end(started, run.min_runtime_s)
+            ready = max(ready, end if over is None else min(end, over))
         if ready > deadline:
             return math.inf
     return ready

@@ -22,6 +22,7 @@ from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.cluster_types import NodeState, QueueKey, WorkloadState
+from projections.contract import contract_end
 from scheduling.fairshare_order import FairShareOrder
 from scheduling.pending_codes import PendingCode as PendingCode
 from scheduling.placement import largest_node, needs_whole_nodes
@@ -569,7 +570,7 @@ def blockers(
         if running.started_at is None:
             not_started.append(running.workload_id)
         elif not running.contract_over(now):
-            end = running.started_at + running.min_runtime_s
+            end = contract_end(running.started_at, running.min_runtime_s)
             frees = None if whole else _frees(cluster, running, workload.gpus)
             protected.append(
                 Hold(

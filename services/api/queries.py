@@ -20,6 +20,7 @@ from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState
 from projections.cluster_types import TERMINAL, NodeState, WorkloadState
+from projections.contract import contract_end
 from projections.figures import Bins, BudgetSeries, PoolFigures, wanted
 from projections.live_state import LiveState
 from scheduling.fairshare_order import FairShareOrder
@@ -87,15 +88,15 @@ def workload_view(
 ) -> m.WorkloadView:
     """A workload, with its elapsed time and contract left at ``now`` (None: not computed), and
     with ``window_s`` (and ``now``), its estimated start while it is pending."""
-    contract_end = None
+    ends = None
     if workload.allocated and workload.started_at is not None:
-        contract_end = workload.started_at + workload.min_runtime_s
+        ends = contract_end(workload.started_at, workload.min_runtime_s)
     elapsed = contract_left = None
     if now is not None and workload.started_at is not None:
         until = workload.ended_at if workload.ended_at is not None else now
         elapsed = max(0, round(until - workload.started_at))
-        if contract_end is not None and workload.status in ("placed", "running"):
-            contract_left = max(0, round(contract_end - now))
+        if ends is not None and workload.status in ("placed", "running"):
+            contract_left = max(0, round(ends - now))
     limit = estimates.run_limit(state, workload, now if now is not None else workload.submitted_at)
     estimate = None
     if now is not None and window_s is not None and workload.status == "pending":
@@ -120,7 +121,7 @@ def workload_view(
         submitted_at=iso(workload.submitted_at),
         placed_at=iso(workload.placed_at),
         started_at=iso(workload.started_at),
-        contract_ends_at=iso(contract_end),
+        contract_ends_at=iso(ends),
         preempting=workload.preempting,
         cancel_requested=workload.cancel_requested,
         name=workload_name(workload.spec),

@@ -14,6 +14,7 @@ from typing import Any
 from events.models import PreemptCommand
 from events.times import DEFAULT_WINDOW_S
 from projections.cluster_types import WorkloadState
+from projections.contract import contract_end
 from projections.live_state import CommandRecord, LiveState
 from scheduling import why_pending as why
 from services.api import models as m
@@ -187,8 +188,8 @@ def _why_summary(
         where = ", ".join(node for node, _gpus in workload.placement)
         text = f"{workload.status} on {where}"
         if workload.allocated and workload.started_at is not None:
-            end = workload.started_at + workload.min_runtime_s
-            if end > now:
+            end = contract_end(workload.started_at, workload.min_runtime_s)
+            if now < end:  # inside its contract (projections.contract.inside_contract)
                 text += f"; its contract protects it until {clock_time(end, now)}"
             else:
                 text += "; its contract is over: work of budgets ranking ahead may preempt it"

@@ -46,6 +46,7 @@ from events.times import DEFAULT_WINDOW_S, HOUR, as_logged, fold_instant
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.cluster_types import WorkloadState
+from projections.contract import contract_end, inside_contract
 from projections.figures import wanted
 from projections.ledger import Ledger
 from projections.steps import Steps
@@ -145,13 +146,24 @@ class PreemptionRecord:
     workload_id: str
     budget: str
     reason: str
-    ran_s: float
+    #: When the stopped attempt started, as the fold dates it (None: it had not started).
+    started_at: float | None
     min_runtime_s: int
     allocated: bool
 
     @property
     def violates_contract(self) -> bool:
-        return self.allocated and self.ran_s + 1e-6 < self.min_runtime_s
+        """An allocated run stopped inside its contract, by the one rule
+        (``projections/contract.py``) at the whole second the log dates the stop: the contract
+        counts from the start as the log dates it, which the policy protects; the engine's own
+        clock is finer, and measured from it a stop at the contract's last second would read
+        as a violation by a fraction of a second. A run stopped before it started counts too
+        (the policy never stops one there)."""
+        if not self.allocated:
+            return False
+        if self.started_at is None:
+            return True
+        return inside_contract(self.started_at, self.min_runtime_s, fold_instant(self.time))
 
 
 def hourly(steps: Steps, start: float, end: float) -> dict[int, float]:
@@ -423,7 +435,12 @@ class Simulation:
         done = self.now + run.overhead + run.remaining
         run.ends_at_limit = self.now + limit < done
         self.push(min(done, self.now + limit), FINISH, workload_id, attempt)
-        self.push(self.now + workload.min_runtime_s, WAKE)
+        # A pass once its contract is over, by the engine's own clock: at or after the fold's
+        # end (the fold dates the start at its whole second), never before it. Unallocated
+        # work (no contract) asks for one at once. Kept on the engine's clock on purpose:
+        # waking at the fold's end instead would move the replay's passes, and its log.
+        wake = contract_end(self.now, workload.min_runtime_s) if workload.allocated else self.now
+        self.push(wake, WAKE)
 
     def on_finish(self, workload_id: str, attempt: int) -> None:
         workload = self.cluster.workloads[workload_id]
@@ -581,19 +598,13 @@ class Simulation:
                 if command.decision.reason == "cancel":
                     continue  # its submitter's wish, not a preemption
                 workload = self.cluster.workloads[command.workload_id]
-                # The contract counts from the start as the log dates it (whole seconds, as
-                # every fold reads it), which the policy protects; the engine's own clock is
-                # finer, and measured from it a stop at the contract's last second read as a
-                # violation by a fraction of a second.
-                started = workload.started_at
-                ran = fold_instant(self.now) - started if started is not None else 0.0
                 self.preemptions.append(
                     PreemptionRecord(
                         self.now,
                         command.workload_id,
                         workload.budget,
                         command.decision.reason,
-                        ran,
+                        workload.started_at,
                         workload.min_runtime_s,
                         workload.allocated,
                     )
