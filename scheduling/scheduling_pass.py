@@ -54,7 +54,7 @@ from events.models import (
     WorkloadRequeued,
 )
 from events.models.commands import ReasonCode
-from events.prevalidated import prevalidated as trusted
+from events.prevalidated import prevalidated
 from events.times import DEFAULT_WINDOW_S, fold_instant
 from events.times import utc_from_epoch as _utc
 from projections.budget_tree import BudgetTree
@@ -212,7 +212,7 @@ class SchedulingPass:
             for budget in budgets:
                 ratio = order.ratio(budget)
                 standings.append(
-                    trusted(
+                    prevalidated(
                         BudgetStanding,
                         budget=budget,
                         rank=ranks.get(budget, len(ranks) + 1),
@@ -221,7 +221,7 @@ class SchedulingPass:
                         usage_ratio=ratio if ratio != float("inf") else 1e18,
                     )
                 )
-        return trusted(
+        return prevalidated(
             DecisionRecord,
             pass_id=self.ctx.pass_id,
             input_position=self.ctx.input_position,
@@ -248,7 +248,7 @@ class SchedulingPass:
         cluster_name = self.cluster.nodes[workload.placement[0][0]].cluster
         pool = workload.pool or workload.pools[0]
         self.emit(
-            trusted(
+            prevalidated(
                 PreemptCommand,
                 command_id=command_id("preempt", workload),
                 epoch=self.ctx.epoch_for(pool),
@@ -271,12 +271,12 @@ class SchedulingPass:
         decision: DecisionRecord,
     ) -> None:
         place_id = command_id("place", workload)
-        shape = trusted(
-            Placement, nodes=tuple(trusted(NodeGpus, node=n, gpus=g) for n, g in placement)
+        shape = prevalidated(
+            Placement, nodes=tuple(prevalidated(NodeGpus, node=n, gpus=g) for n, g in placement)
         )
         attempt = workload.attempt
         self.emit(
-            trusted(
+            prevalidated(
                 PlaceCommand,
                 command_id=place_id,
                 epoch=self.ctx.epoch_for(pool),
@@ -295,7 +295,7 @@ class SchedulingPass:
             command=True,
         )
         self.emit(
-            trusted(
+            prevalidated(
                 WorkloadPlaced,
                 workload_id=workload.workload_id,
                 attempt=attempt,

@@ -36,7 +36,7 @@ def spec_problems(executor: str, spec: Mapping[str, Any]) -> list[str]:
     return []
 
 
-# -- Kubernetes: the keys that make the pod (services.agents.kubernetes_pods) ----------------
+# -- Kubernetes: the keys that make the pod (services.agents.kubernetes.pods) ----------------
 
 
 def pod_spec_problems(spec: Mapping[str, Any]) -> list[str]:

@@ -54,7 +54,7 @@ from events.models import (
     NodeAlive,
     NodeRegistered,
 )
-from events.prevalidated import prevalidated as trusted
+from events.prevalidated import prevalidated
 from projections.ledger import Ledger, charge_event_id
 from projections.usage_snapshots import count_charge, usage_snapshots
 from projections.usage_window import UsageWindow
@@ -290,7 +290,7 @@ class HistoryGenerator:
         for gpu in range(self.config.gpus_per_node):
             run = node.occupants.get(gpu)
             readings.append(
-                trusted(
+                prevalidated(
                     GpuReading,
                     index=gpu,
                     occupant=None if run is None else run[0],
@@ -302,13 +302,13 @@ class HistoryGenerator:
             )
         gpus, source = tuple(readings), f"fairshare/agent/{self.config.cluster}"
         fields = {"node": node.name, "cluster": self.config.cluster, "sequence": sequence}
-        alive = trusted(NodeAlive, **fields, gpus=gpus)
+        alive = prevalidated(NodeAlive, **fields, gpus=gpus)
         event_id = derived_event_id("agent", "alive", node.name, str(sequence))
         self._emit(alive, t, source, event_id, trust=True, charge=False)
         occupied = occupancy(gpus)
         if confirmation_due(node.confirmed, occupied, t, self.config.confirm_s):
             node.confirmed = (t, occupied)
-            data = trusted(GpuHeartbeat, **fields, gpus=gpus)
+            data = prevalidated(GpuHeartbeat, **fields, gpus=gpus)
             event_id = derived_event_id("agent", "heartbeat", node.name, str(sequence))
             self._emit(data, t, source, event_id, trust=True, charge=charge)
 
@@ -333,7 +333,7 @@ class HistoryGenerator:
     ) -> None:
         time = datetime.fromtimestamp(t, UTC)
         if trust:
-            envelope: Envelope[Any] = trusted(
+            envelope: Envelope[Any] = prevalidated(
                 envelope_class(type(data)),
                 id=event_id,
                 source=source,
@@ -355,7 +355,7 @@ class HistoryGenerator:
         """As ``ChargingHost._fold`` publishes it: derived id, the fact's time, caused by it."""
         count_charge(self.usage, charge)
         self._write(
-            trusted(
+            prevalidated(
                 envelope_class(LedgerCharge),
                 id=charge_event_id(charge),
                 source="fairshare/charging",
