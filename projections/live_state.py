@@ -42,6 +42,8 @@ from events.models import (
     BudgetWeightChanged,
     DecisionRecord,
     GpuHeartbeat,
+    GroupBound,
+    GroupUnbound,
     LedgerCharge,
     MembershipGranted,
     MembershipRevoked,
@@ -56,6 +58,7 @@ from events.models import (
 )
 from events.serde import decode_structured, encode_structured
 from events.times import DAY, DEFAULT_WINDOW_S
+from projections.bindings import GroupBindings
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.errors import FoldError, MissingFact
@@ -73,6 +76,8 @@ _BUDGET_EVENTS = (
     MembershipRevoked,
     PriceSet,
 )
+
+_BINDING_FACTS = (GroupBound, GroupUnbound)
 
 _KEY_FACTS = (SigningKeyRegistered, SigningKeyRevoked)
 
@@ -150,6 +155,9 @@ class RejectedFact:
 class LiveState:
     cluster: ClusterState = field(default_factory=ClusterState)
     tree: BudgetTree = field(default_factory=BudgetTree)
+    #: Which groups outside Fairshare (Kubernetes namespaces) may charge which budgets
+    #: (``projections.bindings``; its rule ``namespace_budget`` reads it with ``tree``).
+    bindings: GroupBindings = field(default_factory=GroupBindings)
     #: The latest usage snapshot per pool (by window end).
     usage: dict[str, UsageSnapshot] = field(default_factory=dict)
     #: The settings the latest leader stated it decides with (None: none stated yet).
@@ -211,6 +219,8 @@ class LiveState:
         # a checkpoint from before signed facts: no key was registered in what it folded
         state.setdefault("trust", Trust(horizon_s=state.get("forget_after_s", FORGET_AFTER_S)))
         state.setdefault("_unvouched", set())
+        # a checkpoint from before group bindings: none was stated in what it folded
+        state.setdefault("bindings", GroupBindings())
         self.__dict__.update(state)
 
     @property
@@ -368,6 +378,8 @@ class LiveState:
                 pass  # folded into the trust's key book when judged
             elif isinstance(data, _BUDGET_EVENTS):
                 self.tree.apply(data, now)
+            elif isinstance(data, _BINDING_FACTS):
+                self.bindings.apply(data, now, self.tree)
             elif isinstance(data, LedgerCharge):
                 totals = self.charged_gpu_s if data.kind == "allocated" else self.free_gpu_s
                 totals[data.workload_id] = totals.get(data.workload_id, 0) + data.signed_gpu_seconds

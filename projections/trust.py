@@ -50,6 +50,8 @@ from events.models import (
     DeadLetter,
     EventData,
     GpuHeartbeat,
+    GroupBound,
+    GroupUnbound,
     LedgerCharge,
     MembershipGranted,
     MembershipRevoked,
@@ -96,6 +98,10 @@ STATED_BY: Mapping[type[EventData], frozenset[str]] = {
     BudgetWeightChanged: _ACCEPTED_BY_API,
     MembershipGranted: _ACCEPTED_BY_API,
     MembershipRevoked: _ACCEPTED_BY_API,
+    # a budget's manager binds a namespace to it through the API (who manages is the API's
+    # check, as for members): the binding stops a team charging another team's budget
+    GroupBound: _ACCEPTED_BY_API,
+    GroupUnbound: _ACCEPTED_BY_API,
     PriceSet: _ACCEPTED_BY_API,
     # an admin through the API, or a shared cluster's agent for its own node
     NodeCordoned: frozenset({API, ADMIN, AGENT}),

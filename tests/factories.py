@@ -21,6 +21,8 @@ from events.models import (
     EventData,
     GpuHeartbeat,
     GpuReading,
+    GroupBound,
+    GroupUnbound,
     InputPosition,
     LedgerCharge,
     MembershipGranted,
@@ -81,6 +83,8 @@ def sample_payloads() -> list[EventData]:
         BudgetWeightChanged(budget="lab/vision", weight=4.0, pool="a100", changed_by="ana"),
         MembershipGranted(budget="lab/vision", user="bo", role="member", granted_by="ana"),
         MembershipRevoked(budget="lab/vision", user="bo", role="member", revoked_by="ana"),
+        GroupBound(budget="lab/vision", cluster="k1", group="vision", default=True, bound_by="ana"),
+        GroupUnbound(budget="lab/vision", cluster="k1", group="vision", unbound_by="ana"),
         PriceSet(
             pool="a100",
             currency="EUR",

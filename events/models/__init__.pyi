@@ -10,6 +10,8 @@ from .budgets import (
     BudgetClosed as BudgetClosed,
     BudgetCreated as BudgetCreated,
     BudgetWeightChanged as BudgetWeightChanged,
+    GroupBound as GroupBound,
+    GroupUnbound as GroupUnbound,
     MembershipGranted as MembershipGranted,
     MembershipRevoked as MembershipRevoked,
 )

@@ -1,4 +1,4 @@
-"""Budget tree, weights and memberships (topic: budgets, keyed by budget path).
+"""Budget tree, weights, memberships and group bindings (topic: budgets, keyed by budget path).
 
 A weight change takes effect from its event time onward (docs/design.md section 2), so the
 event time of these facts matters and is never rewritten.
@@ -6,9 +6,10 @@ event time of these facts matters and is never rewritten.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import re
+from typing import ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from events.models.base import EventData
 from events.topics import TopicKind
@@ -78,3 +79,65 @@ class MembershipRevoked(EventData):
     user: Identifier
     role: Role
     revoked_by: Identifier
+
+
+#: The kinds of group outside Fairshare that a budget's manager may bind to the budget: a
+#: Kubernetes namespace of one cluster now; a Slurm account of one cluster may join it (a new
+#: literal, its own name check in :func:`group_name_error`) without a new fact.
+GroupKind = Literal["kubernetes-namespace"]
+KUBERNETES_NAMESPACE: GroupKind = "kubernetes-namespace"
+#: A Kubernetes namespace name is a DNS-1123 label: lower-case letters, digits and '-',
+#: starting and ending with a letter or digit, at most 63 characters.
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def group_name_error(kind: str, group: str) -> str | None:
+    """Why ``group`` is not a valid name of a group of ``kind`` (None: it is)."""
+    if kind == KUBERNETES_NAMESPACE and not DNS1123_LABEL.match(group):
+        return (
+            f"{group!r} is not a Kubernetes namespace name (a DNS-1123 label: at most 63 "
+            "lower-case letters, digits and '-', starting and ending with a letter or digit)"
+        )
+    return None
+
+
+class _GroupBinding(EventData):
+    topic: ClassVar[TopicKind] = TopicKind.BUDGETS
+    subject_field: ClassVar[str] = "budget"
+
+    #: A leaf budget.
+    budget: BudgetPath
+    #: The cluster whose group this is (a namespace is a namespace of one cluster).
+    cluster: Identifier
+    kind: GroupKind = KUBERNETES_NAMESPACE
+    #: The group's name in its cluster (a namespace's name).
+    group: Identifier
+
+    @model_validator(mode="after")
+    def _group_named(self) -> Self:
+        error = group_name_error(self.kind, self.group)
+        if error is not None:
+            raise ValueError(f"group: {error}")
+        return self
+
+
+class GroupBound(_GroupBinding):
+    """A manager of ``budget`` lets work of a group outside Fairshare (a Kubernetes namespace
+    of one cluster) charge the budget: a label naming a budget the group is not bound to is
+    refused (``projections.bindings``). ``default``: the group's budget for work that names
+    none; a later default for the same group replaces the earlier one (which stays bound, not
+    default). Stating a binding again restates whether it is the default. Once the budget is
+    closed the binding no longer counts."""
+
+    event_type: ClassVar[str] = "fairshare.budget.group_bound.v1"
+
+    default: bool = False
+    bound_by: Identifier
+
+
+class GroupUnbound(_GroupBinding):
+    """The group may no longer charge ``budget`` (if it was its default, it has none now)."""
+
+    event_type: ClassVar[str] = "fairshare.budget.group_unbound.v1"
+
+    unbound_by: Identifier

@@ -10,6 +10,8 @@ from events.models.budgets import (
     BudgetClosed,
     BudgetCreated,
     BudgetWeightChanged,
+    GroupBound,
+    GroupUnbound,
     MembershipGranted,
     MembershipRevoked,
 )
@@ -55,6 +57,8 @@ ALL_EVENT_MODELS: tuple[type[EventData], ...] = (
     BudgetWeightChanged,
     MembershipGranted,
     MembershipRevoked,
+    GroupBound,
+    GroupUnbound,
     PriceSet,
     WorkloadSubmitted,
     WorkloadArraySubmitted,

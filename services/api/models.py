@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from events.arrays import MAX_ARRAY_ELEMENTS
+from events.models.budgets import KUBERNETES_NAMESPACE, group_name_error
 from events.types import (
     ArrayId,
     ArrayIndices,
@@ -113,6 +114,29 @@ class WeightRequest(_Request):
 class MemberRequest(_Request):
     user: Identifier
     role: Role = "member"
+
+
+class NamespaceBindRequest(_Request):
+    """Let work of Kubernetes namespace ``namespace`` of ``cluster`` charge the budget;
+    ``default``: the namespace's budget for work that names none (replacing any earlier
+    default of the namespace)."""
+
+    cluster: Identifier
+    #: A DNS-1123 label, as Kubernetes names namespaces.
+    namespace: str = Field(min_length=1, max_length=63)
+    default: bool = False
+
+    @field_validator("namespace")
+    @classmethod
+    def _dns1123(cls, namespace: str) -> str:
+        return _namespace_name(namespace)
+
+
+def _namespace_name(namespace: str) -> str:
+    error = group_name_error(KUBERNETES_NAMESPACE, namespace)
+    if error is not None:
+        raise ValueError(error)
+    return namespace
 
 
 class CordonRequest(_Request):
@@ -645,6 +669,40 @@ class PoolFigures(Answer):
     fairshare_factor: float | None = None
 
 
+class NamespaceBinding(Answer):
+    """A Kubernetes namespace of a cluster bound to a budget (``GroupBound``)."""
+
+    budget: str
+    cluster: str
+    namespace: str
+    #: The namespace's budget for work that names none.
+    default: bool
+    #: False: the budget is closed (or has become a parent), so the binding no longer lets
+    #: work charge it.
+    counts: bool
+    bound_by: str
+    bound_at: str
+
+
+class NamespaceBindingList(Answer):
+    as_of: str
+    bindings: list[NamespaceBinding]
+
+
+class NamespaceBindingChange(Answer):
+    """A binding after a bind or unbind."""
+
+    budget: str
+    cluster: str
+    namespace: str
+    #: After a bind: whether it is the namespace's default now; after an unbind: false.
+    default: bool
+    #: False after a bind: it already was so; after an unbind: it was not bound.
+    changed: bool
+    #: After a bind as default: the budget that was the namespace's default until now.
+    replaced_default: str | None = None
+
+
 class BudgetView(Answer):
     budget: str
     parent: str | None
@@ -655,6 +713,8 @@ class BudgetView(Answer):
     pool_weights: dict[str, float]
     members: dict[str, list[str]]
     pools: dict[str, PoolFigures]
+    #: The Kubernetes namespaces bound to it (``POST /budgets/{budget}/namespaces``).
+    namespaces: list[NamespaceBinding] = Field(default_factory=list)
 
 
 class BudgetDetail(BudgetView):
@@ -805,6 +865,7 @@ CancelAnswer = WorkloadView | WorkloadAccepted
 WeightAnswer = WeightSet | BudgetAccepted
 MemberAnswer = MemberGrant | BudgetAccepted
 RevokeAnswer = MemberRevoke | BudgetAccepted
+NamespaceBindingAnswer = NamespaceBindingChange | BudgetAccepted
 BudgetAnswer = BudgetState | BudgetAccepted
 NodeAnswer = NodeView | NodeAccepted
 PriceAnswer = PriceSetView | PriceAccepted

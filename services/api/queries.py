@@ -16,7 +16,9 @@ import math
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from events.models.budgets import KUBERNETES_NAMESPACE
 from events.times import DEFAULT_WINDOW_S
+from projections.bindings import Binding, counts
 from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState
 from projections.cluster_types import TERMINAL, NodeState, WorkloadState
@@ -403,6 +405,7 @@ def budget_report(
                 pool_weights={p: node.weight_at(p, now) for p in sorted(node.pool_weights)},
                 members={u: sorted(r) for u, r in sorted(node.members.items()) if r},
                 pools={pool: by_pool[pool].of(path, node.is_leaf) for pool in pools},
+                namespaces=[binding_view(state, b) for b in state.bindings.of_budget(path)],
             )
         )
     return m.BudgetReport(
@@ -437,6 +440,26 @@ def _source(figures: WindowFigures) -> m.FiguresSource:
         to=iso(figures.bins.stop),
         as_of=None if figures.horizon is None else iso(figures.horizon),
         log_position=figures.log_position,
+    )
+
+
+def binding_view(state: LiveState, binding: Binding) -> m.NamespaceBinding:
+    return m.NamespaceBinding(
+        budget=binding.budget,
+        cluster=binding.cluster,
+        namespace=binding.group,
+        default=binding.default,
+        counts=counts(state.tree, binding.budget),
+        bound_by=binding.bound_by,
+        bound_at=iso(binding.bound_at),
+    )
+
+
+def namespace_bindings(state: LiveState, now: float, cluster: str | None) -> m.NamespaceBindingList:
+    """Every Kubernetes namespace bound to a budget (of one cluster)."""
+    bindings = state.bindings.all(cluster=cluster, kind=KUBERNETES_NAMESPACE)
+    return m.NamespaceBindingList(
+        as_of=iso(now), bindings=[binding_view(state, b) for b in bindings]
     )
 
 

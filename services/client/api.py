@@ -38,6 +38,8 @@ if TYPE_CHECKING:
         CancelAnswer,
         Me,
         MemberAnswer,
+        NamespaceBindingAnswer,
+        NamespaceBindingList,
         NodeAnswer,
         NodeList,
         PoolList,
@@ -108,6 +110,14 @@ class _Answers:
     @cached_property
     def member(self) -> TypeAdapter[MemberAnswer]:
         return _adapter(_models().MemberAnswer)
+
+    @cached_property
+    def binding(self) -> TypeAdapter[NamespaceBindingAnswer]:
+        return _adapter(_models().NamespaceBindingAnswer)
+
+    @cached_property
+    def bindings(self) -> TypeAdapter[NamespaceBindingList]:
+        return _adapter(_models().NamespaceBindingList)
 
     @cached_property
     def node(self) -> TypeAdapter[NodeAnswer]:
@@ -484,6 +494,24 @@ class FairshareClient:
     def revoke_member(self, budget: str, user: str, role: str = "member") -> RevokeAnswer:
         path = f"/budgets/{_segment(budget, '/')}/members/{_segment(user)}"
         return self._call(lambda a: a.revoke, "DELETE", path, params={"role": role})
+
+    def bind_namespace(
+        self, budget: str, cluster: str, namespace: str, default: bool = False
+    ) -> NamespaceBindingAnswer:
+        """Let a Kubernetes namespace of a cluster charge ``budget`` (as its default)."""
+        body = {"cluster": cluster, "namespace": namespace, "default": default}
+        path = f"/budgets/{_segment(budget, '/')}/namespaces"
+        return self._call(lambda a: a.binding, "POST", path, json=body)
+
+    def unbind_namespace(self, budget: str, cluster: str, namespace: str) -> NamespaceBindingAnswer:
+        path = (
+            f"/budgets/{_segment(budget, '/')}/namespaces/{_segment(cluster)}/{_segment(namespace)}"
+        )
+        return self._call(lambda a: a.binding, "DELETE", path)
+
+    def namespaces(self, cluster: str | None = None) -> NamespaceBindingList:
+        """Which Kubernetes namespaces may charge which budgets (of one cluster)."""
+        return self._call(lambda a: a.bindings, "GET", "/namespaces", params={"cluster": cluster})
 
     def pools(self) -> PoolList:
         return self._call(lambda a: a.pools, "GET", "/pools")

@@ -1,5 +1,5 @@
 """``/budgets``: the tree with its fair-share figures; creating and closing budgets, their
-weights and members."""
+weights, members and bound Kubernetes namespaces; ``/namespaces``: every binding."""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ from services.api.models import (
     BudgetReport,
     MemberAnswer,
     MemberRequest,
+    NamespaceBindingAnswer,
+    NamespaceBindingList,
+    NamespaceBindRequest,
     RevokeAnswer,
     WeightAnswer,
     WeightRequest,
 )
 from services.api.tokens import TokenTable
 from services.api.writes import budgets as writes
-from services.api.writes import members
+from services.api.writes import members, namespaces
 
 router = APIRouter(tags=["budgets"])
 A = TypeVar("A")
@@ -140,6 +143,43 @@ def revoke_member(
     there: 200 with ``changed`` false (and where they still hold it, if above)."""
     result = members.revoke_member(ctx, who, budget, user, role)
     return _answer(result, response, _CHANGED)
+
+
+@router.post("/budgets/{budget:path}/namespaces", status_code=status.HTTP_201_CREATED)
+def bind_namespace(
+    budget: str, body: NamespaceBindRequest, who: User, response: Response, ctx: Context
+) -> NamespaceBindingAnswer:
+    """Let work of a Kubernetes namespace of a cluster charge this leaf budget (its
+    ``fairshare.dev/budget`` label naming it, or, with ``default``, naming none): a manager of
+    the budget (or above). A later default for the namespace replaces the earlier one. The
+    same binding again: 200 with ``changed`` false."""
+    result = namespaces.bind_namespace(ctx, who, budget, body)
+    return _answer(result, response, _MEMBER_ADDED)
+
+
+@router.delete("/budgets/{budget:path}/namespaces/{cluster}/{namespace}")
+def unbind_namespace(
+    budget: str,
+    cluster: Identifier,
+    namespace: str,
+    who: User,
+    response: Response,
+    ctx: Context,
+) -> NamespaceBindingAnswer:
+    """The namespace may no longer charge this budget: a manager of the budget (or above).
+    Not bound: 200 with ``changed`` false."""
+    result = namespaces.unbind_namespace(ctx, who, budget, cluster, namespace)
+    return _answer(result, response, _CHANGED)
+
+
+@router.get("/namespaces")
+def namespace_bindings(who: User, ctx: Context, cluster: str | None = None) -> NamespaceBindingList:
+    """Which Kubernetes namespaces may charge which budgets (of one cluster), with each
+    namespace's default; ``counts`` false: the budget is closed, the binding no longer lets
+    work charge it."""
+    now = ctx.clock()
+    with ctx.view.read() as state:
+        return queries.namespace_bindings(state, now, cluster)
 
 
 def _answer(result: Result[A], response: Response, codes: dict[Outcome, int]) -> A:

@@ -3,6 +3,8 @@
 ``submit`` (sbatch), ``cancel`` (scancel), ``queue`` (squeue), ``list``, ``history`` (sacct),
 ``show``, ``why``, ``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol
 update state=drain), ``budgets create|close|set-weight|add-member|revoke-member`` (sacctmgr),
+``budgets bind-namespace|unbind-namespace|namespaces`` (which Kubernetes namespaces may charge
+which budgets),
 ``prices set|list``, ``statement`` (a budget's money in a month).
 Every read command takes ``--json`` to print the API's JSON as it came. HTTP errors print the
 status and the API's detail and exit 1.
@@ -46,6 +48,9 @@ BUDGET_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("set-weight", budgets.set_weight),
     ("add-member", budgets.add_member),
     ("revoke-member", budgets.revoke_member),
+    ("bind-namespace", budgets.bind_namespace),
+    ("unbind-namespace", budgets.unbind_namespace),
+    ("namespaces", budgets.namespaces),
 )
 PRICE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("set", prices.set_price),

@@ -1,6 +1,7 @@
 """Budget commands: ``share`` (sshare; ``--cost``: the month's money), ``budgets
 create|close``, ``budgets set-weight``, ``budgets add-member`` and ``budgets revoke-member``
-(sacctmgr's part of it)."""
+(sacctmgr's part of it); ``budgets bind-namespace``, ``unbind-namespace`` and ``namespaces``
+(which Kubernetes namespaces may charge which budgets)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from services.client.constants import DEFAULT_API
 from services.client.terminal import FittedTable, console, plain
 
 if TYPE_CHECKING:
-    from services.api.models import BudgetAnswer, BudgetReport
+    from services.api.models import BudgetAnswer, BudgetReport, NamespaceBindingList
     from services.api.money import StatementList
     from services.client.api import FairshareClient
 
@@ -200,6 +201,104 @@ def revoke_member(
     if still:
         text += f"; still {role} through {still} (roles cover subtrees: revoke it there)"
     emit(answer, as_json, lambda o: o.print(plain(text)))
+
+
+ClusterOption = Annotated[str, typer.Option("--cluster", help="the Kubernetes cluster's name")]
+NamespaceOption = Annotated[str, typer.Option("--namespace", help="the namespace")]
+
+
+def bind_namespace(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the leaf budget, e.g. lab/robotics")],
+    cluster: ClusterOption,
+    namespace: NamespaceOption,
+    default: Annotated[
+        bool,
+        typer.Option(
+            "--default",
+            help="the namespace's budget for work whose fairshare.dev/budget label names none "
+            "(replaces its earlier default)",
+        ),
+    ] = False,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Let work of a Kubernetes namespace charge a budget (a manager of the budget): its
+    fairshare.dev/budget label may name the budget, or, with --default, name none."""
+    from services.api.models import NamespaceBindingChange
+
+    answer = ask(
+        ctx, api, token, ca, lambda c: c.bind_namespace(budget, cluster, namespace, default)
+    )
+    text = f"{cluster}/{namespace} -> {budget}" + (" (default)" if default else "")
+    if isinstance(answer, NamespaceBindingChange):
+        text += "" if answer.changed else ": already so"
+        if answer.replaced_default:
+            text += f"; replaces default {answer.replaced_default}"
+    else:
+        text += " (recorded; not yet visible)"
+    emit(answer, as_json, lambda o: o.print(plain(text)))
+
+
+def unbind_namespace(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the budget")],
+    cluster: ClusterOption,
+    namespace: NamespaceOption,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A Kubernetes namespace may no longer charge a budget (a manager of the budget)."""
+    from services.api.models import NamespaceBindingChange
+
+    answer = ask(ctx, api, token, ca, lambda c: c.unbind_namespace(budget, cluster, namespace))
+    changed = answer.changed if isinstance(answer, NamespaceBindingChange) else True
+    text = f"{cluster}/{namespace} -> {budget}: " + ("unbound" if changed else "was not bound")
+    emit(answer, as_json, lambda o: o.print(plain(text)))
+
+
+def namespaces(
+    ctx: typer.Context,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="only this cluster")] = None,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Which Kubernetes namespaces may charge which budgets, and each one's default."""
+    answer = ask(ctx, api, token, ca, lambda c: c.namespaces(cluster))
+    emit(answer, as_json, lambda o: o.print(_bindings_table(answer)))
+
+
+def _bindings_table(answer: NamespaceBindingList) -> FittedTable:
+    table = FittedTable(
+        "CLUSTER",
+        "NAMESPACE",
+        "BUDGET",
+        "DEFAULT",
+        "BOUND BY",
+        "SINCE",
+        whole=("CLUSTER", "NAMESPACE", "BUDGET"),
+        drop=("SINCE", "BOUND BY"),
+        title=f"namespace bindings, as of {answer.as_of}",
+    )
+    for binding in answer.bindings:
+        closed = "" if binding.counts else " (closed: does not count)"
+        table.add_row(
+            (
+                binding.cluster,
+                binding.namespace,
+                binding.budget + closed,
+                "yes" if binding.default else "",
+                binding.bound_by,
+                binding.bound_at,
+            )
+        )
+    return table
 
 
 def create(
