@@ -8,6 +8,8 @@ host it. It keeps two views of each GPU on purpose:
   new workload only once the victim has exited, so nothing is ever over-committed physically.
 * *holders*: what physically runs on a node, until the agent reports the end. A cordoned node is
   drained only when this is empty.
+* *foreign*: how many GPUs of a node work Fairshare did not place holds (``NodeForeignGpus``):
+  a count off the node's free GPUs, never indices (design 2.8).
 
 Commands are fenced by the issuing leader's lease epoch: a command whose epoch is below the
 highest already seen on a command for its cluster and pool comes from a deposed scheduler, and
@@ -40,6 +42,7 @@ from events.models import (
     NodeCordoned,
     NodeDown,
     NodeDrained,
+    NodeForeignGpus,
     NodeRegistered,
     NodeUncordoned,
     NodeUp,
@@ -222,6 +225,30 @@ class ClusterState:
         node.drained = False
         node.cordon_reason, node.cordoned_by, node.cordoned_at = "", None, None
         self._set_schedulable(node, False, node.down)
+
+    def _on_foreign(self, e: NodeForeignGpus, now: float) -> None:
+        """GPUs of the node held by work Fairshare did not place: they come off its free GPUs
+        (every pass, baseline, start estimate and why-pending reads ``free``). A hold that
+        came onto GPUs Fairshare had already assigned breaks nothing: those placements stand
+        (the agent starts a run only once its GPUs are physically free), and only later
+        placements find less room (``NodeState.room`` below 0 until it clears)."""
+        node = self._node(e.node)
+        held = min(e.gpus, node.gpus)
+        if (held, e.holders) == (node.foreign, node.foreign_holders):
+            return
+        indexes = self.indexes
+        indexes.layout_changed(node.pool)
+        listed = node.schedulable
+        if listed:
+            indexes.pool_index(node.pool).remove(node, node.free)
+        if not held:
+            node.foreign_since = None
+        elif not node.foreign:
+            node.foreign_since = now
+        node.foreign, node.foreign_holders = held, e.holders
+        node.foreign_changes += 1
+        if listed:
+            indexes.pool_index(node.pool).add(node)
 
     def _on_drained(self, e: NodeDrained, now: float) -> None:
         self._node(e.node).drained = True
@@ -634,6 +661,7 @@ _HANDLERS: dict[type[EventData], _Handler] = {
     NodeDrained: ClusterState._on_drained,
     NodeDown: ClusterState._on_down,
     NodeUp: ClusterState._on_up,
+    NodeForeignGpus: ClusterState._on_foreign,
     GpuHeartbeat: ClusterState._on_seen,
     NodeAlive: ClusterState._on_seen,
     WorkloadSubmitted: ClusterState._on_submitted,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from events.models import (
+    ForeignHolder,
     WorkloadArraySubmitted,
 )
 from projections.contract import inside_contract
@@ -59,17 +60,36 @@ class NodeState:
     #: gang that spans nodes goes to the fewest blocks that fit it (``placement.py``).
     block: str = ""
     rack: str = ""
+    #: GPUs held by work Fairshare did not place (``NodeForeignGpus``, at most ``gpus``), what
+    #: holds them (``ForeignHolder``s), and since when the node has had any (None: none).
+    #: A count, not indices: Fairshare's indices are its own bookkeeping (the cluster picks
+    #: the devices), so they come off the count of free GPUs, not off particular indices.
+    foreign: int = 0
+    foreign_holders: tuple[ForeignHolder, ...] = ()
+    foreign_since: float | None = None
+    #: How many foreign-GPU facts changed it so far (its agent derives the next fact's id).
+    foreign_changes: int = 0
+
+    @property
+    def room(self) -> int:
+        """GPUs neither assigned nor held by foreign work: below 0 when a foreign hold came
+        onto GPUs Fairshare had already assigned (it stands; only later placements shrink)."""
+        return self.gpus - len(self.assigned) - self.foreign
 
     @property
     def free(self) -> int:
-        return self.gpus - len(self.assigned)
+        """GPUs a placement may take: not assigned, and not held by foreign work."""
+        return max(0, self.gpus - len(self.assigned) - self.foreign)
 
     @property
     def schedulable(self) -> bool:
         return not (self.cordoned or self.down)
 
     def free_indices(self) -> list[int]:
-        return [i for i in range(self.gpus) if i not in self.assigned]
+        """The lowest :attr:`free` indices not assigned (foreign work is counted on the
+        highest ones, as the agents' readings mark them)."""
+        found = [i for i in range(self.gpus) if i not in self.assigned]
+        return found[: self.free] if self.foreign else found
 
 
 @dataclass(slots=True)

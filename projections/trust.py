@@ -59,6 +59,7 @@ from events.models import (
     NodeCordoned,
     NodeDown,
     NodeDrained,
+    NodeForeignGpus,
     NodeRegistered,
     NodeUncordoned,
     NodeUp,
@@ -120,6 +121,8 @@ STATED_BY: Mapping[type[EventData], frozenset[str]] = {
     WorkloadPreempted: frozenset({AGENT}),
     WorkloadFinished: frozenset({AGENT}),
     NodeRegistered: frozenset({AGENT}),
+    # GPUs of its own node held by work Fairshare did not place
+    NodeForeignGpus: frozenset({AGENT}),
     GpuHeartbeat: frozenset({AGENT}),
     NodeAlive: frozenset({AGENT}),
     LedgerCharge: frozenset({CHARGING}),
@@ -361,7 +364,7 @@ def _agent_scope(data: EventData, cluster: str | None, owners: Owners) -> str | 
     what it knows to be another cluster's; a node or run it knows nothing of is taken on the
     record's word (its cluster field, its placement), which is the signer's own."""
     nodes: list[str] = []
-    if isinstance(data, NodeRegistered | GpuHeartbeat | NodeAlive):
+    if isinstance(data, NodeRegistered | NodeForeignGpus | GpuHeartbeat | NodeAlive):
         if data.cluster != cluster:
             return f"it names cluster {data.cluster}"
         nodes = [data.node]

@@ -617,7 +617,8 @@ class _Search:
         """The cheapest eligible victims on ``node`` that, with ``free`` of its free GPUs,
         leave ``need`` GPUs for the preemptor (an exact 0/1 knapsack: nodes are small)."""
         free_indices = node.free_indices()[:free]
-        deficit = need - len(free_indices)
+        # A foreign hold over GPUs already assigned: that many more must be freed first.
+        deficit = need - len(free_indices) + max(0, -node.room)
         if deficit <= 0:
             return None  # it fits without preemption: placement handles that
         # In this order, among equally cheap sets the one with the earlier runs wins.
@@ -665,7 +666,7 @@ class _Search:
         best: tuple[Cost, tuple[str, ...], list[int]] | None = None
         for node_name in self._nodes_with_victims():
             node = self.cluster.nodes[node_name]
-            if node.gpus < gpus or node_name in self.exclude:
+            if node.gpus - node.foreign < gpus or node_name in self.exclude:
                 continue
             plan = self._node_plan(node, gpus, min(node.free, self.usable_free))
             if plan is not None and (best is None or plan[0] < best[0]):

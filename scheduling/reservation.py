@@ -86,7 +86,8 @@ def nodes_to_hold(
         if (
             not node.schedulable
             or name in exclude
-            or node.gpus < (node_size if whole else workload.gpus)
+            or node.gpus - node.foreign < (node_size if whole else workload.gpus)
+            or (whole and node.foreign)
         ):
             continue
         if (

@@ -266,7 +266,9 @@ def _pools(
             name=name,
             names=[n.name for n in nodes],
             sizes=[n.gpus for n in nodes],
-            free=[n.free for n in nodes],
+            # ``room``: below 0 while foreign work holds GPUs Fairshare assigned, so the
+            # runs' ends there give back only what is really there.
+            free=[n.room for n in nodes],
             node_size=largest_node(cluster, name),
             order=order,
             phases=tuple(

@@ -41,6 +41,8 @@ class Offer:
     free_gpus_on_idle_nodes: int | None
     capacity: int
     largest_node_gpus: int
+    #: GPUs of those nodes held by work Fairshare did not place (design 2.8).
+    foreign_gpus: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +517,7 @@ def offer(cluster: ClusterState, pool: str, workload: WorkloadState) -> Offer:
         free_gpus_on_idle_nodes=free_whole,
         capacity=sum(n.gpus for n in usable),
         largest_node_gpus=node_size,
+        foreign_gpus=sum(n.foreign for n in usable),
     )
 
 

@@ -19,6 +19,7 @@ from events.models import (
     DeadLetter,
     DecisionRecord,
     EventData,
+    ForeignHolder,
     GpuHeartbeat,
     GpuReading,
     GroupBound,
@@ -31,6 +32,7 @@ from events.models import (
     NodeCordoned,
     NodeDown,
     NodeDrained,
+    NodeForeignGpus,
     NodeGpus,
     NodeRegistered,
     NodeUncordoned,
@@ -173,6 +175,12 @@ def sample_payloads() -> list[EventData]:
         NodeDrained(node="node-01"),
         NodeDown(node="node-01", last_heartbeat=T0),
         NodeUp(node="node-01"),
+        NodeForeignGpus(
+            node="node-01",
+            cluster="cluster-a",
+            gpus=2,
+            holders=(ForeignHolder(name="ml/train-0", gpus=2, scheduler="volcano"),),
+        ),
         GpuHeartbeat(
             node="node-01",
             cluster="cluster-a",

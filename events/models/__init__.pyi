@@ -17,9 +17,11 @@ from .budgets import (
 )
 from .catalog import ALL_EVENT_MODELS as ALL_EVENT_MODELS
 from .cluster import (
+    ForeignHolder as ForeignHolder,
     NodeCordoned as NodeCordoned,
     NodeDown as NodeDown,
     NodeDrained as NodeDrained,
+    NodeForeignGpus as NodeForeignGpus,
     NodeRegistered as NodeRegistered,
     NodeUncordoned as NodeUncordoned,
     NodeUp as NodeUp,

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from events.models.base import EventData
 from events.topics import TopicKind
-from events.types import GpuCount, Identifier, PoolName, ShortText, TopologyName, UtcDateTime
+from events.types import (
+    TEXT_PATTERN,
+    GpuCount,
+    Identifier,
+    PoolName,
+    ShortText,
+    TopologyName,
+    UtcDateTime,
+)
+
+#: Holders a ``node.foreign_gpus`` lists at most (the count covers the rest).
+MAX_FOREIGN_HOLDERS = 32
 
 
 class NodeRegistered(EventData):
@@ -79,3 +92,38 @@ class NodeUp(EventData):
     subject_field: ClassVar[str] = "node"
 
     node: Identifier
+
+
+class ForeignHolder(BaseModel):
+    """One piece of work Fairshare did not place that holds GPUs of the node, as its cluster
+    names it: a Kubernetes pod (``namespace/pod``, its scheduler), a Slurm job (its id, and
+    its partition and user when the agent knows them)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=TEXT_PATTERN)]
+    gpus: GpuCount
+    #: Kubernetes: the pod's ``schedulerName``.
+    scheduler: Annotated[str, StringConstraints(max_length=200, pattern=TEXT_PATTERN)] = ""
+    #: Slurm: the job's partition and user.
+    partition: Annotated[str, StringConstraints(max_length=200, pattern=TEXT_PATTERN)] = ""
+    user: Annotated[str, StringConstraints(max_length=200, pattern=TEXT_PATTERN)] = ""
+
+
+class NodeForeignGpus(EventData):
+    """GPUs of the node held by work Fairshare did not place (pods of other schedulers, jobs
+    of other partitions), stated by the node's agent when that changes (0: none any more).
+
+    The scheduler counts them as unavailable: a node's free GPUs for placement exclude them
+    (design 2.8). A count, not indices: Fairshare's GPU indices are its own bookkeeping, and
+    the cluster picks the devices."""
+
+    event_type: ClassVar[str] = "fairshare.node.foreign_gpus.v1"
+    topic: ClassVar[TopicKind] = TopicKind.CLUSTER
+    subject_field: ClassVar[str] = "node"
+
+    node: Identifier
+    cluster: Identifier
+    gpus: int = Field(ge=0, le=1_000_000)
+    #: What holds them, in the cluster's order of names; at most ``MAX_FOREIGN_HOLDERS``.
+    holders: tuple[ForeignHolder, ...] = Field(default=(), max_length=MAX_FOREIGN_HOLDERS)

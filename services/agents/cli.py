@@ -17,6 +17,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -47,6 +48,14 @@ agent_app = typer.Typer(
 )
 
 console = Console(stderr=True, soft_wrap=True)
+
+
+class ForeignGpuPolicy(StrEnum):
+    """What the Kubernetes agent does with other schedulers' pods holding GPUs on its nodes."""
+
+    TOLERATE = "tolerate"
+    EVICT = "evict"
+
 
 ClusterOption = Annotated[str, typer.Option("--cluster", help="this cluster's name")]
 PoolOption = Annotated[
@@ -449,6 +458,23 @@ def kubernetes(
             "(schedulable again on uncordon)",
         ),
     ] = False,
+    foreign_gpu_policy: Annotated[
+        ForeignGpuPolicy,
+        typer.Option(
+            "--foreign-gpu-policy",
+            help="pods of other schedulers holding GPUs on the agent's nodes: 'tolerate' "
+            "(reported, placed around) or 'evict' (deleted after --foreign-grace-s; needs the "
+            "optional rule of deploy/kubernetes/agent.yaml)",
+        ),
+    ] = ForeignGpuPolicy.TOLERATE,
+    foreign_grace_s: Annotated[
+        float,
+        typer.Option(
+            "--foreign-grace-s",
+            min=0.0,
+            help="under --foreign-gpu-policy evict: how long such a pod may hold GPUs first",
+        ),
+    ] = 300.0,
     pending_timeout_s: PendingTimeoutOption = 600.0,
     api_timeout_s: Annotated[
         float,
@@ -471,6 +497,10 @@ def kubernetes(
             PodOptions(shared.cluster, namespace, gpu_resource, image),
             node_selector=node_selector,
             cordon_in_kubernetes=cordon_in_kubernetes,
+            foreign_gpu_policy="evict"
+            if foreign_gpu_policy is ForeignGpuPolicy.EVICT
+            else "tolerate",
+            foreign_grace_s=foreign_grace_s,
             pending_timeout_s=pending_timeout_s,
             api_timeout_s=api_timeout_s,
         )

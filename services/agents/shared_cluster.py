@@ -9,8 +9,10 @@ loop, whatever the cluster: the rules are one, the cluster's words for them diff
   admin set. The other way (opt-in) is the subclass's: it hands Fairshare's cordons to the
   cluster.
 * **GPUs held around Fairshare.** GPUs the cluster gave to work the agent did not start are
-  reported in liveness signals and heartbeats with the cluster's foreign occupant
-  (``slurm:foreign``, ``kubernetes:foreign``), and a placement that needs them waits.
+  stated per node when that changes (``NodeForeignGpus``: how many, and what holds them), so
+  the scheduler places around them; they are reported in liveness signals and heartbeats
+  with the cluster's foreign occupant (``slurm:foreign``, ``kubernetes:foreign``), and a
+  placement that needs them anyway (decided before the fact was read) waits.
 * **Strays.** Work of this Fairshare cluster whose run the log no longer has active (lost and
   placed again elsewhere while the agent was away, cancelled, failed to publish, or simply
   over and reported) is removed after ``stray_grace_s``, so a run never holds GPUs twice.
@@ -24,7 +26,15 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
 from events.envelope import Envelope, derived_event_id
-from events.models import EventData, GpuReading, NodeCordoned, NodeUncordoned
+from events.models import (
+    EventData,
+    ForeignHolder,
+    GpuReading,
+    NodeCordoned,
+    NodeForeignGpus,
+    NodeUncordoned,
+)
+from events.models.cluster import MAX_FOREIGN_HOLDERS
 from projections.cluster_types import ACTIVE, WorkloadState
 from services.agents.adapter import ClusterAdapter
 from services.agents.agent import AgentSettings, ClusterAgent
@@ -36,6 +46,9 @@ log = logging.getLogger(__name__)
 class SharedClusterAdapter(Protocol):
     def foreign_gpus(self, node: str) -> int:
         """GPUs of ``node`` held by work this agent did not start."""
+
+    def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
+        """What holds them, as the cluster names it (at most ``MAX_FOREIGN_HOLDERS``)."""
 
 
 class SharedClusterAgent(ClusterAgent):
@@ -67,6 +80,32 @@ class SharedClusterAgent(ClusterAgent):
     def foreign_gpus(self, node: str) -> int:
         adapter: SharedClusterAdapter = self.adapter  # type: ignore[assignment]
         return adapter.foreign_gpus(node)
+
+    def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
+        adapter: SharedClusterAdapter = self.adapter  # type: ignore[assignment]
+        return adapter.foreign_holders(node)[:MAX_FOREIGN_HOLDERS]
+
+    def state_foreign(self, now: float) -> None:
+        """State ``NodeForeignGpus`` for each of its nodes whose foreign holding (how many
+        GPUs, what holds them) differs from what the log has: on a change, not every round.
+        The id derives from the node's count of such changes and the holding stated, so a
+        fact in flight is not stated twice, and a holding that comes back is a new fact."""
+        for name in sorted(self.node_specs):
+            node = self.state.cluster.nodes.get(name)
+            if node is None:
+                continue
+            count = min(self.foreign_gpus(name), node.gpus)
+            holders = self.foreign_holders(name) if count else ()
+            if (count, holders) == (node.foreign, node.foreign_holders):
+                continue
+            event_id = derived_event_id(
+                "agent", "foreign-gpus", self.cluster, name, str(node.foreign_changes),
+                str(count), *(f"{h.name}={h.gpus}" for h in holders),
+            )  # fmt: skip
+            if event_id in self.in_flight or event_id in self.state.event_ids:
+                continue
+            data = NodeForeignGpus(node=name, cluster=self.cluster, gpus=count, holders=holders)
+            self._publish("foreign-gpus", data, now, event_id)
 
     # -- reading the log -------------------------------------------------------------------
     def observe(self, envelope: Envelope[Any]) -> None:

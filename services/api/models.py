@@ -484,6 +484,8 @@ class CapacityReason(_Reason):
     free_gpus_on_idle_nodes: int | None
     capacity: int
     largest_node_gpus: int
+    #: GPUs of the pool's schedulable nodes held by work Fairshare did not place.
+    foreign_gpus: int = 0
 
 
 class ContractView(Answer):
@@ -821,6 +823,17 @@ class PriceAccepted(Accepted):
 
 
 # -- nodes --------------------------------------------------------------------------------------
+class ForeignHolderView(Answer):
+    """Work Fairshare did not place holding GPUs of a node: a pod (``namespace/pod``, its
+    scheduler) or a Slurm job (its id, partition and user when known)."""
+
+    name: str
+    gpus: int
+    scheduler: str = ""
+    partition: str = ""
+    user: str = ""
+
+
 class NodeView(Answer):
     node: str
     cluster: str
@@ -840,6 +853,11 @@ class NodeView(Answer):
     cordon_reason: str = ""
     cordoned_by: str | None = None
     cordoned_at: str | None = None
+    #: GPUs held by work Fairshare did not place (off ``free_gpus``), what holds them, and
+    #: since when it has had any (design 2.8).
+    foreign_gpus: int = 0
+    foreign_holders: list[ForeignHolderView] = []
+    foreign_since: str | None = None
 
 
 class NodeList(Answer):

@@ -270,6 +270,9 @@ def node_view(node: NodeState) -> m.NodeView:
         cordon_reason=node.cordon_reason,
         cordoned_by=node.cordoned_by,
         cordoned_at=iso(node.cordoned_at),
+        foreign_gpus=node.foreign,
+        foreign_holders=[m.ForeignHolderView(**h.model_dump()) for h in node.foreign_holders],
+        foreign_since=iso(node.foreign_since),
     )
 
 

@@ -273,6 +273,8 @@ def _capacity(reason: why.TooLarge | why.FitsNow | why.InsufficientCapacity) -> 
             f"needs {reason.gpus} GPU(s) {shape}; {_free_block(fit)} "
             f"({fit.free_gpus} free in {reason.pool})"
         )
+        if fit.foreign_gpus:
+            message += f"; {fit.foreign_gpus} GPU(s) held by work Fairshare did not place"
     return m.CapacityReason(
         code=reason.code,
         message=message,
@@ -284,6 +286,7 @@ def _capacity(reason: why.TooLarge | why.FitsNow | why.InsufficientCapacity) -> 
         free_gpus_on_idle_nodes=fit.free_gpus_on_idle_nodes,
         capacity=fit.capacity,
         largest_node_gpus=fit.largest_node_gpus,
+        foreign_gpus=fit.foreign_gpus,
     )
 
 

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from kubernetes import watch
 from kubernetes.client import (
@@ -40,6 +40,7 @@ from kubernetes.client import (
 )
 from kubernetes.client.exceptions import ApiException
 
+from events.models.cluster import ForeignHolder
 from events.types import ID_PATTERN
 from scheduling.spec_checks import CORDON_ANNOTATION
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
@@ -49,11 +50,16 @@ from services.agents.kubernetes.pods import (
     PodSpecError,
     PodView,
     foreign_gpus,
+    foreign_holders,
+    foreign_pods,
     pod_manifests,
     run_outcome,
     untolerated,
 )
 from services.agents.topology import topology_from_labels
+
+#: What the agent does with pods of other schedulers holding GPUs on its nodes.
+ForeignGpuPolicy = Literal["tolerate", "evict"]
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +84,10 @@ class Permission:
         return f"{self.verb} {self.resource}{where}"
 
 
-def needed_permissions(namespace: str, cordon: bool) -> list[Permission]:
-    """What the agent does with the API (``deploy/kubernetes/agent.yaml`` grants exactly it)."""
+def needed_permissions(namespace: str, cordon: bool, evict: bool = False) -> list[Permission]:
+    """What the agent does with the API (``deploy/kubernetes/agent.yaml`` grants exactly it;
+    ``evict``, the foreign-GPU policy that deletes other schedulers' pods, needs deleting pods
+    in every namespace: an optional rule there)."""
     needed = [
         Permission("list", "nodes"),
         Permission("watch", "nodes"),
@@ -90,6 +98,8 @@ def needed_permissions(namespace: str, cordon: bool) -> list[Permission]:
     ]
     if cordon:
         needed.append(Permission("patch", "nodes"))
+    if evict:
+        needed.append(Permission("delete", "pods"))
     return needed
 
 
@@ -125,6 +135,7 @@ def _pod_view(pod: Any, gpu_resource: str) -> PodView:
         exit_code=exit_code,
         reason=reason,
         message=message,
+        scheduler=(spec.scheduler_name if spec else None) or "",
     )
 
 
@@ -315,6 +326,8 @@ class KubernetesAdapter:
         *,
         node_selector: str = "",
         cordon_in_kubernetes: bool = False,
+        foreign_gpu_policy: ForeignGpuPolicy = "tolerate",
+        foreign_grace_s: float = 300.0,
         pending_timeout_s: float = 600.0,
         api_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -325,6 +338,10 @@ class KubernetesAdapter:
         self.cluster = options.cluster
         self.node_selector = node_selector
         self.cordon_in_kubernetes = cordon_in_kubernetes
+        #: What the agent does with pods of other schedulers holding GPUs on its nodes:
+        #: ``tolerate`` (reported only) or ``evict`` (deleted after ``foreign_grace_s``).
+        self.foreign_gpu_policy: ForeignGpuPolicy = foreign_gpu_policy
+        self.foreign_grace_s = foreign_grace_s
         self.pending_timeout_s = pending_timeout_s
         self.api_timeout_s = api_timeout_s
         self.clock = clock
@@ -385,7 +402,10 @@ class KubernetesAdapter:
                 raise KubernetesError(f"cannot reach the API server: {_why(error)}") from error
         except Exception as error:
             raise KubernetesError(f"cannot reach the API server: {error}") from error
-        for permission in needed_permissions(self.options.namespace, self.cordon_in_kubernetes):
+        evict = self.foreign_gpu_policy == "evict"
+        for permission in needed_permissions(
+            self.options.namespace, self.cordon_in_kubernetes, evict
+        ):
             body = V1SelfSubjectAccessReview(
                 spec=V1SelfSubjectAccessReviewSpec(
                     resource_attributes=V1ResourceAttributes(
@@ -582,6 +602,32 @@ class KubernetesAdapter:
 
     def foreign_gpus(self, node: str) -> int:
         return foreign_gpus(self._pods.values(), node, self.cluster)
+
+    def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
+        return foreign_holders(self._pods.values(), node, self.cluster)
+
+    def foreign_pods(self, node: str) -> list[PodView]:
+        return foreign_pods(self._pods.values(), node, self.cluster)
+
+    def evict_foreign_pod(self, namespace: str, name: str) -> bool:
+        """Delete a pod Fairshare did not create (the ``evict`` policy); whether it went."""
+        try:
+            self.core.delete_namespaced_pod(name, namespace, _request_timeout=(5, 15))
+        except ApiException as error:
+            if error.status == 404:
+                return True
+            log.warning(
+                "could not evict a foreign pod",
+                extra={"pod": f"{namespace}/{name}", "why": _why(error)},
+            )
+            return False
+        except Exception as error:
+            log.warning(
+                "could not evict a foreign pod",
+                extra={"pod": f"{namespace}/{name}", "why": str(error)},
+            )
+            return False
+        return True
 
     def delete_pod(self, name: str) -> None:
         self._delete([name], 0)

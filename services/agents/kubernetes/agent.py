@@ -10,8 +10,14 @@
 * **Fairshare's cordons in Kubernetes** (opt-in, the adapter's ``cordon_in_kubernetes``): a
   node cordoned in Fairshare is made unschedulable, annotated as Fairshare's doing, so nothing
   submitted around Fairshare starts there either; uncordoned when Fairshare uncordons it.
-* **Pods around Fairshare** holding GPUs are ``kubernetes:foreign``; a placement needing them
-  waits; the agent never deletes a pod it did not create.
+* **Pods around Fairshare** holding GPUs (of other schedulers, or bound by hand) are stated
+  per node when they change (``NodeForeignGpus``: how many GPUs, ``namespace/pod`` and its
+  scheduler), so the scheduler places around them; in readings they are
+  ``kubernetes:foreign``, and a placement needing them anyway waits. Under the ``tolerate``
+  policy (the default) that is all; under ``evict`` (the adapter's ``foreign_gpu_policy``)
+  such a pod is deleted once it has held GPUs on a node of this agent for
+  ``foreign_grace_s``, with a log line (no Kubernetes Event), which needs the optional rule of
+  ``deploy/kubernetes/agent.yaml``.
 * **Strays**: this cluster's pods whose run the log no longer has active (finished and
   reported, lost, cancelled) are deleted after ``stray_grace_s``.
 """
@@ -19,13 +25,17 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 from events.envelope import derived_event_id
 from events.models import NodeRegistered
 from services.agents.adapter import NodeSpec
+from services.agents.agent import AgentSettings
 from services.agents.kubernetes.adapter import KubernetesAdapter
 from services.agents.kubernetes.pods import NodeView
 from services.agents.shared_cluster import SharedClusterAgent
+from services.bus.port import EventPublisher
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +49,20 @@ class KubernetesAgent(SharedClusterAgent):
     adapter: KubernetesAdapter
     actor = KUBERNETES_ACTOR
     foreign_occupant = FOREIGN_OCCUPANT
+
+    def __init__(
+        self,
+        adapter: KubernetesAdapter,
+        publisher: EventPublisher,
+        settings: AgentSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(adapter, publisher, settings, clock=clock)
+        #: Foreign GPU pods by (namespace, name), with when this agent first saw them (the
+        #: ``evict`` policy's grace), and how many it deleted.
+        self._foreign_seen: dict[tuple[str, str], float] = {}
+        self.evicted_foreign = 0
 
     def step(self) -> None:
         if self.started and self.adapter.healthy():
@@ -58,7 +82,37 @@ class KubernetesAgent(SharedClusterAgent):
                 ],
                 self._delete_pod,
             )
+            self.state_foreign(now)
+            if self.adapter.foreign_gpu_policy == "evict":
+                self.evict_foreign(now)
         super().step()
+
+    def evict_foreign(self, now: float) -> None:
+        """The ``evict`` policy: delete each pod of another scheduler holding GPUs on a node of
+        this agent once it has held them for ``foreign_grace_s`` (counted from when this
+        agent first saw it there; a restart counts afresh, so never early)."""
+        seen: dict[tuple[str, str], float] = {}
+        for name in sorted(self.node_specs):
+            for pod in self.adapter.foreign_pods(name):
+                key = (pod.namespace, pod.name)
+                first = self._foreign_seen.get(key, now)
+                seen[key] = first
+                if pod.deleting or now - first < self.adapter.foreign_grace_s:
+                    continue
+                log.warning(
+                    "evicting a pod Fairshare did not place: it holds GPUs on a Fairshare node "
+                    "past the grace (--foreign-gpu-policy evict)",
+                    extra={
+                        "pod": f"{pod.namespace}/{pod.name}",
+                        "node": name,
+                        "gpus": pod.gpus,
+                        "scheduler": pod.scheduler,
+                        "held_s": round(now - first, 1),
+                    },
+                )
+                if self.adapter.evict_foreign_pod(pod.namespace, pod.name):
+                    self.evicted_foreign += 1
+        self._foreign_seen = seen
 
     def _delete_pod(self, name: str) -> bool:
         self.adapter.delete_pod(name)

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from events.models.cluster import MAX_FOREIGN_HOLDERS, ForeignHolder
 from scheduling.spec_checks import GANG_ANNOTATION, WORKLOAD_ANNOTATION, pod_spec_problems, quantity
 from services.agents.adapter import RunRequest, run_environment
 
@@ -204,6 +205,8 @@ class PodView:
     exit_code: int | None = None
     reason: str = ""
     message: str = ""
+    #: Its ``schedulerName`` (who placed it: ``default-scheduler``, another batch scheduler).
+    scheduler: str = ""
 
     @property
     def finished(self) -> bool:
@@ -285,13 +288,29 @@ def _describe(pod: PodView, left: int, expected: int) -> str:
     return text
 
 
-def foreign_gpus(pods: Sequence[PodView], node: str, cluster: str) -> int:
+def foreign_pods(pods: Iterable[PodView], node: str, cluster: str) -> list[PodView]:
+    """The pods on ``node`` that hold GPUs and are not this cluster's runs, unfinished, by
+    namespace and name: work Fairshare did not place."""
+    found = [
+        p for p in pods if p.node == node and not p.finished and p.gpus and p.run(cluster) is None
+    ]
+    return sorted(found, key=lambda p: (p.namespace, p.name))
+
+
+def foreign_gpus(pods: Iterable[PodView], node: str, cluster: str) -> int:
     """GPUs of ``node`` held by pods that are not this cluster's runs and have not finished:
-    a placement that needs them waits (the agent never deletes a pod it did not create)."""
-    return sum(
-        p.gpus
-        for p in pods
-        if p.node == node and not p.finished and p.gpus and p.run(cluster) is None
+    the agent states them (``NodeForeignGpus``), the scheduler places around them, and a
+    placement that needs them anyway waits (the agent deletes a pod it did not create only
+    under the ``evict`` policy, docs/agents.md)."""
+    return sum(p.gpus for p in foreign_pods(pods, node, cluster))
+
+
+def foreign_holders(pods: Iterable[PodView], node: str, cluster: str) -> tuple[ForeignHolder, ...]:
+    """What :func:`foreign_gpus` counts, as the fact names it (``namespace/pod``, its
+    scheduler), at most ``MAX_FOREIGN_HOLDERS``."""
+    return tuple(
+        ForeignHolder(name=f"{p.namespace}/{p.name}", gpus=p.gpus, scheduler=p.scheduler[:200])
+        for p in foreign_pods(pods, node, cluster)[:MAX_FOREIGN_HOLDERS]
     )
 
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from events.models.cluster import MAX_FOREIGN_HOLDERS, ForeignHolder
 from events.types import ID_PATTERN
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
 from services.agents.run_as import RunAs, submitter_of
@@ -412,6 +413,22 @@ class SlurmAdapter:
             return 0
         ours = {job.job_id: len(job.request.gpus_on(node)) for job in self._jobs.values()}
         return foreign_gpus(self._snapshot.nodes[node], self._snapshot.jobs, self.cluster, ours)
+
+    def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
+        """The jobs this agent did not submit holding GPUs on ``node``, by job id (their
+        partition and user are not read yet: ``squeue``'s format would need them)."""
+        if self._snapshot is None:
+            return ()
+        found = []
+        for job in self._snapshot.jobs:
+            tag = job.tag
+            if (tag is not None and tag.cluster == self.cluster) or not job.holds_nodes:
+                continue
+            gpus = job.gpus_on(node)
+            if gpus > 0:
+                found.append(ForeignHolder(name=job.job_id, gpus=gpus))
+        found.sort(key=lambda h: (len(h.name), h.name))
+        return tuple(found[:MAX_FOREIGN_HOLDERS])
 
     def cancel_job(self, job_id: str) -> bool:
         try:

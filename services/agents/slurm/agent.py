@@ -94,6 +94,7 @@ class SlurmAgent(SharedClusterAgent):
                 ],
                 self.adapter.cancel_job,
             )
+            self.state_foreign(now)
         super().step()
 
     def _sync_node(self, slurm: SlurmNode, now: float) -> None:

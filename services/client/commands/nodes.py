@@ -41,7 +41,8 @@ def nodes(
     ca: CaOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Nodes: state, used and free GPUs, last heartbeat, why cordoned (like sinfo -N)."""
+    """Nodes: state, used and free GPUs, GPUs held by work Fairshare did not place, last
+    heartbeat, why cordoned (like sinfo -N)."""
     answer = ask(ctx, api, token, ca, lambda c: c.nodes(pool))
     if reasons:
         from services.api.models import NodeList
@@ -59,11 +60,12 @@ def _node_table(answer: NodeList) -> FittedTable:
         "GPUS",
         "USED",
         "FREE",
+        "FOREIGN",
         "HEARTBEAT",
         "WORKLOADS",
         "REASON",
         whole=("NODE", "POOL", "WORKLOADS"),
-        drop=("HEARTBEAT", "USED", "GPUS"),
+        drop=("HEARTBEAT", "USED", "GPUS", "FOREIGN"),
     )
     for n in answer.nodes:
         table.add_row(
@@ -74,12 +76,24 @@ def _node_table(answer: NodeList) -> FittedTable:
                 n.gpus,
                 n.used_gpus,
                 n.free_gpus,
+                foreign(n),
                 n.last_heartbeat or "-",
                 n.workloads or "-",
                 reason(n) or "-",
             ),
         )
     return table
+
+
+def foreign(node: NodeView) -> str:
+    """GPUs held by work Fairshare did not place, and the first of what holds them."""
+    if not node.foreign_gpus:
+        return "-"
+    holders = node.foreign_holders
+    if not holders:
+        return str(node.foreign_gpus)
+    more = f" +{len(holders) - 1}" if len(holders) > 1 else ""
+    return f"{node.foreign_gpus} ({holders[0].name}{more})"
 
 
 def reason(node: NodeView) -> str:

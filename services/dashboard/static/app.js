@@ -657,6 +657,13 @@ function renderPreemptions(data) {
   }).join(""));
 }
 
+function foreignNote(n) {
+  if (!n.foreign_gpus) return "";
+  const holders = (n.foreign_holders || []).map((h) => `${h.name} (${h.gpus})`);
+  const title = holders.length ? holders.join(", ") : "holders not reported";
+  return `<div class="note foreign" title="${esc(title)}">${plural(n.foreign_gpus, "GPU")} held outside Fairshare</div>`;
+}
+
 function nodeNote(n, asOf) {
   if (n.cordoned || ["cordoned", "draining", "drained"].includes(n.state)) {
     // cordon_reason is "" when none was given; absent from an API that does not say
@@ -680,12 +687,15 @@ function renderNodes(data, asOf) {
   inUse = { used: sum(mine.map((n) => n.used_gpus)), gpus: sum(mine.map((n) => n.gpus)) };
   setHTML($("#nodes"), data.nodes.filter((n) => !pool || n.pool === pool).map((n) => {
     counts[n.state] = (counts[n.state] || 0) + 1;
-    const gpus = Array.from({ length: n.gpus }, (_, i) => `<i class="${i < n.used_gpus ? "used" : ""}"></i>`);
+    // GPUs held by work Fairshare did not place: the last ones, as the agents count them
+    const foreign = n.foreign_gpus || 0;
+    const gpus = Array.from({ length: n.gpus }, (_, i) =>
+      `<i class="${i < n.used_gpus ? "used" : i >= n.gpus - foreign ? "foreign" : ""}"></i>`);
     const title = n.workloads.length ? `running: ${n.workloads.join(", ")}` : "nothing running";
     return `<div class="node state-${esc(n.state)}" data-node="${esc(n.node)}" title="${esc(title)}">` +
       `<div class="node-head"><b>${esc(n.node)}</b><span class="state">${esc(n.state)}</span>` +
       `<span class="muted">${n.used_gpus}/${n.gpus}</span></div>` +
-      `<div class="gpus">${gpus.join("")}</div>${nodeNote(n, asOf)}</div>`;
+      `<div class="gpus">${gpus.join("")}</div>${foreignNote(n)}${nodeNote(n, asOf)}</div>`;
   }).join(""));
   $("#nodes-summary").textContent = Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ");
 }
