@@ -85,17 +85,28 @@ class SharedClusterAgent(ClusterAgent):
         adapter: SharedClusterAdapter = self.adapter  # type: ignore[assignment]
         return adapter.foreign_holders(node)[:MAX_FOREIGN_HOLDERS]
 
+    def foreign_holdings(self) -> dict[str, tuple[int, tuple[ForeignHolder, ...]]]:
+        """Per node of this agent, the GPUs foreign work holds and what holds them (a family
+        may find them all in one pass over its cluster's listing)."""
+        return {
+            name: (count, self.foreign_holders(name) if count else ())
+            for name in self.node_specs
+            if (count := self.foreign_gpus(name))
+        }
+
     def state_foreign(self, now: float) -> None:
         """State ``NodeForeignGpus`` for each of its nodes whose foreign holding (how many
         GPUs, what holds them) differs from what the log has: on a change, not every round.
         The id derives from the node's count of such changes and the holding stated, so a
         fact in flight is not stated twice, and a holding that comes back is a new fact."""
+        holdings = self.foreign_holdings()
         for name in sorted(self.node_specs):
             node = self.state.cluster.nodes.get(name)
             if node is None:
                 continue
-            count = min(self.foreign_gpus(name), node.gpus)
-            holders = self.foreign_holders(name) if count else ()
+            count, holders = holdings.get(name, (0, ()))
+            count = min(count, node.gpus)
+            holders = holders[:MAX_FOREIGN_HOLDERS] if count else ()
             if (count, holders) == (node.foreign, node.foreign_holders):
                 continue
             event_id = derived_event_id(

@@ -18,7 +18,12 @@ from scheduling import why_pending as why
 from scheduling.start_estimate import estimate_starts
 from services.agents import SimulatedAdapter, simulated_nodes
 from services.agents.kubernetes.agent import KubernetesAgent
-from services.agents.kubernetes.pods import PodView, foreign_holders
+from services.agents.kubernetes.pods import (
+    PodView,
+    foreign_gpus,
+    foreign_holders,
+    foreign_pods_by_node,
+)
 from services.agents.slurm.adapter import SlurmAdapter
 from services.agents.slurm.agent import SlurmAgent
 from tests.unit.scheduling_fixtures import CLUSTER, T0, Scenario, placed_ids, placements
@@ -260,11 +265,11 @@ class FakeKubernetes(SimulatedAdapter):
     def our_pods(self) -> list[Any]:
         return []
 
-    def foreign_pods(self, node: str) -> list[PodView]:
-        return [p for p in self.pods if p.node == node and p.gpus and not p.finished]
+    def foreign_pods_by_node(self) -> dict[str, list[PodView]]:
+        return foreign_pods_by_node(self.pods, AGENT_CLUSTER)
 
     def foreign_gpus(self, node: str) -> int:
-        return sum(p.gpus for p in self.foreign_pods(node))
+        return foreign_gpus(self.pods, node, AGENT_CLUSTER)
 
     def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
         return foreign_holders(self.pods, node, AGENT_CLUSTER)
@@ -407,6 +412,11 @@ def test_foreign_holders_are_unfinished_gpu_pods_of_others_by_name() -> None:
         ("ml/a", 1),
         ("ml/b", 2),
     ]
+    by_node = foreign_pods_by_node(pods, AGENT_CLUSTER)
+    assert {n: [p.name for p in listed] for n, listed in by_node.items()} == {
+        NODE0: ["a", "b"],
+        NODE1: ["other-node"],
+    }
     many = [pod(f"p{i:02}", NODE0, 1) for i in range(40)]
     assert len(foreign_holders(many, NODE0, AGENT_CLUSTER)) == 32
     tolerate = {str(p) for p in needed_permissions("runs", False)}

@@ -51,7 +51,7 @@ from services.agents.kubernetes.pods import (
     PodView,
     foreign_gpus,
     foreign_holders,
-    foreign_pods,
+    foreign_pods_by_node,
     pod_manifests,
     run_outcome,
     untolerated,
@@ -606,8 +606,8 @@ class KubernetesAdapter:
     def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
         return foreign_holders(self._pods.values(), node, self.cluster)
 
-    def foreign_pods(self, node: str) -> list[PodView]:
-        return foreign_pods(self._pods.values(), node, self.cluster)
+    def foreign_pods_by_node(self) -> dict[str, list[PodView]]:
+        return foreign_pods_by_node(self._pods.values(), self.cluster)
 
     def evict_foreign_pod(self, namespace: str, name: str) -> bool:
         """Delete a pod Fairshare did not create (the ``evict`` policy); whether it went."""

@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 
 from events.envelope import derived_event_id
-from events.models import NodeRegistered
+from events.models import ForeignHolder, NodeRegistered
 from services.agents.adapter import NodeSpec
 from services.agents.agent import AgentSettings
 from services.agents.kubernetes.adapter import KubernetesAdapter
-from services.agents.kubernetes.pods import NodeView
+from services.agents.kubernetes.pods import NodeView, holders_of
 from services.agents.shared_cluster import SharedClusterAgent
 from services.bus.port import EventPublisher
 
@@ -87,13 +87,22 @@ class KubernetesAgent(SharedClusterAgent):
                 self.evict_foreign(now)
         super().step()
 
+    def foreign_holdings(self) -> dict[str, tuple[int, tuple[ForeignHolder, ...]]]:
+        """One pass over the pods for every node (not one per node)."""
+        found = {}
+        for name, pods in self.adapter.foreign_pods_by_node().items():
+            if name in self.node_specs:
+                found[name] = (sum(p.gpus for p in pods), holders_of(pods))
+        return found
+
     def evict_foreign(self, now: float) -> None:
         """The ``evict`` policy: delete each pod of another scheduler holding GPUs on a node of
         this agent once it has held them for ``foreign_grace_s`` (counted from when this
         agent first saw it there; a restart counts afresh, so never early)."""
         seen: dict[tuple[str, str], float] = {}
-        for name in sorted(self.node_specs):
-            for pod in self.adapter.foreign_pods(name):
+        by_node = self.adapter.foreign_pods_by_node()
+        for name in sorted(set(by_node) & set(self.node_specs)):
+            for pod in by_node[name]:
                 key = (pod.namespace, pod.name)
                 first = self._foreign_seen.get(key, now)
                 seen[key] = first

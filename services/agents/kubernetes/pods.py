@@ -297,6 +297,26 @@ def foreign_pods(pods: Iterable[PodView], node: str, cluster: str) -> list[PodVi
     return sorted(found, key=lambda p: (p.namespace, p.name))
 
 
+def foreign_pods_by_node(pods: Iterable[PodView], cluster: str) -> dict[str, list[PodView]]:
+    """:func:`foreign_pods` of every node at once, in one pass over ``pods``."""
+    found: dict[str, list[PodView]] = {}
+    for p in pods:
+        if p.node and not p.finished and p.gpus and p.run(cluster) is None:
+            found.setdefault(p.node, []).append(p)
+    for listed in found.values():
+        listed.sort(key=lambda p: (p.namespace, p.name))
+    return found
+
+
+def holders_of(pods: Sequence[PodView]) -> tuple[ForeignHolder, ...]:
+    """Foreign pods (in order) as the fact names them: ``namespace/pod`` and its scheduler,
+    at most ``MAX_FOREIGN_HOLDERS``."""
+    return tuple(
+        ForeignHolder(name=f"{p.namespace}/{p.name}", gpus=p.gpus, scheduler=p.scheduler[:200])
+        for p in pods[:MAX_FOREIGN_HOLDERS]
+    )
+
+
 def foreign_gpus(pods: Iterable[PodView], node: str, cluster: str) -> int:
     """GPUs of ``node`` held by pods that are not this cluster's runs and have not finished:
     the agent states them (``NodeForeignGpus``), the scheduler places around them, and a
@@ -308,10 +328,7 @@ def foreign_gpus(pods: Iterable[PodView], node: str, cluster: str) -> int:
 def foreign_holders(pods: Iterable[PodView], node: str, cluster: str) -> tuple[ForeignHolder, ...]:
     """What :func:`foreign_gpus` counts, as the fact names it (``namespace/pod``, its
     scheduler), at most ``MAX_FOREIGN_HOLDERS``."""
-    return tuple(
-        ForeignHolder(name=f"{p.namespace}/{p.name}", gpus=p.gpus, scheduler=p.scheduler[:200])
-        for p in foreign_pods(pods, node, cluster)[:MAX_FOREIGN_HOLDERS]
-    )
+    return holders_of(foreign_pods(pods, node, cluster))
 
 
 def untolerated(taints: Sequence[Mapping[str, Any]], gpu_resource: str) -> tuple[str, ...]:
