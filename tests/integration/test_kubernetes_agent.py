@@ -210,12 +210,35 @@ def test_gpus_held_by_a_foreign_pod_are_reported_and_waited_for(
         return False
 
     wait_until(foreign_reported, "the foreign pod's GPUs in a heartbeat")
+    # stated as a fact (NodeForeignGpus): the API's node view shows them and their holder
+    wait_until(lambda: stack.node(node).get("foreign_gpus") == 8, "the foreign GPUs in /nodes")
+    [holder] = stack.node(node)["foreign_holders"]
+    assert (holder["name"], holder["gpus"]) == (f"{kube_namespace}/foreign", 8)
+    assert stack.node(node)["free_gpus"] == 0
     assert stack.pods_of("w") == [], "no pod while the foreign pod holds the GPUs"
     assert _status(stack, "w") != "running"
     kube_core.delete_namespaced_pod("foreign", kube_namespace, grace_period_seconds=0)
+    wait_until(lambda: stack.node(node).get("foreign_gpus") == 0, "the foreign GPUs gone")
     wait_until(lambda: _status(stack, "w") == "succeeded", "w to run once the GPUs are free", 60)
     names = [p.metadata.name for p in kube_core.list_namespaced_pod(kube_namespace).items]
     assert "foreign" not in names
+
+
+def test_the_evict_policy_deletes_a_foreign_gpu_pod_after_the_grace(
+    stack: KubernetesStack, kube_core: CoreV1Api, kube_namespace: str
+) -> None:
+    [node] = stack.nodes(1)
+    kube_core.create_namespaced_pod(kube_namespace, pinned_gpu_pod("squatter", node, 4))
+    agent = stack.start_agent(foreign_gpu_policy="evict", foreign_grace_s=3.0)
+    _running(stack)
+
+    def gone() -> bool:
+        names = [p.metadata.name for p in kube_core.list_namespaced_pod(kube_namespace).items]
+        return "squatter" not in names
+
+    wait_until(gone, "the foreign pod evicted after the grace", 60)
+    assert agent.evicted_foreign >= 1
+    wait_until(lambda: stack.node(node).get("foreign_gpus") == 0, "no foreign GPUs left")
 
 
 def test_a_spec_that_cannot_make_a_pod_is_refused_at_submit(stack: KubernetesStack) -> None:
