@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -606,3 +608,41 @@ def fake_gpu_nodes(kube_core: CoreV1Api) -> Iterator[NodeFactory]:
     :func:`create_fake_gpu_nodes`); all are deleted when the test ends."""
     with fake_gpu_node_factory(kube_core) as make:
         yield make
+
+
+def kubectl_binary() -> str:
+    """kubectl (``$FAIRSHARE_KUBECTL``, else on PATH); without it, skip, or fail under
+    ``FAIRSHARE_REQUIRE_KUBERNETES=1``."""
+    found = shutil.which(os.environ.get("FAIRSHARE_KUBECTL") or "kubectl")
+    if found is None:
+        reason = "no kubectl on PATH (or set FAIRSHARE_KUBECTL)"
+        if os.environ.get("FAIRSHARE_REQUIRE_KUBERNETES") == "1":
+            pytest.fail(f"Kubernetes required (FAIRSHARE_REQUIRE_KUBERNETES=1) but: {reason}")
+        pytest.skip(reason)
+    return found
+
+
+def server_dry_run(
+    cluster: KubernetesCluster, manifests: Path, objects: list[dict[str, Any]], scratch: Path
+) -> None:
+    """``kubectl apply --dry-run=server --validate=strict -f manifests`` against ``cluster``:
+    the API server must accept every one of ``objects`` (what ``manifests`` holds) and nothing
+    else, each dry-run (``scratch``: kubectl's cache). Never the developer's ``$KUBECONFIG``."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env["KUBECACHEDIR"] = str(scratch / "kube-cache")
+    command = [kubectl_binary(), "apply", "--dry-run=server", "--validate=strict"]
+    command += ["-f", str(manifests), "--kubeconfig", str(cluster.kubeconfig)]
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # one line per object: "<kind>[.<group>]/<name> created|configured (server dry run)"
+    applied: list[tuple[str, str]] = []
+    for line in result.stdout.splitlines():
+        resource, _, rest = line.partition("/")
+        name, _, outcome = rest.partition(" ")
+        assert outcome.endswith("(server dry run)"), output
+        applied.append((resource.split(".")[0], name))
+    expected = [(obj["kind"].lower(), obj["metadata"]["name"]) for obj in objects]
+    assert sorted(applied) == sorted(expected), output

@@ -39,6 +39,7 @@ from tests.integration.kubernetes_fixtures import (
     kube_core,
     kubernetes_cluster,
     scratch_namespace,
+    server_dry_run,
     unique_name,
 )
 
@@ -537,14 +538,6 @@ def test_the_agents_rbac_is_the_manifests(helm: list[str], tmp_path: Path) -> No
 # -- against the API server -----------------------------------------------------------------------
 
 
-def _kubectl() -> str:
-    found = shutil.which(os.environ.get("FAIRSHARE_KUBECTL") or "kubectl")
-    if found is None:
-        _unavailable("no kubectl on PATH (or set FAIRSHARE_KUBECTL)")
-    assert found is not None
-    return found
-
-
 def _has_service_monitors(cluster: KubernetesCluster) -> bool:
     """Whether the API server serves monitoring.coreos.com/v1 ServiceMonitors (the test
     cluster of .ci/start-kubernetes does not: no Prometheus operator, no CRD)."""
@@ -573,7 +566,6 @@ def test_the_api_server_accepts_every_object(
     then "configured"); the release name is unique, so its cluster-wide names are too. The
     ServiceMonitor is applied only where the cluster has the Prometheus operator's API (the test
     cluster has not)."""
-    kubectl = _kubectl()
     release = unique_name("fs")
     with (
         scratch_namespace(kube_core, "fs-helm") as namespace,
@@ -596,34 +588,6 @@ def test_the_api_server_accepts_every_object(
         )
         rendered = tmp_path / "rendered.yaml"
         rendered.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        env["KUBECACHEDIR"] = str(tmp_path / "kube-cache")
-        result = subprocess.run(
-            [
-                kubectl,
-                "apply",
-                "--dry-run=server",
-                "--validate=strict",
-                "-f",
-                str(rendered),
-                "--kubeconfig",
-                str(kubernetes_cluster.kubeconfig),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    applied: list[tuple[str, str]] = []
-    for line in result.stdout.splitlines():
-        resource, _, rest = line.partition("/")
-        name, _, outcome = rest.partition(" ")
-        assert outcome.endswith("(server dry run)"), output
-        applied.append((resource.split(".")[0], name))
-    expected = [(obj["kind"].lower(), obj["metadata"]["name"]) for obj in objects]
-    assert sorted(applied) == sorted(expected), output
+        server_dry_run(kubernetes_cluster, rendered, objects, tmp_path)
     kinds = {obj["kind"] for obj in objects}
     assert {"Deployment", "Service", "ClusterRole", "Role", "ConfigMap", "Namespace"} <= kinds

@@ -7,9 +7,6 @@ without them cannot even list nodes (the last two against ``bash .ci/start-kuber
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +31,7 @@ from tests.integration.kubernetes_fixtures import (
     kubernetes_cluster,
     pinned_gpu_pod,
     scratch_namespace,
+    server_dry_run,
     service_account_kubeconfig,
     unique_name,
     wait_until,
@@ -143,18 +141,6 @@ def test_the_bindings_and_the_deployment_fit_together() -> None:
 # -- against the API server -----------------------------------------------------------------------
 
 
-def _kubectl() -> str:
-    """kubectl (``$FAIRSHARE_KUBECTL``, else on PATH); without it, skip, or fail under
-    ``FAIRSHARE_REQUIRE_KUBERNETES=1``."""
-    found = shutil.which(os.environ.get("FAIRSHARE_KUBECTL") or "kubectl")
-    if found is None:
-        reason = "no kubectl on PATH (or set FAIRSHARE_KUBECTL)"
-        if os.environ.get("FAIRSHARE_REQUIRE_KUBERNETES") == "1":
-            pytest.fail(f"Kubernetes required (FAIRSHARE_REQUIRE_KUBERNETES=1) but: {reason}")
-        pytest.skip(reason)
-    return found
-
-
 def _renamed(objects: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
     """The objects with their namespaces renamed (``names``: old -> new), wherever they name
     one: a Namespace's name, metadata.namespace, RBAC subjects, the agent's --namespace."""
@@ -189,7 +175,6 @@ def test_the_api_server_accepts_the_manifests(
     exist. The cluster is shared by every test and run, so rather than creating ``fairshare`` and
     ``fairshare-runs`` themselves, this applies a copy of the files whose two namespaces are
     renamed to scratch ones that exist for the test; nothing else is changed."""
-    kubectl = _kubectl()
     objects = agent_manifests()
     with (
         scratch_namespace(kube_core, "fs-agent") as agent_namespace,
@@ -201,36 +186,7 @@ def test_the_api_server_accepts_the_manifests(
         (copy / "agent.yaml").write_text(
             yaml.safe_dump_all(_renamed(objects, names), sort_keys=False), encoding="utf-8"
         )
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-        env["KUBECACHEDIR"] = str(tmp_path / "kube-cache")
-        result = subprocess.run(
-            [
-                kubectl,
-                "apply",
-                "--dry-run=server",
-                "--validate=strict",
-                "-f",
-                str(copy),
-                "--kubeconfig",
-                str(kubernetes_cluster.kubeconfig),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    # one line per object: "<kind>[.<group>]/<name> created|configured (server dry run)"
-    applied: list[tuple[str, str]] = []
-    for line in result.stdout.splitlines():
-        resource, _, rest = line.partition("/")
-        name, _, outcome = rest.partition(" ")
-        assert outcome.endswith("(server dry run)"), output
-        applied.append((resource.split(".")[0], name))
-    expected = [(obj["kind"].lower(), obj["metadata"]["name"]) for obj in _renamed(objects, names)]
-    assert sorted(applied) == sorted(expected), output
+        server_dry_run(kubernetes_cluster, copy, _renamed(objects, names), tmp_path)
 
 
 def _forbidden(call: Callable[[], object]) -> bool:
