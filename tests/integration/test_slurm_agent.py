@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from events import TopicKind
-from events.models import GpuHeartbeat
+from events.models import GpuHeartbeat, NodeForeignGpus
 from services.agents.serve import read_history
 from services.agents.slurm.agent import FOREIGN_OCCUPANT
 from services.agents.slurm.commands import SlurmCli, SlurmError
@@ -227,16 +227,23 @@ def test_an_agent_restarted_mid_job_adopts_it(
     assert [line.split()[0] for line in _lines(record)] == ["start", "done"]
 
 
-def test_gpus_taken_around_fairshare_are_reported_and_waited_for(
+def test_gpus_taken_around_fairshare_are_reported_and_never_placed_onto(
     slurm_cluster: SlurmCluster, bus: KafkaBus, tmp_path: Path
 ) -> None:
+    """Jobs sent to Slurm around Fairshare hold every node's GPUs: the agent states them
+    (heartbeats name them foreign, and a ``NodeForeignGpus`` fact per node), the scheduler
+    places nothing onto them (the workload stays pending, nothing is sent to pend in Slurm),
+    and once one node is given back the workload is placed there and runs."""
     cli = SlurmCli()
-    node = min(slurm_cluster.gpus)  # where the scheduler's best fit puts a whole-node job
+    node = min(slurm_cluster.gpus)
     gpus = slurm_cluster.gpus[node]
     sbatch = ["sbatch", "--parsable", "--job-name=around fairshare", "--output=/dev/null"]
-    foreign = cli.submit(
-        [*sbatch, f"--nodelist={node}", f"--gres=gpu:{gpus}"], "#!/bin/sh\nsleep 300\n"
-    )
+    foreign = {
+        name: cli.submit(
+            [*sbatch, f"--nodelist={name}", f"--gres=gpu:{count}"], "#!/bin/sh\nsleep 300\n"
+        )
+        for name, count in sorted(slurm_cluster.gpus.items())
+    }
     try:
         with running_stack(bus, tmp_path / "slurm-out") as stack:
             stack.seed_lab()
@@ -253,7 +260,16 @@ def test_gpus_taken_around_fairshare_are_reported_and_waited_for(
                     for e in beats
                 )
 
+            def foreign_stated() -> bool:
+                facts = read_history(bus.broker.bootstrap, bus.topics, [TopicKind.CLUSTER])
+                held: dict[str, int] = {}
+                for e in facts:
+                    if isinstance(e.data, NodeForeignGpus):
+                        held[e.data.node] = e.data.gpus
+                return held == dict(slurm_cluster.gpus)
+
             wait_until(foreign_in_heartbeats, "a heartbeat naming the foreign GPUs")
+            wait_until(foreign_stated, "every node's foreign GPUs stated")
             response = api.post(
                 "/workloads",
                 json={
@@ -267,13 +283,13 @@ def test_gpus_taken_around_fairshare_are_reported_and_waited_for(
                 headers=ANA,
             )
             assert response.status_code in (200, 201, 202), response.text
-            wait_until(lambda: stack.workload("wf").get("status") == "placed", "the placement")
-            assert stack.workload("wf")["placement"][0]["node"] == node
             time.sleep(3)
-            assert stack.workload("wf")["status"] == "placed", "waits: not started"
+            assert stack.workload("wf")["status"] == "pending", "never placed onto foreign GPUs"
             assert stack.jobs() == [], "not submitted to pend in Slurm"
-            cli.cancel(foreign)
+            cli.cancel(foreign[node])
             wait_until(lambda: stack.workload("wf").get("status") == "succeeded", "wf to run")
+            assert stack.workload("wf")["placement"][0]["node"] == node
     finally:
-        with contextlib.suppress(SlurmError):
-            cli.cancel(foreign)
+        for job in foreign.values():
+            with contextlib.suppress(SlurmError):
+                cli.cancel(job)
