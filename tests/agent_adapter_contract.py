@@ -21,6 +21,7 @@ simulated cluster's is moved by hand, a real one's is waited on).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal, Protocol
@@ -70,6 +71,35 @@ class Cluster(Protocol):
 
     def sleep(self, seconds: float) -> None:
         """Let ``seconds`` pass on the cluster."""
+
+
+class WallClock:
+    """The clock of a real cluster: time passes by itself, and is waited on."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class ShellCommands(WallClock):
+    """Specs of a cluster that runs a spec's ``command`` with ``/bin/sh -c`` (local, Slurm); a
+    run that ignores SIGTERM spins in ``spin_s`` steps."""
+
+    spin_s: float
+
+    def spec(
+        self, *, seconds: float | None = None, exit_code: int = 0, ignores_sigterm: bool = False
+    ) -> dict[str, object]:
+        if ignores_sigterm:
+            return {"command": f"trap '' TERM; while true; do sleep {self.spin_s:g}; done"}
+        if seconds is None:
+            return {"command": "sleep 300"}
+        return {"command": f"sleep {seconds}; exit {exit_code}"}
+
+    def unrunnable(self) -> dict[str, object] | None:
+        return {"command": 42}
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ pods as their annotations say (``.ci/kwok/stages.yaml``)."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
@@ -34,7 +33,7 @@ pytestmark = [pytest.mark.kubernetes]
 __all__ = ["fake_gpu_nodes", "kube_core", "kube_namespace", "kubernetes_cluster"]
 
 
-class RealKubernetes:
+class RealKubernetes(contract.WallClock):
     """The API server of ``.ci/start-kubernetes``: fake nodes of this case, its namespace."""
 
     executor = "kubernetes"
@@ -74,12 +73,6 @@ class RealKubernetes:
 
     def unrunnable(self) -> dict[str, object] | None:
         return {"image": "no spaces in an image name"}
-
-    def now(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ no case sees another's jobs, and its jobs cancelled when it ends."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,10 +24,11 @@ from tests.integration.slurm_fixtures import (
 pytestmark = [pytest.mark.slurm]
 
 
-class RealSlurm:
+class RealSlurm(contract.ShellCommands):
     """The Slurm of ``.ci/start-slurm``, under one Fairshare cluster's name."""
 
     executor = "slurm"
+    spin_s = 0.2
     adopts: contract.Adopts = "found"
     timeout_s = 60.0
     poll_s = 0.3
@@ -51,24 +51,6 @@ class RealSlurm:
             refresh_s=0.3,
             pending_timeout_s=120.0,
         )
-
-    def spec(
-        self, *, seconds: float | None = None, exit_code: int = 0, ignores_sigterm: bool = False
-    ) -> dict[str, object]:
-        if ignores_sigterm:
-            return {"command": "trap '' TERM; while true; do sleep 0.2; done"}
-        if seconds is None:
-            return {"command": "sleep 300"}
-        return {"command": f"sleep {seconds}; exit {exit_code}"}
-
-    def unrunnable(self) -> dict[str, object] | None:
-        return {"command": 42}
-
-    def now(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 @pytest.fixture(scope="session")

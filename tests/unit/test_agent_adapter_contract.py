@@ -4,7 +4,6 @@ Kubernetes to as well."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,10 +53,11 @@ class SimulatedCluster:
         self.clock.advance(seconds)
 
 
-class LocalCluster:
+class LocalCluster(contract.ShellCommands):
     """This machine: real processes, virtual GPU slots."""
 
     executor = "local"
+    spin_s = 0.05
     adopts: contract.Adopts = "none"
     timeout_s = 10.0
     poll_s = 0.05
@@ -71,24 +71,6 @@ class LocalCluster:
 
     def adapter(self) -> LocalAdapter:
         return LocalAdapter("box", virtual_gpus=4, use_nvml=False, log_dir=self.logs)
-
-    def spec(
-        self, *, seconds: float | None = None, exit_code: int = 0, ignores_sigterm: bool = False
-    ) -> dict[str, object]:
-        if ignores_sigterm:
-            return {"command": "trap '' TERM; while true; do sleep 0.05; done"}
-        if seconds is None:
-            return {"command": "sleep 300"}
-        return {"command": f"sleep {seconds}; exit {exit_code}"}
-
-    def unrunnable(self) -> dict[str, object] | None:
-        return {"command": 42}
-
-    def now(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 Case = Callable[[contract.Cluster], None]
