@@ -8,7 +8,7 @@ from typing import Any
 
 from events.envelope import Envelope
 from events.models import BudgetClosed, BudgetCreated, BudgetWeightChanged
-from projections.budget_tree import ROOT, BudgetNode, parent_of
+from projections.budget_tree import ROOT, BudgetNode, BudgetTree, parent_of
 from projections.live_state import LiveState
 from services.api import auth, queries
 from services.api import models as m
@@ -23,16 +23,28 @@ def accepted_on(budget: str) -> Callable[[Envelope[Any]], m.BudgetAccepted]:
     return lambda envelope: m.BudgetAccepted(event_id=envelope.id, budget=budget)
 
 
+#: A rule of who may write to a budget (:mod:`services.api.auth`): None, or why not.
+Permission = Callable[[Principal, BudgetTree, str], str | None]
+
+
+def allowed_on(
+    state: LiveState, who: Principal, budget: str, may: Permission = auth.may_manage
+) -> None:
+    """``budget`` exists (404) and ``who`` may write to it by ``may`` (403): the first check of
+    every write to a budget, its members or its namespaces."""
+    queries.budget_or_404(state, budget)
+    refusal = may(who, state.tree, budget)
+    if refusal is not None:
+        raise Forbidden(refusal, user=who.user)
+
+
 def set_weight(
     app: Application, who: Principal, budget: str, body: m.WeightRequest
 ) -> Result[m.WeightAnswer]:
     """Set a budget's weight (in every pool, or in ``body.pool``): a manager of its parent."""
 
     def check(state: LiveState) -> Unchanged[m.WeightAnswer] | Publish[m.WeightAnswer]:
-        queries.budget_or_404(state, budget)
-        refusal = auth.may_set_weight(who, state.tree, budget)
-        if refusal is not None:
-            raise Forbidden(refusal, user=who.user)
+        allowed_on(state, who, budget, auth.may_set_weight)
         if not state.tree.nodes[budget].open_at(app.clock()):
             raise Conflict(f"budget {budget} is closed", user=who.user)
         if body.pool is not None and body.pool not in state.cluster.pools:
@@ -138,10 +150,7 @@ def close_budget(
 
     def check(state: LiveState) -> Unchanged[m.BudgetAnswer] | Publish[m.BudgetAnswer]:
         now = app.clock()
-        queries.budget_or_404(state, budget)
-        refusal = auth.may_set_weight(who, state.tree, budget)
-        if refusal is not None:
-            raise Forbidden(refusal, user=who.user)
+        allowed_on(state, who, budget, auth.may_set_weight)
         node = state.tree.nodes[budget]
         if not node.open_at(now):
             return Unchanged(_budget_state(budget, node, now, False))

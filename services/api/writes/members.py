@@ -7,12 +7,11 @@ from collections.abc import Collection
 from events.models import MembershipGranted, MembershipRevoked
 from events.types import Role
 from projections.live_state import LiveState
-from services.api import auth, queries
 from services.api import models as m
 from services.api.application import Application, Result
 from services.api.auth import Principal
-from services.api.errors import Forbidden, Invalid
-from services.api.writes.budgets import accepted_on
+from services.api.errors import Invalid
+from services.api.writes.budgets import accepted_on, allowed_on
 from services.api.writes.skeleton import Publish, Unchanged, write
 
 
@@ -27,10 +26,7 @@ def add_member(
     UNCHANGED if the role is already held."""
 
     def check(state: LiveState) -> Unchanged[m.MemberAnswer] | Publish[m.MemberAnswer]:
-        queries.budget_or_404(state, budget)
-        refusal = auth.may_manage(who, state.tree, budget)
-        if refusal is not None:
-            raise Forbidden(refusal, user=who.user)
+        allowed_on(state, who, budget)
         if known_users is not None and body.user not in known_users:
             raise Invalid("user", f"unknown user {body.user!r}: no token names them", user=who.user)
         if body.role in state.tree.nodes[budget].members.get(body.user, set()):
@@ -53,10 +49,7 @@ def revoke_member(
     do: roles cover subtrees, so revoking here would change nothing)."""
 
     def check(state: LiveState) -> Unchanged[m.RevokeAnswer] | Publish[m.RevokeAnswer]:
-        queries.budget_or_404(state, budget)
-        refusal = auth.may_manage(who, state.tree, budget)
-        if refusal is not None:
-            raise Forbidden(refusal, user=who.user)
+        allowed_on(state, who, budget)
         still = _held_above(state, budget, user, role)
         if role not in state.tree.nodes[budget].members.get(user, set()):
             return Unchanged(

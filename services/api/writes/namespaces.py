@@ -8,12 +8,11 @@ from __future__ import annotations
 from events.models import GroupBound, GroupUnbound
 from events.models.budgets import KUBERNETES_NAMESPACE, group_name_error
 from projections.live_state import LiveState
-from services.api import auth, queries
 from services.api import models as m
 from services.api.application import Application, Result
 from services.api.auth import Principal
-from services.api.errors import Conflict, Forbidden, Invalid
-from services.api.writes.budgets import accepted_on
+from services.api.errors import Conflict, Invalid
+from services.api.writes.budgets import accepted_on, allowed_on
 from services.api.writes.skeleton import Publish, Unchanged, write
 
 
@@ -26,7 +25,7 @@ def bind_namespace(
     def check(
         state: LiveState,
     ) -> Unchanged[m.NamespaceBindingAnswer] | Publish[m.NamespaceBindingAnswer]:
-        _manager_of(state, who, budget)
+        allowed_on(state, who, budget)
         node = state.tree.nodes[budget]
         if not node.is_leaf:
             raise Invalid(
@@ -72,7 +71,7 @@ def unbind_namespace(
     def check(
         state: LiveState,
     ) -> Unchanged[m.NamespaceBindingAnswer] | Publish[m.NamespaceBindingAnswer]:
-        _manager_of(state, who, budget)
+        allowed_on(state, who, budget)
         bound = {b.budget for b in state.bindings.of_group(cluster, namespace)}
         if budget not in bound:
             return Unchanged(_change(budget, cluster, namespace, False, False))
@@ -86,13 +85,6 @@ def unbind_namespace(
         return Publish(data, lambda _: _change(budget, cluster, namespace, False, True))
 
     return write(app, who, check, accepted_on(budget))
-
-
-def _manager_of(state: LiveState, who: Principal, budget: str) -> None:
-    queries.budget_or_404(state, budget)
-    refusal = auth.may_manage(who, state.tree, budget)
-    if refusal is not None:
-        raise Forbidden(refusal, user=who.user)
 
 
 def _change(
