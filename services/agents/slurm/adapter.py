@@ -421,8 +421,7 @@ class SlurmAdapter:
             return ()
         found = []
         for job in self._snapshot.jobs:
-            tag = job.tag
-            if (tag is not None and tag.cluster == self.cluster) or not job.holds_nodes:
+            if job.submitted_by(self.cluster) or not job.holds_nodes:
                 continue
             gpus = job.gpus_on(node)
             if gpus > 0:

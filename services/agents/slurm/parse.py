@@ -285,6 +285,12 @@ class SlurmJob:
     def tag(self) -> RunTag | None:
         return parse_job_name(self.name)
 
+    def submitted_by(self, cluster: str) -> bool:
+        """Whether the agent of Fairshare cluster ``cluster`` submitted it (its name says so):
+        every other job, of users or of another Fairshare cluster, is foreign to that agent."""
+        tag = self.tag
+        return tag is not None and tag.cluster == cluster
+
     @property
     def ended(self) -> bool:
         return self.state in TERMINAL_STATES
@@ -411,8 +417,7 @@ def foreign_gpus(
     what the job asked for)."""
     mine = 0
     for job in jobs:
-        tag = job.tag
-        if tag is None or tag.cluster != cluster or not job.holds_nodes:
+        if not job.submitted_by(cluster) or not job.holds_nodes:
             continue
         if node.name not in job.nodes:
             continue
