@@ -56,6 +56,7 @@ from events.models import (
     SigningKeyRevoked,
     UsageSnapshot,
 )
+from events.native_work import native_cluster
 from events.serde import decode_structured, encode_structured
 from events.times import DAY, DEFAULT_WINDOW_S
 from projections.bindings import GroupBindings
@@ -350,6 +351,12 @@ class LiveState:
         if workload is None or workload.attempt != attempt or not workload.placement:
             return None
         return self.node_cluster(workload.placement[0][0])
+
+    def native_cluster_of(self, workload_id: str) -> str | None:
+        workload = self.cluster.workloads.get(workload_id)
+        if workload is None:
+            return None
+        return native_cluster(workload.spec) or ""
 
     def _held_since(self, envelope: Envelope[Any], mark: int) -> int:
         """When ``envelope`` was held; a fact held for its key whose id a genuine fact has

@@ -12,7 +12,8 @@ what the reader knows of nodes and runs, whether the record may be believed:
 * not after that key's revocation (by event time: see below);
 * by a role that may state that fact (:data:`STATED_BY`): the API what the API accepts, the
   scheduler its decisions, charging the ledger and usage, an agent only facts of its own
-  cluster's nodes and runs (:func:`_agent_scope`);
+  cluster's nodes and runs, and the submission and cancellation of work its own cluster's
+  users sent there natively (``events.native_work``; :func:`_agent_scope`);
 * and, where no key of the stating role is registered yet, or the record is dated before
   the registration's ``required_from``, unsigned (history written before signing began).
 
@@ -82,6 +83,7 @@ from events.models import (
     WorkloadSubmitted,
 )
 from events.models.keys import identity, public_key_bytes
+from events.native_work import native_cluster
 from events.signing import content_bytes, verifies
 
 ADMIN, API, SCHEDULER, CHARGING, AGENT = "admin", "api", "scheduler", "charging", "agent"
@@ -91,9 +93,11 @@ _ACCEPTED_BY_API = frozenset({API, ADMIN})
 #: writes: the demo lab, a budget tree set up by hand) and is the only one who states keys.
 #: A fact missing here is believed from no one: tests/unit/test_trust.py keeps it complete.
 STATED_BY: Mapping[type[EventData], frozenset[str]] = {
-    WorkloadSubmitted: _ACCEPTED_BY_API,
+    # and an agent for work its own cluster's users sent there natively (a Kubernetes Job
+    # applied with Fairshare's scheduler name), which only that agent sees arrive and go
+    WorkloadSubmitted: _ACCEPTED_BY_API | {AGENT},
     WorkloadArraySubmitted: _ACCEPTED_BY_API,
-    WorkloadCancelled: _ACCEPTED_BY_API,
+    WorkloadCancelled: _ACCEPTED_BY_API | {AGENT},
     BudgetCreated: _ACCEPTED_BY_API,
     BudgetClosed: _ACCEPTED_BY_API,
     BudgetWeightChanged: _ACCEPTED_BY_API,
@@ -167,6 +171,11 @@ class Owners(Protocol):
     def node_cluster(self, node: str) -> str | None: ...
 
     def run_cluster(self, workload_id: str, attempt: int) -> str | None: ...
+
+    def native_cluster_of(self, workload_id: str) -> str | None:
+        """The cluster whose users sent the workload natively; "" for work submitted through
+        the API; None when the reader does not know the workload."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +365,10 @@ def _claimed_cluster(data: EventData, owners: Owners) -> str | None:
         return owners.node_cluster(nodes[0].node) if nodes else None
     if isinstance(data, WorkloadPreempted | WorkloadFinished | WorkloadLost):
         return owners.run_cluster(data.workload_id, data.attempt)
+    if isinstance(data, WorkloadSubmitted):
+        return native_cluster(data.spec)
+    if isinstance(data, WorkloadCancelled):
+        return owners.native_cluster_of(data.workload_id) or None
     return None
 
 
@@ -370,6 +383,18 @@ def _agent_scope(data: EventData, cluster: str | None, owners: Owners) -> str | 
         nodes = [data.node]
     elif isinstance(data, NodeCordoned | NodeUncordoned):
         nodes = [data.node]
+    elif isinstance(data, WorkloadSubmitted):
+        origin = native_cluster(data.spec)
+        if origin != cluster:
+            return "it is not native work of its cluster" + (
+                f" (its spec names cluster {origin})" if origin else ""
+            )
+    elif isinstance(data, WorkloadCancelled):
+        origin = owners.native_cluster_of(data.workload_id)
+        if origin is not None and origin != cluster:
+            return f"workload {data.workload_id} is not native work of its cluster" + (
+                f" (but of cluster {origin})" if origin else " (it came through the API)"
+            )
     elif isinstance(data, WorkloadStarted):
         nodes = [gpus.node for gpus in data.placement.nodes]
     elif isinstance(data, WorkloadPreempted | WorkloadFinished | WorkloadLost):
@@ -468,6 +493,11 @@ class NodesAndRuns:
     def run_cluster(self, workload_id: str, attempt: int) -> str | None:
         run = self.runs.get(workload_id)
         return run[1] if run is not None and run[0] == attempt else None
+
+    def native_cluster_of(self, workload_id: str) -> str | None:
+        """Not known here (submissions are not followed): a cancellation is taken on the
+        signer's word, as the live state's readers, who decide on it, are not."""
+        return None
 
     def note(self, data: EventData) -> None:
         if isinstance(data, NodeRegistered):

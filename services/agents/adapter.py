@@ -133,6 +133,9 @@ class RunEnded:
     #: The process's exit status; None when it never ran or the cluster does not say.
     exit_code: int | None
     message: str = ""
+    #: The cluster lost the run before it could run (a native pod that could not be bound to
+    #: its node): reported ``WorkloadLost``, so it is requeued, not finished.
+    lost: bool = False
 
     @property
     def succeeded(self) -> bool:

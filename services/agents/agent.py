@@ -85,12 +85,16 @@ TIME_LIMIT_MESSAGE = "time limit"
 #: What the running agent follows, in the order an in-memory poll (and the catch-up merge, for
 #: events of one instant) reads them: the keys that vouch for a fact before it, a node before
 #: work is placed on it, and a preempt command that frees GPUs before the placement that takes
-#: them.
+#: them. The budgets (the tree and which namespaces may charge what) and the usage (the queue's
+#: order) are for native work: an agent that takes its cluster's users' own Jobs checks their
+#: budgets, and tells them why they wait (``services.agents.kubernetes.native_door``).
 AGENT_TOPICS: tuple[TopicKind, ...] = (
     TopicKind.KEYS,
+    TopicKind.BUDGETS,
     TopicKind.CLUSTER,
     TopicKind.COMMANDS,
     TopicKind.WORKLOADS,
+    TopicKind.USAGE,
 )
 #: What it reads once on start: the above, plus heartbeats and liveness signals (for the last
 #: time a run it cannot recover was seen).
@@ -475,6 +479,18 @@ class ClusterAgent:
                 at,
             )
             return
+        if ended.lost and run.stop_command is None:
+            self._publish_once(
+                "lost",
+                WorkloadLost(
+                    workload_id=workload_id,
+                    attempt=attempt,
+                    node=run.request.placement[0][0],
+                    last_heartbeat=_utc(at),
+                ),
+                at,
+            )
+            return
         if run.stop_command is not None:
             ran_s = int(max(0.0, at - run.request.started_at))
             data: EventData = WorkloadPreempted(
@@ -667,6 +683,11 @@ class ClusterAgent:
         if event_id in self.in_flight or event_id in self.state.event_ids:
             return
         self._publish(kind, data, at, event_id)
+
+    def publish_fact(self, kind: str, data: EventData, at: float, event_id: str) -> bool:
+        """A fact of a family's own (a native workload's submission or cancellation),
+        published, signed and tracked as the agent's others are; whether it was taken."""
+        return self._publish(kind, data, at, event_id)
 
     def _publish(
         self, kind: str, data: EventData, at: float, event_id: str, *, track: bool = True

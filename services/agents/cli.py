@@ -475,6 +475,15 @@ def kubernetes(
             help="under --foreign-gpu-policy evict: how long such a pod may hold GPUs first",
         ),
     ] = 300.0,
+    scheduler_name: Annotated[
+        str,
+        typer.Option(
+            "--scheduler-name",
+            help="pods whose spec.schedulerName is this are Fairshare's to place (native Jobs "
+            "and pods of every namespace, charged to the budget their namespace is bound to); "
+            "'' takes none (then the agent needs no rights on Jobs, bindings or Events)",
+        ),
+    ] = "fairshare",
     pending_timeout_s: PendingTimeoutOption = 600.0,
     api_timeout_s: Annotated[
         float,
@@ -486,7 +495,9 @@ def kubernetes(
     ] = 30.0,
 ) -> None:
     """A Kubernetes cluster: each placement becomes one pod per node, bound to it, asking its
-    GPUs; starts, ends, cordons and foreign pods are read from watches (see docs/agents.md)."""
+    GPUs; Jobs and pods applied with schedulerName fairshare are taken as they are (submitted,
+    bound, suspended to preempt); starts, ends, cordons and foreign pods are read from watches
+    (see docs/agents.md)."""
     from services.agents.kubernetes import KubernetesAdapter, KubernetesAgent, KubernetesError
     from services.agents.kubernetes.adapter import kubernetes_client
     from services.agents.kubernetes.pods import PodOptions
@@ -501,6 +512,7 @@ def kubernetes(
             if foreign_gpu_policy is ForeignGpuPolicy.EVICT
             else "tolerate",
             foreign_grace_s=foreign_grace_s,
+            scheduler_name=scheduler_name,
             pending_timeout_s=pending_timeout_s,
             api_timeout_s=api_timeout_s,
         )

@@ -87,7 +87,8 @@ READS: dict[Role, frozenset[TopicKind]] = {
     Role.SCHEDULER: _KEYS
     | {_K.BUDGETS, _K.CLUSTER, _K.WORKLOADS, _K.COMMANDS, _K.USAGE, _K.HEARTBEATS, _K.LIVENESS},
     # services.agents.agent.CATCH_UP_TOPICS
-    Role.AGENT: _KEYS | {_K.CLUSTER, _K.COMMANDS, _K.WORKLOADS, _K.HEARTBEATS, _K.LIVENESS},
+    Role.AGENT: _KEYS
+    | {_K.BUDGETS, _K.CLUSTER, _K.COMMANDS, _K.WORKLOADS, _K.USAGE, _K.HEARTBEATS, _K.LIVENESS},
     # its inputs and its own ledger; the dead letters, so each is published once
     Role.CHARGING: _KEYS | {_K.WORKLOADS, _K.HEARTBEATS, _K.LEDGER, _K.DEADLETTER},
     # services.projector.host.PROJECTED, and the dead letters (as charging)
@@ -100,7 +101,8 @@ WRITES: dict[Role, frozenset[TopicKind]] = {
     Role.API: frozenset({_K.WORKLOADS, _K.CLUSTER, _K.BUDGETS}),
     # place/preempt commands and settings; requeues and losses; drains, nodes down and up
     Role.SCHEDULER: frozenset({_K.COMMANDS, _K.WORKLOADS, _K.CLUSTER}),
-    # starts, ends, preemptions; nodes registered; heartbeats and liveness signals
+    # starts, ends, preemptions; native work's submissions and cancellations; nodes
+    # registered; heartbeats and liveness signals
     Role.AGENT: frozenset({_K.WORKLOADS, _K.CLUSTER, _K.HEARTBEATS, _K.LIVENESS}),
     # charges and period seals; usage snapshots; records it could not read
     Role.CHARGING: frozenset({_K.LEDGER, _K.USAGE, _K.DEADLETTER}),

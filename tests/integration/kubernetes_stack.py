@@ -15,7 +15,7 @@ from kubernetes.client import CoreV1Api
 from services.agents.agent import AgentSettings
 from services.agents.kubernetes import KubernetesAdapter, KubernetesAgent
 from services.agents.kubernetes.pods import PodOptions, PodView, run_selector
-from tests.integration.cluster_stack import ClusterStack
+from tests.integration.cluster_stack import ClusterStack, wait_until
 from tests.integration.kafka_bus import KafkaBus
 from tests.integration.kubernetes_fixtures import (
     POOL_LABEL,
@@ -62,6 +62,16 @@ class KubernetesStack(ClusterStack):
         self.agent = agent
         self.run_agent(agent)
         return agent
+
+    def agent_died_of(self, kind: type[BaseException]) -> None:
+        """The agent's loop died of ``kind`` (a test's stand-in for kill -9): forget it, so a
+        new incarnation can start."""
+        thread = self._agent_thread
+        assert thread is not None
+        wait_until(lambda: not thread.alive, "the agent to die", 30)
+        assert len(thread.errors) == 1, thread.errors
+        assert isinstance(thread.errors[0], kind), thread.errors
+        self._agent_thread = None
 
     def pods(self) -> list[Any]:
         """This cluster's run pods in Kubernetes now (read from the API, not the agent)."""

@@ -34,10 +34,13 @@ def signed(log: list[Envelope[Any]]) -> tuple[list[Envelope[Any]], dict[str, Sig
     out = []
     for envelope in log:
         roles = STATED_BY[type(envelope.data)]
-        agent = "agent" in roles and not (
-            "scheduler" in roles and envelope.type.endswith(".lost.v1")
+        # the API's facts an agent may state too (native work) are the API's here
+        agent = (
+            "agent" in roles
+            and "api" not in roles
+            and not ("scheduler" in roles and envelope.type.endswith(".lost.v1"))
         )
-        signer = agents[only] if agent else ROLE_KEYS[sorted(roles - {"admin"})[0]]
+        signer = agents[only] if agent else ROLE_KEYS[sorted(roles - {"admin", "agent"})[0]]
         out.append(signer.sign(envelope))
     return keys + out, agents
 

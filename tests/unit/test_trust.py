@@ -77,7 +77,15 @@ def signed_samples() -> list[Envelope[Any]]:
         if isinstance(envelope.data, UNJUDGED) or envelope.type.startswith("fairshare.signing"):
             continue
         roles = STATED_BY[type(envelope.data)]
-        role = "agent" if "agent" in roles else sorted(roles - {"admin"} or roles)[0]
+        # the API's facts that an agent may also state (native work) by the API: the samples
+        # are not native work
+        role = (
+            "api"
+            if "api" in roles
+            else "agent"
+            if "agent" in roles
+            else sorted(roles - {"admin"} or roles)[0]
+        )
         out.append(SIGNER_OF_ROLE[role].sign(envelope))
     return out
 

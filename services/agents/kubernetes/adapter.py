@@ -20,7 +20,6 @@ restarted, and a restarted agent adopts its pods by their labels.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -33,6 +32,7 @@ from kubernetes import watch
 from kubernetes.client import (
     ApiClient,
     AuthorizationV1Api,
+    BatchV1Api,
     CoreV1Api,
     V1ResourceAttributes,
     V1SelfSubjectAccessReview,
@@ -44,6 +44,10 @@ from events.models.cluster import ForeignHolder
 from events.types import ID_PATTERN
 from scheduling.spec_checks import CORDON_ANNOTATION
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
+from services.agents.kubernetes.api_errors import why as _why
+from services.agents.kubernetes.native import DEFAULT_SCHEDULER_NAME, JobView, Origin
+from services.agents.kubernetes.native_runs import NativeRuns
+from services.agents.kubernetes.notices import Notices
 from services.agents.kubernetes.pods import (
     NodeView,
     PodOptions,
@@ -78,16 +82,22 @@ class Permission:
     resource: str
     namespace: str | None = None
     group: str = ""
+    subresource: str = ""
 
     def __str__(self) -> str:
         where = f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)"
-        return f"{self.verb} {self.resource}{where}"
+        what = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {what}{where}"
 
 
-def needed_permissions(namespace: str, cordon: bool, evict: bool = False) -> list[Permission]:
+def needed_permissions(
+    namespace: str, cordon: bool, evict: bool = False, native: bool = True
+) -> list[Permission]:
     """What the agent does with the API (``deploy/kubernetes/agent.yaml`` grants exactly it;
     ``evict``, the foreign-GPU policy that deletes other schedulers' pods, needs deleting pods
-    in every namespace: an optional rule there)."""
+    in every namespace: an optional rule there). ``native``: it takes the Jobs and pods of
+    every namespace that name Fairshare's scheduler (reads Jobs, binds and deletes their pods,
+    suspends and annotates them, and tells their users what it did by Events)."""
     needed = [
         Permission("list", "nodes"),
         Permission("watch", "nodes"),
@@ -98,13 +108,22 @@ def needed_permissions(namespace: str, cordon: bool, evict: bool = False) -> lis
     ]
     if cordon:
         needed.append(Permission("patch", "nodes"))
-    if evict:
+    if evict or native:
         needed.append(Permission("delete", "pods"))
+    if native:
+        needed += [
+            Permission("list", "jobs", group="batch"),
+            Permission("watch", "jobs", group="batch"),
+            Permission("patch", "jobs", group="batch"),
+            Permission("create", "pods", subresource="binding"),
+            Permission("patch", "pods"),
+            Permission("create", "events"),
+        ]
     return needed
 
 
-def _pod_view(pod: Any, gpu_resource: str) -> PodView:
-    meta, spec, status = pod.metadata, pod.spec, pod.status
+def _gpus_asked(spec: Any, gpu_resource: str) -> int:
+    """GPUs a pod (spec) asks for: its containers' requests, or limits where none is asked."""
     gpus = 0
     for container in (spec.containers if spec else None) or []:
         resources = container.resources
@@ -113,6 +132,12 @@ def _pod_view(pod: Any, gpu_resource: str) -> PodView:
         value = asked.get(gpu_resource, limited.get(gpu_resource))
         if value is not None and str(value).isdigit():
             gpus += int(value)
+    return gpus
+
+
+def _pod_view(pod: Any, gpu_resource: str) -> PodView:
+    meta, spec, status = pod.metadata, pod.spec, pod.status
+    gpus = _gpus_asked(spec, gpu_resource)
     exit_code, reason, message = None, "", ""
     for state in (status.container_statuses if status else None) or []:
         terminated = state.state.terminated if state.state else None
@@ -136,6 +161,43 @@ def _pod_view(pod: Any, gpu_resource: str) -> PodView:
         reason=reason,
         message=message,
         scheduler=(spec.scheduler_name if spec else None) or "",
+        uid=meta.uid or "",
+        job_uid=next(
+            (
+                ref.uid
+                for ref in meta.owner_references or []
+                if ref.controller and ref.kind == "Job" and ref.api_version == "batch/v1"
+            ),
+            None,
+        ),
+    )
+
+
+def _job_view(job: Any, gpu_resource: str) -> JobView:
+    meta, spec, status = job.metadata, job.spec, job.status
+    template = spec.template.spec if spec and spec.template else None
+    finished, reason, message = "", "", ""
+    for condition in (status.conditions if status else None) or []:
+        if condition.type in ("Complete", "Failed") and condition.status == "True":
+            finished, reason = condition.type, condition.reason or ""
+            message = condition.message or ""
+            break
+    return JobView(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid or "",
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+        parallelism=spec.parallelism if spec.parallelism is not None else 1,
+        completions=spec.completions,
+        suspended=bool(spec.suspend),
+        active_deadline_s=spec.active_deadline_seconds,
+        deleting=meta.deletion_timestamp is not None,
+        scheduler=(template.scheduler_name if template else None) or "",
+        gpus_per_pod=_gpus_asked(template, gpu_resource),
+        finished=finished,
+        finish_reason=reason,
+        finish_message=message,
     )
 
 
@@ -328,6 +390,7 @@ class KubernetesAdapter:
         cordon_in_kubernetes: bool = False,
         foreign_gpu_policy: ForeignGpuPolicy = "tolerate",
         foreign_grace_s: float = 300.0,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
         pending_timeout_s: float = 600.0,
         api_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -342,6 +405,8 @@ class KubernetesAdapter:
         #: ``tolerate`` (reported only) or ``evict`` (deleted after ``foreign_grace_s``).
         self.foreign_gpu_policy: ForeignGpuPolicy = foreign_gpu_policy
         self.foreign_grace_s = foreign_grace_s
+        #: Pods naming this scheduler are Fairshare's to place (native work); "": none are.
+        self.scheduler_name = scheduler_name
         self.pending_timeout_s = pending_timeout_s
         self.api_timeout_s = api_timeout_s
         self.clock = clock
@@ -359,7 +424,13 @@ class KubernetesAdapter:
         self._pods = _Cache(
             "pods", self.core.list_pod_for_all_namespaces, lambda pod: _pod_view(pod, gpu), clock
         )
-        for cache in (self._nodes, self._pods):
+        self.batch = BatchV1Api(api)
+        self._jobs = _Cache(
+            "jobs", self.batch.list_job_for_all_namespaces, lambda job: _job_view(job, gpu), clock
+        )
+        self.native = NativeRuns(self.core, self.batch, self.job_views, self.pod_views, clock)
+        self.notices = Notices(self.core, self.batch, f"fairshare-agent-{self.cluster}")
+        for cache in self._caches:
             try:
                 cache.start()
             except ApiException as error:
@@ -404,7 +475,7 @@ class KubernetesAdapter:
             raise KubernetesError(f"cannot reach the API server: {error}") from error
         evict = self.foreign_gpu_policy == "evict"
         for permission in needed_permissions(
-            self.options.namespace, self.cordon_in_kubernetes, evict
+            self.options.namespace, self.cordon_in_kubernetes, evict, bool(self.scheduler_name)
         ):
             body = V1SelfSubjectAccessReview(
                 spec=V1SelfSubjectAccessReviewSpec(
@@ -413,6 +484,7 @@ class KubernetesAdapter:
                         resource=permission.resource,
                         group=permission.group,
                         namespace=permission.namespace,
+                        subresource=permission.subresource or None,
                     )
                 )
             )
@@ -430,17 +502,27 @@ class KubernetesAdapter:
             )
 
     # -- the caches ------------------------------------------------------------------------
+    @property
+    def _caches(self) -> tuple[_Cache, ...]:
+        """Jobs are watched only when native work is taken."""
+        if self.scheduler_name:
+            return (self._nodes, self._pods, self._jobs)
+        return (self._nodes, self._pods)
+
     def node_views(self) -> dict[str, NodeView]:
         return {node.name: node for node in self._nodes.values()}
 
     def pod_views(self) -> list[PodView]:
         return list(self._pods.values())
 
+    def job_views(self) -> list[JobView]:
+        return list(self._jobs.values())
+
     def healthy(self) -> bool:
         """Both watches heard from the API server within ``api_timeout_s``; raises
         :class:`KubernetesError` when one was refused, or when it has been silent longer."""
         now = self.clock()
-        for cache in (self._nodes, self._pods):
+        for cache in self._caches:
             if cache.refused is not None:
                 raise KubernetesError(f"the API server refused the watch of {cache.refused}")
             heard = cache.heard_at if cache.heard_at is not None else now
@@ -462,6 +544,10 @@ class KubernetesAdapter:
         return list(self._specs)
 
     def start(self, run: RunRequest) -> None:
+        origin = Origin.of(run.spec)
+        if origin is not None:
+            self.native.start(run, origin)
+            return
         try:
             manifests = pod_manifests(run, self.options)
         except PodSpecError as error:
@@ -499,6 +585,9 @@ class KubernetesAdapter:
         self._ended.append(RunEnded(run.workload_id, run.attempt, None, message[:500]))
 
     def adopt(self, run: RunRequest) -> bool:
+        origin = Origin.of(run.spec)
+        if origin is not None:
+            return self.native.adopt(run, origin)
         names = tuple(m["metadata"]["name"] for m in _manifests_or_empty(run, self.options))
         tracked = _Run(run, names, self.clock())
         if not names or not self._pods_of(tracked):
@@ -508,6 +597,9 @@ class KubernetesAdapter:
         return True
 
     def stop(self, workload_id: str, attempt: int, grace_period_s: float) -> None:
+        if workload_id in self.native.runs:
+            self.native.stop(workload_id, attempt, grace_period_s)
+            return
         run = self._runs.get(workload_id)
         if run is None or run.request.attempt != attempt or run.stopping:
             return
@@ -537,6 +629,7 @@ class KubernetesAdapter:
         ended, self._ended = self._ended, []
         if not self.healthy():
             return ended
+        ended += self.native.poll_ended()
         now = self.clock()
         for workload_id, run in sorted(self._runs.items()):
             pods = self._pods_of(run)
@@ -582,12 +675,15 @@ class KubernetesAdapter:
 
     def close(self) -> None:
         """Leave the pods running: the next incarnation adopts them."""
-        for cache in (self._nodes, self._pods):
+        for cache in self._caches:
             cache.stop()
         self._runs.clear()
+        self.native.runs.clear()
 
     # -- for the Kubernetes agent ----------------------------------------------------------
     def tracked(self, workload_id: str, attempt: int) -> bool:
+        if self.native.tracked(workload_id, attempt):
+            return True
         run = self._runs.get(workload_id)
         return run is not None and run.request.attempt == attempt
 
@@ -601,13 +697,13 @@ class KubernetesAdapter:
         return found
 
     def foreign_gpus(self, node: str) -> int:
-        return foreign_gpus(self._pods.values(), node, self.cluster)
+        return foreign_gpus(self._pods.values(), node, self.cluster, self.scheduler_name)
 
     def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
-        return foreign_holders(self._pods.values(), node, self.cluster)
+        return foreign_holders(self._pods.values(), node, self.cluster, self.scheduler_name)
 
     def foreign_pods_by_node(self) -> dict[str, list[PodView]]:
-        return foreign_pods_by_node(self._pods.values(), self.cluster)
+        return foreign_pods_by_node(self._pods.values(), self.cluster, self.scheduler_name)
 
     def evict_foreign_pod(self, namespace: str, name: str) -> bool:
         """Delete a pod Fairshare did not create (the ``evict`` policy); whether it went."""
@@ -659,16 +755,6 @@ def _fairshare_id(name: str) -> bool:
         log.warning("node name is not a Fairshare id; skipped", extra={"node": name})
         return False
     return True
-
-
-def _why(error: ApiException) -> str:
-    """The API server's message (its Status body), else the HTTP status."""
-    try:
-        body = json.loads(error.body or "{}")
-        message = body.get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return f"{error.status} {message or error.reason}"
 
 
 def kubernetes_client(kubeconfig: str | None) -> ApiClient:

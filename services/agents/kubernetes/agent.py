@@ -20,6 +20,9 @@
   ``deploy/kubernetes/agent.yaml``.
 * **Strays**: this cluster's pods whose run the log no longer has active (finished and
   reported, lost, cancelled) are deleted after ``stray_grace_s``.
+* **Native work**: Jobs and pods its users applied unchanged but for
+  ``schedulerName: fairshare`` are submitted, bound, preempted and cancelled as Fairshare
+  work (:mod:`~services.agents.kubernetes.native_door`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from events.models import ForeignHolder, NodeRegistered
 from services.agents.adapter import NodeSpec
 from services.agents.agent import AgentSettings
 from services.agents.kubernetes.adapter import KubernetesAdapter
+from services.agents.kubernetes.native_door import NativeDoor
 from services.agents.kubernetes.pods import NodeView, holders_of
 from services.agents.shared_cluster import SharedClusterAgent
 from services.bus.port import EventPublisher
@@ -63,6 +67,8 @@ class KubernetesAgent(SharedClusterAgent):
         #: ``evict`` policy's grace), and how many it deleted.
         self._foreign_seen: dict[tuple[str, str], float] = {}
         self.evicted_foreign = 0
+        #: Native work: the cluster's users' own Jobs and pods (``native_door``).
+        self.door = NativeDoor(self)
 
     def step(self) -> None:
         if self.started and self.adapter.healthy():
@@ -85,6 +91,7 @@ class KubernetesAgent(SharedClusterAgent):
             self.state_foreign(now)
             if self.adapter.foreign_gpu_policy == "evict":
                 self.evict_foreign(now)
+            self.door.step(now)
         super().step()
 
     def foreign_holdings(self) -> dict[str, tuple[int, tuple[ForeignHolder, ...]]]:

@@ -207,6 +207,9 @@ class PodView:
     message: str = ""
     #: Its ``schedulerName`` (who placed it: ``default-scheduler``, another batch scheduler).
     scheduler: str = ""
+    uid: str = ""
+    #: The uid of the ``batch/v1`` Job that controls it (None: no Job's).
+    job_uid: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -288,20 +291,33 @@ def _describe(pod: PodView, left: int, expected: int) -> str:
     return text
 
 
-def foreign_pods(pods: Iterable[PodView], node: str, cluster: str) -> list[PodView]:
-    """The pods on ``node`` that hold GPUs and are not this cluster's runs, unfinished, by
+def _foreign(pod: PodView, cluster: str, scheduler: str) -> bool:
+    """Holding GPUs, unfinished, and neither a pod of this cluster's runs nor a native pod
+    (one that names Fairshare's ``scheduler``, which only Fairshare binds)."""
+    return (
+        not pod.finished
+        and pod.gpus > 0
+        and pod.run(cluster) is None
+        and not (scheduler and pod.scheduler == scheduler)
+    )
+
+
+def foreign_pods(
+    pods: Iterable[PodView], node: str, cluster: str, scheduler: str = ""
+) -> list[PodView]:
+    """The pods on ``node`` that hold GPUs and are not Fairshare's (:func:`_foreign`), by
     namespace and name: work Fairshare did not place."""
-    found = [
-        p for p in pods if p.node == node and not p.finished and p.gpus and p.run(cluster) is None
-    ]
+    found = [p for p in pods if p.node == node and _foreign(p, cluster, scheduler)]
     return sorted(found, key=lambda p: (p.namespace, p.name))
 
 
-def foreign_pods_by_node(pods: Iterable[PodView], cluster: str) -> dict[str, list[PodView]]:
+def foreign_pods_by_node(
+    pods: Iterable[PodView], cluster: str, scheduler: str = ""
+) -> dict[str, list[PodView]]:
     """:func:`foreign_pods` of every node at once, in one pass over ``pods``."""
     found: dict[str, list[PodView]] = {}
     for p in pods:
-        if p.node and not p.finished and p.gpus and p.run(cluster) is None:
+        if p.node and _foreign(p, cluster, scheduler):
             found.setdefault(p.node, []).append(p)
     for listed in found.values():
         listed.sort(key=lambda p: (p.namespace, p.name))
@@ -317,18 +333,20 @@ def holders_of(pods: Sequence[PodView]) -> tuple[ForeignHolder, ...]:
     )
 
 
-def foreign_gpus(pods: Iterable[PodView], node: str, cluster: str) -> int:
+def foreign_gpus(pods: Iterable[PodView], node: str, cluster: str, scheduler: str = "") -> int:
     """GPUs of ``node`` held by pods that are not this cluster's runs and have not finished:
     the agent states them (``NodeForeignGpus``), the scheduler places around them, and a
     placement that needs them anyway waits (the agent deletes a pod it did not create only
     under the ``evict`` policy, docs/agents.md)."""
-    return sum(p.gpus for p in foreign_pods(pods, node, cluster))
+    return sum(p.gpus for p in foreign_pods(pods, node, cluster, scheduler))
 
 
-def foreign_holders(pods: Iterable[PodView], node: str, cluster: str) -> tuple[ForeignHolder, ...]:
+def foreign_holders(
+    pods: Iterable[PodView], node: str, cluster: str, scheduler: str = ""
+) -> tuple[ForeignHolder, ...]:
     """What :func:`foreign_gpus` counts, as the fact names it (``namespace/pod``, its
     scheduler), at most ``MAX_FOREIGN_HOLDERS``."""
-    return holders_of(foreign_pods(pods, node, cluster))
+    return holders_of(foreign_pods(pods, node, cluster, scheduler))
 
 
 def untolerated(taints: Sequence[Mapping[str, Any]], gpu_resource: str) -> tuple[str, ...]:
