@@ -445,6 +445,11 @@ def judge(envelope: Envelope[Any], book: KeyBook, owners: Owners) -> Distrust | 
     if key.role not in roles:
         allowed = " or ".join(sorted(roles)) or "no one"
         return Distrust(NOT_ITS_FACT, f"{what}: {key.identity} may not state it ({allowed} may)")
+    if key.role != AGENT and isinstance(data, WorkloadSubmitted) and native_cluster(data.spec):
+        return Distrust(
+            NOT_ITS_FACT, f"{what}: {key.identity} may not state native work (its cluster's "
+            "agent may)",
+        )  # fmt: skip
     if key.role == AGENT:
         problem = _agent_scope(data, key.cluster, owners)
         if problem is not None:

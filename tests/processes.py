@@ -1,12 +1,15 @@
-"""Running the ``fairshare`` command as a user would (a subprocess), and a free port for the
-services a test starts."""
+"""Running the ``fairshare`` command as a user would (a subprocess), a free port for the
+services a test starts, and the charge audit of a run's log once charging caught up."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
+from pathlib import Path
 
 FAIRSHARE = [sys.executable, "-m", "services.cli"]
 
@@ -28,3 +31,37 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def audit_once_charging_caught_up(
+    bootstrap: str, prefix: str, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """The audit of the log once charging has read every fact on it. ``up`` stops its
+    services together: an agent's last facts (a run ending as it stops) can reach the log after
+    charging stopped reading, to be charged at charging's next start, as after any crash. So
+    charging starts again here, and the audit is taken once the ledger holds every charge the
+    facts call for (or after two minutes, the last audit telling what is missing)."""
+    log = (tmp_path / "charging-again.log").open("wb")
+    charging = subprocess.Popen(
+        [*FAIRSHARE, "charging", "--kafka", bootstrap, "--topic-prefix", prefix],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            audit = run_fairshare(
+                "audit", "replay", "--kafka", bootstrap, "--topic-prefix", prefix, timeout=300
+            )
+            identical = audit.returncode == 0 and "identical" in audit.stdout.lower()
+            if identical or time.monotonic() > deadline:
+                return audit
+            time.sleep(5)
+    finally:
+        charging.send_signal(signal.SIGTERM)
+        try:
+            charging.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            charging.kill()
+            charging.wait()
+        log.close()

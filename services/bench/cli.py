@@ -1,6 +1,6 @@
 """``fairshare bench scheduler | audit | audit-decisions | pipeline | chaos | latency |
-throughput | idle | history``: each prints one JSON object (history: one per history length,
-then a summary).
+throughput | idle | history | kills | kubernetes``: each prints one JSON object (history: one
+per history length, then a summary).
 
 Only the standard library and Typer are imported here: assembling ``fairshare``'s command line
 must stay cheap, so every benchmark is imported by its command when it runs."""
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from services.bench.kubernetes.command import bench_kubernetes
 
 #: ``--kafka`` as every service command spells it (``services.runtime.cli_options``), declared
 #: here so that importing this module imports no broker code.
@@ -418,3 +420,6 @@ def _emit_file(result: dict[str, object], path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+bench_app.command("kubernetes")(bench_kubernetes)

@@ -25,7 +25,7 @@ from tests.integration.kubernetes_fixtures import (
     scratch_namespace,
 )
 from tests.integration.slurm_fixtures import require_slurm
-from tests.processes import FAIRSHARE, free_port, run_fairshare
+from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kubernetes, pytest.mark.broker]
 
@@ -115,43 +115,9 @@ def test_up_charges_a_simulated_a_slurm_and_a_kubernetes_pool_and_audits_identic
                         up.wait()
     finally:
         delete_nodes(core, nodes)
-    audit = _audit_once_charging_caught_up(broker.bootstrap, prefix, tmp_path)
+    audit = audit_once_charging_caught_up(broker.bootstrap, prefix, tmp_path)
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
     assert "identical" in audit.stdout.lower(), audit.stdout[-3000:]
-
-
-def _audit_once_charging_caught_up(
-    bootstrap: str, prefix: str, tmp_path: Path
-) -> subprocess.CompletedProcess[str]:
-    """The audit of the log once charging has read every fact on it. ``up`` stops its
-    services together: an agent's last facts (a run ending as it stops) can reach the log after
-    charging stopped reading, to be charged at charging's next start, as after any crash. So
-    charging starts again here, and the audit is taken once the ledger holds every charge the
-    facts call for (or after two minutes, the last audit telling what is missing)."""
-    log = (tmp_path / "charging-again.log").open("wb")
-    charging = subprocess.Popen(
-        [*FAIRSHARE, "charging", "--kafka", bootstrap, "--topic-prefix", prefix],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            audit = run_fairshare(
-                "audit", "replay", "--kafka", bootstrap, "--topic-prefix", prefix, timeout=300
-            )
-            identical = audit.returncode == 0 and "identical" in audit.stdout.lower()
-            if identical or time.monotonic() > deadline:
-                return audit
-            time.sleep(5)
-    finally:
-        charging.send_signal(signal.SIGTERM)
-        try:
-            charging.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            charging.kill()
-            charging.wait()
-        log.close()
 
 
 def _ledger_pools(bootstrap: str, prefix: str) -> set[str]:

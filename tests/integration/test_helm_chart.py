@@ -82,7 +82,16 @@ OPTIONAL = {
 }
 # what deploy/kubernetes/agent.yaml grants only for an option (docs/agents.md, "Permissions")
 CORDON_RULE = (("", "nodes"), "patch")  # --cordon-in-kubernetes
-EVICT_RULE = (("", "pods"), "delete")  # --foreign-gpu-policy evict, in every namespace
+#: in every namespace: native work's preemption (--scheduler-name, on by default), and
+#: --foreign-gpu-policy evict
+DELETE_RULE = (("", "pods"), "delete")
+#: native work's other rules (off with agent.schedulerName "")
+NATIVE_RULES = {
+    (("", "pods"), "patch"),
+    (("", "pods/binding"), "create"),
+    *((("batch", "jobs"), verb) for verb in ("get", "list", "watch", "patch")),
+    (("", "events"), "create"),
+}
 
 
 # -- helm -----------------------------------------------------------------------------------------
@@ -515,24 +524,29 @@ def test_the_agents_rbac_is_the_manifests(helm: list[str], tmp_path: Path) -> No
     manifest_runs = _grants(agent_manifest("Role", AGENT_RUNS_ROLE))
     assert CORDON_RULE in manifest_cluster  # (granted there by default, "remove it if unused")
 
-    # every option that needs a permission on: the manifest's rules, the evict rule with them
+    assert NATIVE_RULES | {DELETE_RULE} <= manifest_cluster
+
+    # every option that needs a permission on: the manifest's rules
     full = {"agent": {"cordonInKubernetes": True, "foreignGpuPolicy": "evict"}}
     cluster, runs = _chart_rbac(render(helm, tmp_path, full))
-    assert cluster == manifest_cluster | {EVICT_RULE}
+    assert cluster == manifest_cluster
     assert runs == manifest_runs
 
-    # the defaults: the manifest's rules without the optional ones
+    # the defaults (native work on): the manifest's rules without the cordon's
     cluster, runs = _chart_rbac(render(helm, tmp_path))
-    assert cluster == manifest_cluster - {CORDON_RULE, EVICT_RULE}
+    assert cluster == manifest_cluster - {CORDON_RULE}
     assert runs == manifest_runs
 
     # each optional rule with its option only
     cordon = {"agent": {"cordonInKubernetes": True}}
     cluster, _ = _chart_rbac(render(helm, tmp_path, cordon))
-    assert cluster == (manifest_cluster - {EVICT_RULE}) | {CORDON_RULE}
-    evict = {"agent": {"foreignGpuPolicy": "evict"}}
+    assert cluster == manifest_cluster
+    no_native = {"agent": {"schedulerName": ""}}
+    cluster, _ = _chart_rbac(render(helm, tmp_path, no_native))
+    assert cluster == manifest_cluster - {CORDON_RULE, DELETE_RULE} - NATIVE_RULES
+    evict = {"agent": {"schedulerName": "", "foreignGpuPolicy": "evict"}}
     cluster, _ = _chart_rbac(render(helm, tmp_path, evict))
-    assert cluster == (manifest_cluster - {CORDON_RULE}) | {EVICT_RULE}
+    assert cluster == manifest_cluster - {CORDON_RULE} - NATIVE_RULES
 
 
 # -- against the API server -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from kubernetes import client, watch
 from kubernetes.client import CoreV1Api, RbacAuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
+from services.agents.kubernetes.adapter import needed_permissions
 from tests.integration.kubernetes_fixtures import (
     AGENT_CLUSTER_ROLE,
     AGENT_RUNS_ROLE,
@@ -50,7 +51,11 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "fairshare"}
 # pods in its run namespace. Nothing else; no pods/binding (pods are bound by spec.nodeName).
 CLUSTER_ROLE_GRANTS = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
-    ("", "pods"): {"get", "list", "watch"},
+    # native work: its pods deleted (preemption) and annotated (a lone pod's why-pending)
+    ("", "pods"): {"get", "list", "watch", "delete", "patch"},
+    ("", "pods/binding"): {"create"},
+    ("batch", "jobs"): {"get", "list", "watch", "patch"},
+    ("", "events"): {"create"},
 }
 RUNS_ROLE_GRANTS = {("", "pods"): {"create", "delete", "get", "list", "watch"}}
 
@@ -83,6 +88,13 @@ def test_the_roles_grant_exactly_what_the_agent_uses() -> None:
     runs_role = agent_manifest("Role", AGENT_RUNS_ROLE)
     assert runs_role["metadata"]["namespace"] == RUN_NAMESPACE
     assert _grants(runs_role) == RUNS_ROLE_GRANTS
+    # what the agent asks for at start with every option on, cluster-wide and in its namespace
+    for permission in needed_permissions(RUN_NAMESPACE, cordon=True, evict=True, native=True):
+        resource = permission.resource + (
+            f"/{permission.subresource}" if permission.subresource else ""
+        )
+        grants = CLUSTER_ROLE_GRANTS if permission.namespace is None else RUNS_ROLE_GRANTS
+        assert permission.verb in grants.get((permission.group, resource), set()), permission
     # no other role, and nothing else bound to the agent
     kinds = [obj["kind"] for obj in agent_manifests()]
     assert kinds.count("ClusterRole") == kinds.count("Role") == 1
@@ -280,37 +292,64 @@ def test_the_agents_service_account_can_do_what_it_needs_and_no_more(
                 "the agent's pod deleted",
             )
 
+            # native work of any namespace: Jobs read and patched, pods bound, deleted and
+            # annotated, Events told (dry runs, but the binding: the foreign pod stays)
+            batch = client.BatchV1Api(api)
+            batch.list_job_for_all_namespaces()
+            waiting = pinned_gpu_pod(unique_name("native"), node, 1)
+            waiting.spec.node_name = None
+            waiting.spec.scheduler_name = "fairshare"
+            kube_core.create_namespaced_pod(other_namespace, waiting)
+            agent.create_namespaced_pod_binding(
+                waiting.metadata.name,
+                other_namespace,
+                client.V1Binding(
+                    metadata=client.V1ObjectMeta(name=waiting.metadata.name),
+                    target=client.V1ObjectReference(kind="Node", name=node),
+                ),
+                _preload_content=False,
+            )
+            bound = kube_core.read_namespaced_pod(waiting.metadata.name, other_namespace)
+            assert bound.spec.node_name == node
+            agent.patch_namespaced_pod(
+                "foreign", other_namespace, {"metadata": {"annotations": {"x": "y"}}},
+                dry_run="All",
+            )  # fmt: skip
+            agent.delete_namespaced_pod("foreign", other_namespace, dry_run="All")
+            agent.create_namespaced_event(
+                other_namespace,
+                client.CoreV1Event(
+                    metadata=client.V1ObjectMeta(name=unique_name("event")),
+                    involved_object=client.V1ObjectReference(
+                        kind="Pod", name="foreign", namespace=other_namespace
+                    ),
+                ),
+                dry_run="All",
+            )
+
             # and nothing around that
             elsewhere = pinned_gpu_pod(unique_name("run"), node, 1, labels=MANAGED_BY)
-            binding = client.V1Binding(
-                metadata=client.V1ObjectMeta(name="foreign"),
-                target=client.V1ObjectReference(kind="Node", name=node),
-            )
             denied: dict[str, Callable[[], object]] = {
                 "create pods elsewhere": lambda: agent.create_namespaced_pod(
                     other_namespace, elsewhere
                 ),
-                "delete a foreign pod": lambda: agent.delete_namespaced_pod(
-                    "foreign", other_namespace
+                "create jobs": lambda: batch.create_namespaced_job(
+                    other_namespace,
+                    client.V1Job(
+                        metadata=client.V1ObjectMeta(name=unique_name("job")),
+                        spec=client.V1JobSpec(template=client.V1PodTemplateSpec()),
+                    ),
                 ),
-                "patch pods": lambda: agent.patch_namespaced_pod(
-                    "foreign", other_namespace, {"metadata": {"labels": {"x": "y"}}}
-                ),
-                "pods/binding": lambda: agent.create_namespaced_pod_binding(
-                    "foreign", other_namespace, binding
-                ),
+                "delete jobs": lambda: batch.delete_namespaced_job("any", other_namespace),
                 "create nodes": lambda: agent.create_node(
                     client.V1Node(metadata=client.V1ObjectMeta(name=unique_name("rogue")))
                 ),
                 "delete nodes": lambda: agent.delete_node(node),
                 "update nodes": lambda: agent.replace_node(node, kube_core.read_node(node)),
                 "list secrets": lambda: agent.list_namespaced_secret(run_namespace),
-                "create events": lambda: agent.create_namespaced_event(
-                    run_namespace,
-                    client.CoreV1Event(
-                        metadata=client.V1ObjectMeta(name=unique_name("event")),
-                        involved_object=client.V1ObjectReference(kind="Node", name=node),
-                    ),
+                "delete events": lambda: agent.delete_collection_namespaced_event(run_namespace),
+                "exec into pods": lambda: agent.connect_get_namespaced_pod_exec(
+                    "foreign", other_namespace, command=["true"]
                 ),
                 "list namespaces": agent.list_namespace,
             }

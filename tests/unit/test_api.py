@@ -245,6 +245,19 @@ def test_a_spec_its_pools_executor_cannot_run_is_refused_naming_the_pool(world: 
     assert fine.status_code == 201, fine.text
 
 
+def test_a_spec_posing_as_a_clusters_native_work_is_refused(world: World) -> None:
+    """Only a cluster's agent states a native origin (the Job whose pods it binds and
+    suspends): through the API it would let a user act on another namespace's Job."""
+    origin = {
+        "cluster": "k8s", "kind": "Job", "namespace": "other-team", "name": "train",
+        "uid": "0f4c5b0e-5d1f-4d5c-9a63-0c8f8e0b1a2b", "gpus_per_pod": 1,
+    }  # fmt: skip
+    refused = world.client.post("/workloads", json=body(spec={"native": origin}), headers=ANA)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["loc"] == ["body", "spec", "native"]
+    assert world.records() == []
+
+
 def test_submit_is_idempotent_on_the_client_id(world: World) -> None:
     assert world.client.post("/workloads", json=body(), headers=ANA).status_code == 201
     again = world.client.post("/workloads", json=body(), headers=ANA)

@@ -54,8 +54,8 @@ WORKLOAD_ID_ANNOTATION = "fairshare.dev/workload-id"
 
 Kind = Literal["Job", "Gang", "Pod"]
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_GANG = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)/(\d{1,6})$")
+_DURATION = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
+_GANG = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)/([0-9]{1,6})$")
 _MAX_MIN_RUNTIME_S = 30 * 24 * 3600
 
 
@@ -146,7 +146,7 @@ class Origin:
         if kind not in ("Job", "Gang", "Pod"):
             return None
         try:
-            return cls(
+            found = cls(
                 kind=kind,
                 namespace=str(origin["namespace"]),
                 name=str(origin["name"]),
@@ -155,6 +155,7 @@ class Origin:
             )
         except (KeyError, TypeError, ValueError):
             return None
+        return found if found.gpus_per_pod >= 1 else None
 
     def owns(self, pod: PodView) -> bool:
         """Whether ``pod`` is one of this workload's pods."""
@@ -174,7 +175,7 @@ class Origin:
 def parse_duration(text: str) -> int | None:
     """Seconds from ``3600``, ``90m``, ``2h``, ``1h30m``, ``45s`` (None: not one of those)."""
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     match = _DURATION.match(text)
     if not text or match is None:
@@ -282,8 +283,10 @@ def native_workloads(
             problems.append(f"the pods of gang {name} ask for different GPU counts")
         if min(per_pod) < 1:
             problems.append(_no_gpus(f"gang {namespace}/{name}", gpu_resource))
-        size = _gang_size(first) or 1
-        if len(members) > size:
+        size = _gang_size(first) or 0
+        if size < 1:
+            problems.append(f"gang {name} states a size of 0")
+        elif len(members) > size:
             problems.append(f"gang {name} has {len(members)} pods, more than its size {size}")
         found.append(
             NativeWorkload(
@@ -291,7 +294,7 @@ def native_workloads(
                 namespace=namespace,
                 name=name,
                 uid=name,
-                gang=size,
+                gang=max(1, size),
                 gpus_per_pod=max(1, first.gpus),
                 budget_label=first.labels.get(BUDGET_LABEL),
                 min_runtime_s=_contract((first.annotations, first.labels), problems),
@@ -388,7 +391,8 @@ def binding_plan(
 ) -> list[tuple[PodView, str]]:
     """Which waiting pod to bind to which node: each node of the placement holds
     ``len(gpus) // gpus_per_pod`` pods, less those of the workload already bound there and
-    not finished; pods wait in name order (a Job's index order)."""
+    not finished; waiting pods are bound in name order (any order would do: the gang is bound
+    whole), so that a plan is the same however the pods were listed."""
     free: dict[str, int] = {node: len(gpus) // gpus_per_pod for node, gpus in placement}
     waiting = []
     for pod in sorted(pods, key=lambda p: p.name):

@@ -11,6 +11,7 @@ from typing import Any
 
 from events.envelope import Envelope
 from events.models import WorkloadArraySubmitted, WorkloadCancelled, WorkloadSubmitted
+from events.native_work import NATIVE_KEY
 from events.times import utc_iso
 from projections.cluster_types import TERMINAL, WorkloadState
 from projections.live_state import LiveState
@@ -97,7 +98,8 @@ def check_submission(
     state: LiveState, who: Principal, body: m.WorkloadTemplate, now: float
 ) -> None:
     """What the request body alone cannot say (of a workload, or of every element of an
-    array): a known leaf budget, known pools, the caller's membership, an open budget."""
+    array): a known leaf budget, known pools, the caller's membership, an open budget; and no
+    native origin in its spec (only a cluster's agent states one: ``events.native_work``)."""
     queries.budget_or_404(state, body.budget)
     node = state.tree.nodes[body.budget]
     if not node.is_leaf:
@@ -105,6 +107,12 @@ def check_submission(
             "budget",
             f"{body.budget} is not a leaf budget (it has {', '.join(node.children)}); "
             "submit to one of its children",
+        )
+    if NATIVE_KEY in body.spec:
+        raise Invalid(
+            ("spec", NATIVE_KEY),
+            "is stated by a cluster's agent for its users' own work (a Kubernetes Job applied "
+            "with schedulerName fairshare), never through the API",
         )
     for index, pool in enumerate(body.pools):
         if pool not in state.cluster.pools:
