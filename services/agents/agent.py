@@ -569,9 +569,16 @@ class ClusterAgent:
             array.array_id, workload.array_index, len(indices), indices[0], indices[-1]
         )
 
+    def limit_kept_by_cluster(self, workload: WorkloadState) -> bool:
+        """Whether the cluster itself ends the run at its time limit (a Kubernetes Job's
+        ``activeDeadlineSeconds``): then the agent does not stop it there too."""
+        return False
+
     def _deadline(self, workload: WorkloadState, started_at: float) -> float | None:
         """When the run's time limit runs out: its start plus the limit its place command
-        states (None: the command states none, or is not read yet)."""
+        states (None: the command states none, or is not read yet, or the cluster keeps it)."""
+        if self.limit_kept_by_cluster(workload):
+            return None
         for record in reversed(self.state.commands.get(workload.workload_id, ())):
             if not record.preempts and record.attempt == workload.attempt:
                 command = record.command

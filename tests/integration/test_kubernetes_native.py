@@ -358,3 +358,84 @@ def test_an_agent_killed_mid_placement_binds_nothing_twice(
     )
     assert agent.adapter.native.bound_total == 2, "only the two not bound before"
     wait_until(lambda: _status(stack, workload_id) == "succeeded", "it completes", 120)
+
+
+def _bare_pod(
+    stack: KubernetesStack, name: str, gpus: int, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """A pod of a custom controller (or of nobody): no Job owns it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": stack.namespace,
+            "labels": {"fairshare.dev/budget": "lab.a"},
+            "annotations": annotations,
+        },
+        "spec": {
+            "schedulerName": _scheduler_name(stack),
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.36",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.timeout(300)
+def test_a_custom_controllers_gang_is_bound_whole_and_a_lone_pod_alone(
+    stack: KubernetesStack,
+) -> None:
+    stack.nodes(2, gpus=4)
+    _bind(stack, "lab/a")
+    _start(stack)
+    ring = {"fairshare.dev/gang": "ring/3", FINISH_AFTER: "5s"}
+    # two of the gang's three pods: nothing is taken until it can be bound whole
+    for index in (0, 1):
+        stack.core.create_namespaced_pod(
+            stack.namespace, _bare_pod(stack, f"ring-{index}", 2, ring)
+        )
+    stack.core.create_namespaced_pod(
+        stack.namespace, _bare_pod(stack, "solo", 1, {FINISH_AFTER: "5s"})
+    )
+    wait_until(lambda: _native_id(stack, "solo") is not None, "the lone pod submitted", 60)
+    solo = _native_id(stack, "solo")
+    assert solo is not None
+    wait_until(lambda: _status(stack, solo) == "succeeded", "the lone pod ran", 60)
+    assert _native_id(stack, "ring") is None, "not taken before it is whole"
+    stack.core.create_namespaced_pod(stack.namespace, _bare_pod(stack, "ring-2", 2, ring))
+    wait_until(lambda: _native_id(stack, "ring") is not None, "the gang submitted", 60)
+    gang = _native_id(stack, "ring")
+    assert gang is not None
+    assert stack.workload(gang)["gpus"] == 6, "3 pods of 2 GPUs, as its annotation says"
+    wait_until(lambda: _status(stack, gang) == "succeeded", "the gang ran, whole", 90)
+    nodes = {
+        p.spec.node_name
+        for p in stack.core.list_namespaced_pod(stack.namespace).items
+        if p.metadata.name.startswith("ring-")
+    }
+    assert len(nodes) == 2, "6 GPUs span two nodes of 4: whole pods of 2 on each"
+
+
+@pytest.mark.timeout(240)
+def test_a_native_jobs_deadline_is_kept_by_its_job_controller(stack: KubernetesStack) -> None:
+    stack.nodes(1, gpus=8)
+    _bind(stack, "lab/a")
+    _start(stack)
+    job = _job(stack, "late", pods=1, gpus=1, budget="lab.a", finish_after="10m")
+    job["spec"]["activeDeadlineSeconds"] = 5
+    _batch(stack).create_namespaced_job(stack.namespace, job)
+    wait_until(lambda: _native_id(stack, "late") is not None, "submitted", 60)
+    workload_id = _native_id(stack, "late")
+    assert workload_id is not None
+    assert stack.workload(workload_id)["time_limit_s"] == 5
+    wait_until(lambda: _status(stack, workload_id) == "failed", "failed at its deadline", 90)
+    ended = stack.workload(workload_id)
+    assert "DeadlineExceeded" in ended["end_message"], ended
+    late = _batch(stack).read_namespaced_job("late", stack.namespace)
+    assert not late.spec.suspend, "ended by its own controller, not left suspended"

@@ -207,8 +207,10 @@ def test_annotated_pods_group_by_namespace_and_name() -> None:
         gang_pod("w-1", "ring/2", gpus=4),
         gang_pod("w-0", "ring/2", gpus=4),
         gang_pod("x-0", "ring/2", gpus=4, namespace="other"),
+        gang_pod("x-1", "ring/2", gpus=4, namespace="other"),
         gang_pod("y-0", "mesh/3", gpus=1),
         gang_pod("y-1", "mesh/3", gpus=1),
+        gang_pod("y-2", "mesh/3", gpus=1),
     ]
     found = native_workloads([], pods, SCHEDULER)
     assert [(w.kind, w.namespace, w.name, w.gang, w.gpus_per_pod) for w in found] == [
@@ -218,6 +220,14 @@ def test_annotated_pods_group_by_namespace_and_name() -> None:
     ]
     assert all(not w.problems for w in found)
     assert [w.uid for w in found] == ["ring", "mesh", "ring"]
+
+
+def test_a_gang_is_taken_only_once_all_its_pods_exist() -> None:
+    """Bound whole or not at all: a gang missing a pod is not a workload yet."""
+    partial = [gang_pod("w-0", "ring/3"), gang_pod("w-1", "ring/3")]
+    assert native_workloads([], partial, SCHEDULER) == []
+    whole = [*partial, gang_pod("w-2", "ring/3")]
+    assert only(native_workloads([], whole, SCHEDULER)).gang == 3
 
 
 def test_a_gangs_settings_are_read_from_its_first_pod_by_name() -> None:

@@ -33,9 +33,11 @@ from collections.abc import Callable
 
 from events.envelope import derived_event_id
 from events.models import ForeignHolder, NodeRegistered
+from projections.cluster_types import WorkloadState
 from services.agents.adapter import NodeSpec
 from services.agents.agent import AgentSettings
 from services.agents.kubernetes.adapter import KubernetesAdapter
+from services.agents.kubernetes.native import Origin
 from services.agents.kubernetes.native_door import NativeDoor
 from services.agents.kubernetes.pods import NodeView, holders_of
 from services.agents.shared_cluster import SharedClusterAgent
@@ -93,6 +95,13 @@ class KubernetesAgent(SharedClusterAgent):
                 self.evict_foreign(now)
             self.door.step(now)
         super().step()
+
+    def limit_kept_by_cluster(self, workload: WorkloadState) -> bool:
+        """A native Job's time limit is its ``activeDeadlineSeconds``, which its Job controller
+        keeps (failing it ``DeadlineExceeded``, which ends the run): stopped here too, the Job
+        would be suspended and left so."""
+        origin = Origin.of(workload.spec)
+        return origin is not None and origin.kind == "Job"
 
     def foreign_holdings(self) -> dict[str, tuple[int, tuple[ForeignHolder, ...]]]:
         """One pass over the pods for every node (not one per node)."""

@@ -10,7 +10,8 @@ the agent binds it (``pods/binding``) when the scheduler places its workload.
 * the pods of one ``batch/v1`` Job (indexed or not): the gang is the Job's parallelism (its
   completions, when fewer); GPUs per pod from the pod template's requests;
 * a custom controller's pods annotated ``fairshare.dev/gang: "<name>/<size>"``: the pods of
-  one namespace with the same name form a gang of that size;
+  one namespace with the same name form a gang of that size, taken once all of them exist
+  (so that it is bound whole);
 * any other pod alone.
 
 **Budget, contract, limit.** The ``fairshare.dev/budget`` label of the Job (else of the pod)
@@ -288,6 +289,8 @@ def native_workloads(
             problems.append(f"gang {name} states a size of 0")
         elif len(members) > size:
             problems.append(f"gang {name} has {len(members)} pods, more than its size {size}")
+        elif len(members) < size and not problems:
+            continue  # not whole yet: it is taken once all its pods are there
         found.append(
             NativeWorkload(
                 kind="Gang",
