@@ -439,3 +439,34 @@ def test_a_native_jobs_deadline_is_kept_by_its_job_controller(stack: KubernetesS
     assert "DeadlineExceeded" in ended["end_message"], ended
     late = _batch(stack).read_namespaced_job("late", stack.namespace)
     assert not late.spec.suspend, "ended by its own controller, not left suspended"
+
+
+@pytest.mark.timeout(240)
+def test_a_pod_that_cannot_be_bound_loses_the_run_which_is_requeued_and_runs(
+    stack: KubernetesStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.nodes(1, gpus=8)
+    _bind(stack, "lab/a")
+    original = NativeRuns.bind
+    refused: list[str] = []
+
+    def refuse_the_first(self: NativeRuns, pod: Any, target: str) -> str | None:
+        if not refused:
+            refused.append(pod.name)
+            return f'404 nodes "{target}" not found'  # as the API server says it
+        return original(self, pod, target)
+
+    monkeypatch.setattr(NativeRuns, "bind", refuse_the_first)
+    _start(stack)
+    _batch(stack).create_namespaced_job(
+        stack.namespace, _job(stack, "again", pods=2, gpus=2, budget="lab.a", finish_after="3s")
+    )
+    wait_until(lambda: _native_id(stack, "again") is not None, "submitted", 60)
+    workload_id = _native_id(stack, "again")
+    assert workload_id is not None
+    wait_until(lambda: _status(stack, workload_id) == "succeeded", "requeued, run", 120)
+    assert stack.workload(workload_id)["attempt"] == 2, "the lost attempt, then the one that ran"
+    reasons = [e.reason for e in _events(stack, "again")]
+    assert "Lost" in reasons, reasons
+    job = _batch(stack).read_namespaced_job("again", stack.namespace)
+    assert job.status.failed in (None, 0), "the lost attempt spent none of its backoffLimit"
