@@ -58,10 +58,17 @@ def audit_once_charging_caught_up(
                 return audit
             time.sleep(5)
     finally:
-        charging.send_signal(signal.SIGTERM)
-        try:
-            charging.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            charging.kill()
-            charging.wait()
+        stop(charging, 30)
         log.close()
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM, as a supervisor stops a service, and SIGKILL if it is not gone in time."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -13,7 +13,6 @@ both audits of the whole run are clean: ``fairshare audit decisions`` re-derives
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -33,7 +32,7 @@ from tests.integration.kubernetes_fixtures import (
     require_kubernetes,
     scratch_namespace,
 )
-from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port, run_fairshare
+from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port, run_fairshare, stop
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.broker]
 
@@ -188,13 +187,7 @@ def test_an_applied_job_is_queued_placed_as_a_gang_charged_and_audited_clean(
                 sneaky = core.list_namespaced_pod(team, label_selector="job-name=sneaky").items
                 assert all(p.spec.node_name is None for p in sneaky), "never bound"
             finally:
-                if up.poll() is None:
-                    up.send_signal(signal.SIGTERM)
-                    try:
-                        up.wait(timeout=60)
-                    except subprocess.TimeoutExpired:
-                        up.kill()
-                        up.wait()
+                stop(up, 60)
     finally:
         delete_nodes(core, nodes)
     decisions = run_fairshare(

@@ -8,7 +8,6 @@ land in Slurm and Kubernetes; every pool shows in the budgets and is charged, an
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -25,7 +24,7 @@ from tests.integration.kubernetes_fixtures import (
     scratch_namespace,
 )
 from tests.integration.slurm_fixtures import require_slurm
-from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port
+from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port, stop
 
 pytestmark = [pytest.mark.slurm, pytest.mark.kubernetes, pytest.mark.broker]
 
@@ -106,13 +105,7 @@ def test_up_charges_a_simulated_a_slurm_and_a_kubernetes_pool_and_audits_identic
                     charged = _ledger_pools(broker.bootstrap, prefix)
                 assert set(POOLS) <= charged, charged
             finally:
-                if up.poll() is None:
-                    up.send_signal(signal.SIGTERM)
-                    try:
-                        up.wait(timeout=60)
-                    except subprocess.TimeoutExpired:
-                        up.kill()
-                        up.wait()
+                stop(up, 60)
     finally:
         delete_nodes(core, nodes)
     audit = audit_once_charging_caught_up(broker.bootstrap, prefix, tmp_path)

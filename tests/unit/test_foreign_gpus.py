@@ -254,6 +254,8 @@ class FakeKubernetes(SimulatedAdapter):
         self.foreign_gpu_policy = policy
         self.foreign_grace_s = grace_s
         self.cordon_in_kubernetes = False
+        #: no native work here (tests/integration/test_kubernetes_native.py has it)
+        self.scheduler_name = ""
         self.evicted: list[str] = []
 
     def healthy(self) -> bool:
