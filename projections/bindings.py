@@ -1,11 +1,14 @@
 """Which groups outside Fairshare may charge which budgets: the bindings, and the one rule
 that picks the budget a group's work is charged to.
 
-A budget's manager binds a group (a Kubernetes namespace of one cluster; a Slurm account may
-join as another ``kind``) to a leaf budget (``events.models.budgets.GroupBound``), optionally
-as the group's default. Work of the group names its budget (a Kubernetes Job's or pod's
-``fairshare.dev/budget`` label) or gets the default; a budget the group is not bound to is
-refused, so a team cannot charge another team's budget from its own manifests.
+A budget's manager binds a group (a Kubernetes namespace of one cluster, or a Slurm account
+of one cluster: its ``kind``) to a leaf budget (``events.models.budgets.GroupBound``),
+optionally as the group's default. Work of the group names its budget (a Kubernetes Job's or
+pod's ``fairshare.dev/budget`` label) or gets the default; a budget the group is not bound to
+is refused, so a team cannot charge another team's budget from its own manifests. A Slurm
+account's work (``sbatch --account=vision``) names no budget: it charges the account's
+default, and binding an account always makes the budget its default (one account, one
+budget). One rule decides it for every kind, :func:`group_budget`.
 
 The rules, decided here once:
 
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from events.models import EventData, GroupBound, GroupUnbound
-from events.models.budgets import KUBERNETES_NAMESPACE, group_name_error
+from events.models.budgets import KUBERNETES_NAMESPACE, SLURM_ACCOUNT, group_name_error
 from projections.budget_tree import BudgetTree, BudgetTreeError, MissingBudgetError
 
 #: What a budget label may hold: a budget path, or (Kubernetes label values cannot hold '/')
@@ -163,43 +166,92 @@ class Refusal:
     ok: Literal[False] = False
 
 
-def namespace_budget(
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """How the rule's sentences speak of a group of one kind and of what its work names."""
+
+    #: The group: "namespace", "Slurm account".
+    noun: str
+    #: The command that binds one (a refusal of an unbound group names it).
+    bind: str
+    #: What holds the budget the work names: "the fairshare.dev/budget label".
+    label: str
+    #: The work names a budget there: "the label names".
+    names: str
+    #: The work names none: "names no budget (label fairshare.dev/budget)".
+    names_none: str
+    #: After "<group> has no default budget", what it may do: "; it may charge {bound}".
+    no_default: str
+
+
+_WORDS: dict[str, _Words] = {
+    KUBERNETES_NAMESPACE: _Words(
+        noun="namespace",
+        bind="fairshare budgets bind-namespace",
+        label="the fairshare.dev/budget label",
+        names="the label names",
+        names_none="names no budget (label fairshare.dev/budget)",
+        no_default="; it may charge {bound}",
+    ),
+    SLURM_ACCOUNT: _Words(
+        noun="Slurm account",
+        bind="fairshare budgets bind-account",
+        label="the budget",
+        names="the work names",
+        names_none="names no budget (sbatch --account carries none)",
+        no_default=(
+            " (its default was unbound; it is still bound to {bound}): a budget's manager must "
+            "bind it again (fairshare budgets bind-account)"
+        ),
+    ),
+}
+
+
+def group_budget(
     bindings: GroupBindings,
     tree: BudgetTree,
+    kind: str,
     cluster: str,
-    namespace: str,
+    group: str,
     label: str | None,
 ) -> Charge | Refusal:
-    """The budget to charge for work of Kubernetes ``namespace`` on ``cluster`` whose
-    ``fairshare.dev/budget`` label is ``label`` (None: no label), or why it is refused.
+    """The budget to charge for work of ``group`` (a group of ``kind``, a
+    :data:`~events.models.budgets.GroupKind`) on ``cluster`` that names budget ``label``
+    (None: names none), or why it is refused: the one rule of every kind of group.
 
-    The label names a budget the namespace is bound to, by its path (``physics/ml``) or, as
-    label values cannot hold '/', by the path with each '/' as '.' (``physics.ml``); without
-    a label the namespace's default budget is charged."""
-    where = f"namespace {namespace!r} of cluster {cluster!r}"
-    name_error = group_name_error(KUBERNETES_NAMESPACE, namespace)
+    A Kubernetes namespace's work names its budget by its ``fairshare.dev/budget`` label:
+    the path of a budget the namespace is bound to (``physics/ml``) or, as label values cannot
+    hold '/', the path with each '/' as '.' (``physics.ml``). Work naming none is charged to
+    the group's default budget. A Slurm account's work names none (``sbatch --account``
+    carries no budget): it is charged to the account's default budget, the one it was bound
+    to last (``fairshare budgets bind-account``)."""
+    words = _WORDS.get(kind)
+    if words is None:
+        known = ", ".join(_WORDS)
+        return Refusal("malformed", f"{kind!r} is not a kind of group (known: {known}).")
+    where = f"{words.noun} {group!r} of cluster {cluster!r}"
+    name_error = group_name_error(kind, group)
     if name_error is not None:
         return Refusal("malformed", f"{name_error}.")
-    bound = bindings.of_group(cluster, namespace)
+    bound = bindings.of_group(cluster, group, kind)
     if label is not None and (len(label) > _MAX_LABEL or not _LABEL.match(label)):
         return Refusal(
             "malformed",
-            f"the fairshare.dev/budget label {label!r} is not a budget path "
+            f"{words.label} {label!r} is not a budget path "
             "(segments of letters, digits, '_', '.', '-', separated by '/' or '.').",
         )
     if not bound:
         return Refusal(
             "unbound",
-            f"{where} is bound to no budget: a budget's manager must bind it "
-            "(fairshare budgets bind-namespace).",
+            f"{where} is bound to no budget: a budget's manager must bind it ({words.bind}).",
         )
     if label is None:
-        default = bindings.default_of(cluster, namespace)
+        default = bindings.default_of(cluster, group, kind)
         if default is None:
+            tail = words.no_default.format(bound=_names(bound))
             return Refusal(
                 "no-default",
-                f"the work names no budget (label fairshare.dev/budget) and {where} has no "
-                f"default budget; it may charge {_names(bound)}.",
+                f"the work {words.names_none} and {where} has no default budget{tail}.",
             )
         if not counts(tree, default):
             return Refusal(
@@ -212,19 +264,27 @@ def namespace_budget(
     if not matches:
         return Refusal(
             "not-bound-to",
-            f"the label names budget {label!r}, which {where} is not bound to; it may charge "
+            f"{words.names} budget {label!r}, which {where} is not bound to; it may charge "
             f"{_names(bound)}.",
         )
     if len(matches) > 1:
         return Refusal(
             "malformed",
-            f"the label {label!r} could name any of {', '.join(matches)}; write the budget's "
-            "path with '/' (in an annotation) or bind only one of them.",
+            f"{words.label} {label!r} could name any of {', '.join(matches)}; write the "
+            "budget's path with '/' (in an annotation) or bind only one of them.",
         )
     budget = matches[0]
     if not counts(tree, budget):
         return Refusal("closed", f"budget {budget!r} {_why_not(tree, budget)}.")
     return Charge(budget, by_default=False)
+
+
+def namespace_budget(
+    bindings: GroupBindings, tree: BudgetTree, cluster: str, namespace: str, label: str | None
+) -> Charge | Refusal:
+    """:func:`group_budget` for Kubernetes ``namespace`` and its ``fairshare.dev/budget``
+    label."""
+    return group_budget(bindings, tree, KUBERNETES_NAMESPACE, cluster, namespace, label)
 
 
 def _names(bound: list[Binding]) -> str:

@@ -82,13 +82,18 @@ class MembershipRevoked(EventData):
 
 
 #: The kinds of group outside Fairshare that a budget's manager may bind to the budget: a
-#: Kubernetes namespace of one cluster now; a Slurm account of one cluster may join it (a new
-#: literal, its own name check in :func:`group_name_error`) without a new fact.
-GroupKind = Literal["kubernetes-namespace"]
+#: Kubernetes namespace of one cluster, or a Slurm account of one cluster. Each kind has its
+#: own name check in :func:`group_name_error`; the facts are the same for both. A fact written
+#: before the field existed reads as a namespace's (the default).
+GroupKind = Literal["kubernetes-namespace", "slurm-account"]
 KUBERNETES_NAMESPACE: GroupKind = "kubernetes-namespace"
+SLURM_ACCOUNT: GroupKind = "slurm-account"
 #: A Kubernetes namespace name is a DNS-1123 label: lower-case letters, digits and '-',
 #: starting and ending with a letter or digit, at most 63 characters.
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: A Slurm account name as Slurm stores it (sacctmgr lower-cases account names): lower-case
+#: letters, digits, '_', '.' and '-', starting with a letter or digit, at most 64 characters.
+SLURM_ACCOUNT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
 def group_name_error(kind: str, group: str) -> str | None:
@@ -97,6 +102,12 @@ def group_name_error(kind: str, group: str) -> str | None:
         return (
             f"{group!r} is not a Kubernetes namespace name (a DNS-1123 label: at most 63 "
             "lower-case letters, digits and '-', starting and ending with a letter or digit)"
+        )
+    if kind == SLURM_ACCOUNT and not SLURM_ACCOUNT_NAME.match(group):
+        return (
+            f"{group!r} is not a Slurm account name as Slurm stores it (at most 64 lower-case "
+            "letters, digits, '_', '.' and '-', starting with a letter or digit; Slurm "
+            "lower-cases account names)"
         )
     return None
 
@@ -107,10 +118,10 @@ class _GroupBinding(EventData):
 
     #: A leaf budget.
     budget: BudgetPath
-    #: The cluster whose group this is (a namespace is a namespace of one cluster).
+    #: The cluster whose group this is (a namespace or a Slurm account is one cluster's).
     cluster: Identifier
     kind: GroupKind = KUBERNETES_NAMESPACE
-    #: The group's name in its cluster (a namespace's name).
+    #: The group's name in its cluster (a namespace's name, a Slurm account's name).
     group: Identifier
 
     @model_validator(mode="after")
@@ -123,11 +134,12 @@ class _GroupBinding(EventData):
 
 class GroupBound(_GroupBinding):
     """A manager of ``budget`` lets work of a group outside Fairshare (a Kubernetes namespace
-    of one cluster) charge the budget: a label naming a budget the group is not bound to is
-    refused (``projections.bindings``). ``default``: the group's budget for work that names
-    none; a later default for the same group replaces the earlier one (which stays bound, not
-    default). Stating a binding again restates whether it is the default. Once the budget is
-    closed the binding no longer counts."""
+    or a Slurm account of one cluster) charge the budget: a label naming a budget the group
+    is not bound to is refused (``projections.bindings``). ``default``: the group's budget for
+    work that names none (a Slurm account's work names none: its binding is always the
+    default); a later default for the same group replaces the earlier one (which stays
+    bound, not default). Stating a binding again restates whether it is the default. Once the
+    budget is closed the binding no longer counts."""
 
     event_type: ClassVar[str] = "fairshare.budget.group_bound.v1"
 

@@ -368,12 +368,70 @@ def slurm(
     ] = 1.0,
     run_as: RunAsOption = None,
     run_as_file: RunAsFileOption = None,
+    native: Annotated[
+        bool,
+        typer.Option(
+            "--native/--no-native",
+            help="take the jobs users sbatch to Fairshare's partitions (held by "
+            "deploy/slurm/job_submit.lua) as Fairshare work",
+        ),
+    ] = True,
+    native_partition: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--native-partition",
+            help="Fairshare's partition whose sbatch jobs are native work (repeatable; "
+            "default: --partition)",
+        ),
+    ] = None,
+    bindings_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--bindings-file",
+            help="the file the job_submit plugin reads (accounts and their budgets)",
+        ),
+    ] = Path("/etc/slurm/fairshare-bindings"),
+    agent_uid: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--agent-uid",
+            help="uids that submit the agent's own runs (repeatable; default: this agent's)",
+        ),
+    ] = None,
+    trust_slurm_associations: Annotated[
+        bool,
+        typer.Option(
+            "--trust-slurm-associations",
+            help="Slurm checks that a user may use an account (AccountingStorageEnforce="
+            "associations); without it Fairshare checks the user against the budget's members",
+        ),
+    ] = False,
 ) -> None:
     """A Slurm cluster: each placement becomes an sbatch job pinned to its nodes and GPU
-    count; starts, ends, drains and GPU use are read from Slurm (see docs/agents.md)."""
+    count; jobs users sbatch to Fairshare's partition are taken as they are (held, pinned and
+    released, requeued and held); starts, ends, drains and GPU use are read from Slurm (see
+    docs/agents.md)."""
+    import os
+
     from services.agents.slurm import SlurmAdapter, SlurmAgent
+    from services.agents.slurm.adapter import NativeOptions
     from services.agents.slurm.commands import SlurmCli, SlurmError
     from services.agents.slurm.submit import SubmitOptions
+
+    partitions = tuple(native_partition or ([partition] if partition else []))
+    native_options = None
+    if native and not partitions:
+        console.print(
+            "no native work: it needs Fairshare's partition (--partition or --native-partition)",
+            markup=False,
+        )
+    elif native:
+        native_options = NativeOptions(
+            partitions=partitions,
+            bindings_file=bindings_file,
+            agent_uids=tuple(agent_uid or [os.getuid()]),
+            check_members=not trust_slurm_associations,
+        )
 
     mapping = _run_as_or_exit(run_as or [], run_as_file)
     options = SubmitOptions(
@@ -390,6 +448,7 @@ def slurm(
             refresh_s=refresh_s,
             pending_timeout_s=pending_timeout_s,
             drain_in_slurm=drain_in_slurm,
+            native=native_options,
         )
     except SlurmError as error:
         console.print(f"refusing to start: Slurm: {error}", markup=False)

@@ -32,7 +32,12 @@ from pydantic import (
 )
 
 from events.arrays import MAX_ARRAY_ELEMENTS
-from events.models.budgets import KUBERNETES_NAMESPACE, group_name_error
+from events.models.budgets import (
+    KUBERNETES_NAMESPACE,
+    SLURM_ACCOUNT,
+    GroupKind,
+    group_name_error,
+)
 from events.types import (
     ArrayId,
     ArrayIndices,
@@ -132,11 +137,30 @@ class NamespaceBindRequest(_Request):
         return _namespace_name(namespace)
 
 
+class AccountBindRequest(_Request):
+    """Let work of Slurm account ``account`` of ``cluster`` (``sbatch --account``) charge the
+    budget. There is no ``default``: an account charges one budget, so binding it always makes
+    the budget its default (replacing any earlier one)."""
+
+    cluster: Identifier
+    #: A Slurm account name as Slurm stores it (lower case).
+    account: str = Field(min_length=1, max_length=64)
+
+    @field_validator("account")
+    @classmethod
+    def _slurm_account(cls, account: str) -> str:
+        return _group_name(SLURM_ACCOUNT, account)
+
+
 def _namespace_name(namespace: str) -> str:
-    error = group_name_error(KUBERNETES_NAMESPACE, namespace)
+    return _group_name(KUBERNETES_NAMESPACE, namespace)
+
+
+def _group_name(kind: GroupKind, group: str) -> str:
+    error = group_name_error(kind, group)
     if error is not None:
         raise ValueError(error)
-    return namespace
+    return group
 
 
 class CordonRequest(_Request):
@@ -705,6 +729,41 @@ class NamespaceBindingChange(Answer):
     replaced_default: str | None = None
 
 
+class AccountBinding(Answer):
+    """A Slurm account of a cluster bound to a budget (``GroupBound``)."""
+
+    budget: str
+    cluster: str
+    account: str
+    #: The budget the account's work charges (the one it was bound to last); false: bound
+    #: before, since replaced, and charged by nothing of the account.
+    default: bool
+    #: False: the budget is closed (or has become a parent), so the binding no longer lets
+    #: work charge it.
+    counts: bool
+    bound_by: str
+    bound_at: str
+
+
+class AccountBindingList(Answer):
+    as_of: str
+    bindings: list[AccountBinding]
+
+
+class AccountBindingChange(Answer):
+    """A Slurm account's binding after a bind or unbind."""
+
+    budget: str
+    cluster: str
+    account: str
+    #: After a bind: true (the budget is the account's now); after an unbind: false.
+    default: bool
+    #: False after a bind: it already was so; after an unbind: it was not bound.
+    changed: bool
+    #: After a bind: the budget the account charged until now, if another.
+    replaced_default: str | None = None
+
+
 class BudgetView(Answer):
     budget: str
     parent: str | None
@@ -717,6 +776,8 @@ class BudgetView(Answer):
     pools: dict[str, PoolFigures]
     #: The Kubernetes namespaces bound to it (``POST /budgets/{budget}/namespaces``).
     namespaces: list[NamespaceBinding] = Field(default_factory=list)
+    #: The Slurm accounts bound to it (``POST /budgets/{budget}/accounts``).
+    accounts: list[AccountBinding] = Field(default_factory=list)
 
 
 class BudgetDetail(BudgetView):
@@ -884,6 +945,7 @@ WeightAnswer = WeightSet | BudgetAccepted
 MemberAnswer = MemberGrant | BudgetAccepted
 RevokeAnswer = MemberRevoke | BudgetAccepted
 NamespaceBindingAnswer = NamespaceBindingChange | BudgetAccepted
+AccountBindingAnswer = AccountBindingChange | BudgetAccepted
 BudgetAnswer = BudgetState | BudgetAccepted
 NodeAnswer = NodeView | NodeAccepted
 PriceAnswer = PriceSetView | PriceAccepted

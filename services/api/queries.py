@@ -16,7 +16,7 @@ import math
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from events.models.budgets import KUBERNETES_NAMESPACE
+from events.models.budgets import KUBERNETES_NAMESPACE, SLURM_ACCOUNT
 from events.times import DEFAULT_WINDOW_S
 from projections.bindings import Binding, counts
 from projections.budget_tree import ROOT, BudgetTree, parent_of
@@ -408,7 +408,16 @@ def budget_report(
                 pool_weights={p: node.weight_at(p, now) for p in sorted(node.pool_weights)},
                 members={u: sorted(r) for u, r in sorted(node.members.items()) if r},
                 pools={pool: by_pool[pool].of(path, node.is_leaf) for pool in pools},
-                namespaces=[binding_view(state, b) for b in state.bindings.of_budget(path)],
+                namespaces=[
+                    binding_view(state, b)
+                    for b in state.bindings.of_budget(path)
+                    if b.kind == KUBERNETES_NAMESPACE
+                ],
+                accounts=[
+                    account_view(state, b)
+                    for b in state.bindings.of_budget(path)
+                    if b.kind == SLURM_ACCOUNT
+                ],
             )
         )
     return m.BudgetReport(
@@ -464,6 +473,24 @@ def namespace_bindings(state: LiveState, now: float, cluster: str | None) -> m.N
     return m.NamespaceBindingList(
         as_of=iso(now), bindings=[binding_view(state, b) for b in bindings]
     )
+
+
+def account_view(state: LiveState, binding: Binding) -> m.AccountBinding:
+    return m.AccountBinding(
+        budget=binding.budget,
+        cluster=binding.cluster,
+        account=binding.group,
+        default=binding.default,
+        counts=counts(state.tree, binding.budget),
+        bound_by=binding.bound_by,
+        bound_at=iso(binding.bound_at),
+    )
+
+
+def account_bindings(state: LiveState, now: float, cluster: str | None) -> m.AccountBindingList:
+    """Every Slurm account bound to a budget (of one cluster)."""
+    bindings = state.bindings.all(cluster=cluster, kind=SLURM_ACCOUNT)
+    return m.AccountBindingList(as_of=iso(now), bindings=[account_view(state, b) for b in bindings])
 
 
 def budget_detail(

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
     from services.api.models import (
+        AccountBindingAnswer,
+        AccountBindingList,
         ArrayCancelView,
         ArraySubmitAnswer,
         ArraySubmitRequest,
@@ -118,6 +120,14 @@ class _Answers:
     @cached_property
     def bindings(self) -> TypeAdapter[NamespaceBindingList]:
         return _adapter(_models().NamespaceBindingList)
+
+    @cached_property
+    def account_binding(self) -> TypeAdapter[AccountBindingAnswer]:
+        return _adapter(_models().AccountBindingAnswer)
+
+    @cached_property
+    def account_bindings(self) -> TypeAdapter[AccountBindingList]:
+        return _adapter(_models().AccountBindingList)
 
     @cached_property
     def node(self) -> TypeAdapter[NodeAnswer]:
@@ -512,6 +522,23 @@ class FairshareClient:
     def namespaces(self, cluster: str | None = None) -> NamespaceBindingList:
         """Which Kubernetes namespaces may charge which budgets (of one cluster)."""
         return self._call(lambda a: a.bindings, "GET", "/namespaces", params={"cluster": cluster})
+
+    def bind_account(self, budget: str, cluster: str, account: str) -> AccountBindingAnswer:
+        """Let a Slurm account of a cluster charge ``budget``: always its default (an account
+        charges one budget; binding it to another replaces the earlier one)."""
+        body = {"cluster": cluster, "account": account}
+        path = f"/budgets/{_segment(budget, '/')}/accounts"
+        return self._call(lambda a: a.account_binding, "POST", path, json=body)
+
+    def unbind_account(self, budget: str, cluster: str, account: str) -> AccountBindingAnswer:
+        path = f"/budgets/{_segment(budget, '/')}/accounts/{_segment(cluster)}/{_segment(account)}"
+        return self._call(lambda a: a.account_binding, "DELETE", path)
+
+    def accounts(self, cluster: str | None = None) -> AccountBindingList:
+        """Which Slurm accounts may charge which budgets (of one cluster)."""
+        return self._call(
+            lambda a: a.account_bindings, "GET", "/accounts", params={"cluster": cluster}
+        )
 
     def pools(self) -> PoolList:
         return self._call(lambda a: a.pools, "GET", "/pools")

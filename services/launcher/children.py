@@ -158,6 +158,8 @@ def _commands(config: UpConfig, logs: Path) -> dict[str, list[str]]:
         slurm_agent += ["--output-dir", str((logs / "slurm-runs").resolve())]
         if config.slurm_jobcomp_log is not None:
             slurm_agent += ["--jobcomp-log", str(config.slurm_jobcomp_log)]
+        if config.slurm_partition is not None:
+            slurm_agent += ["--partition", config.slurm_partition]
         slurm = {"agent-slurm": slurm_agent}
     kubernetes: dict[str, list[str]] = {}
     if config.kubernetes_cluster:

@@ -138,6 +138,13 @@ _UpSlurmJobcompLog = Annotated[
     Path | None,
     typer.Option(help="Slurm's jobcomp/filetxt log (exit codes of jobs gone from squeue)"),
 ]
+_UpSlurmPartition = Annotated[
+    str | None,
+    typer.Option(
+        help="the Slurm cluster's partition of Fairshare's nodes: users' sbatch jobs there "
+        "(held by deploy/slurm/job_submit.lua) are Fairshare work"
+    ),
+]
 
 
 @up_app.command()
@@ -161,6 +168,7 @@ def up(
     tokens: _UpTokens = None,
     slurm_cluster: _UpSlurmCluster = None,
     slurm_jobcomp_log: _UpSlurmJobcompLog = None,
+    slurm_partition: _UpSlurmPartition = None,
     kubernetes_cluster: _UpKubernetesCluster = None,
     kubeconfig: _UpKubeconfig = None,
     kubernetes_namespace: _UpKubernetesNamespace = "fairshare-runs",
@@ -211,6 +219,7 @@ def up(
         tokens_file=tokens,
         slurm_cluster=slurm_cluster,
         slurm_jobcomp_log=slurm_jobcomp_log,
+        slurm_partition=slurm_partition,
         kubernetes_cluster=kubernetes_cluster,
         kubeconfig=kubeconfig,
         kubernetes_namespace=kubernetes_namespace,

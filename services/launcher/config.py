@@ -58,6 +58,9 @@ class UpConfig:
     slurm_cluster: str | None = None
     #: Slurm's jobcomp/filetxt log, for exit codes of jobs that left squeue.
     slurm_jobcomp_log: Path | None = None
+    #: The Slurm partition of Fairshare's nodes, whose sbatch jobs (held by the job_submit
+    #: plugin) are native work; None: every node with GPUs, and no native work.
+    slurm_partition: str | None = None
     #: A Kubernetes cluster run beside them (its own pool), by ``fairshare agent kubernetes``
     #: with ``kubeconfig``; None: none.
     kubernetes_cluster: str | None = None

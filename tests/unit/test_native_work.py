@@ -12,6 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from events.models import WorkloadSubmitted
 from events.native_work import NATIVE_KEY, native_cluster
 from events.types import ID_PATTERN, MAX_ID_LENGTH
 from scheduling.spec_checks import WORKLOAD_ANNOTATION
@@ -28,7 +29,7 @@ from services.agents.kubernetes.native import (
     native_workloads,
     parse_duration,
     shape_problem,
-    submission,
+    submission_of,
 )
 from services.agents.kubernetes.pods import (
     ATTEMPT_LABEL,
@@ -533,6 +534,13 @@ def test_a_shape_passed_binds_every_pod_on_whole_nodes(
 
 
 # -- submissions and origins -------------------------------------------------------------
+
+
+def submission(
+    read: NativeWorkload, *, cluster: str, pool: str, budget: str, workload_id: str
+) -> WorkloadSubmitted:
+    """What the door states for ``read`` once its budget is decided."""
+    return submission_of(read, cluster, workload_id, ()).submission(budget, pool)
 
 
 def test_a_submission_states_the_workload_as_its_namespaces() -> None:

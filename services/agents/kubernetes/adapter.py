@@ -177,11 +177,13 @@ def _job_view(job: Any, gpu_resource: str) -> JobView:
     meta, spec, status = job.metadata, job.spec, job.status
     template = spec.template.spec if spec and spec.template else None
     finished, reason, message = "", "", ""
-    for condition in (status.conditions if status else None) or []:
+    conditions = (status.conditions if status else None) or []
+    for condition in conditions:
         if condition.type in ("Complete", "Failed") and condition.status == "True":
             finished, reason = condition.type, condition.reason or ""
             message = condition.message or ""
             break
+    seen = any(c.type == "Suspended" and c.status == "True" for c in conditions)
     return JobView(
         namespace=meta.namespace,
         name=meta.name,
@@ -191,6 +193,7 @@ def _job_view(job: Any, gpu_resource: str) -> JobView:
         parallelism=spec.parallelism if spec.parallelism is not None else 1,
         completions=spec.completions,
         suspended=bool(spec.suspend),
+        suspension_seen=seen,
         active_deadline_s=spec.active_deadline_seconds,
         deleting=meta.deletion_timestamp is not None,
         scheduler=(template.scheduler_name if template else None) or "",

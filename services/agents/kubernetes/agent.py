@@ -38,8 +38,9 @@ from services.agents.adapter import NodeSpec
 from services.agents.agent import AgentSettings
 from services.agents.kubernetes.adapter import KubernetesAdapter
 from services.agents.kubernetes.native import Origin
-from services.agents.kubernetes.native_door import NativeDoor
+from services.agents.kubernetes.native_door import KubernetesNative
 from services.agents.kubernetes.pods import NodeView, holders_of
+from services.agents.native_door import NativeDoor
 from services.agents.shared_cluster import SharedClusterAgent
 from services.bus.port import EventPublisher
 
@@ -70,7 +71,7 @@ class KubernetesAgent(SharedClusterAgent):
         self._foreign_seen: dict[tuple[str, str], float] = {}
         self.evicted_foreign = 0
         #: Native work: the cluster's users' own Jobs and pods (``native_door``).
-        self.door = NativeDoor(self)
+        self.door = NativeDoor(self, KubernetesNative(adapter, self.cluster))
 
     def step(self) -> None:
         if self.started and self.adapter.healthy():
@@ -93,7 +94,8 @@ class KubernetesAgent(SharedClusterAgent):
             self.state_foreign(now)
             if self.adapter.foreign_gpu_policy == "evict":
                 self.evict_foreign(now)
-            self.door.step(now)
+            if self.adapter.scheduler_name:
+                self.door.step(now)
         super().step()
 
     def limit_kept_by_cluster(self, workload: WorkloadState) -> bool:

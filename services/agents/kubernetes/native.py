@@ -35,10 +35,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from events.models import WorkloadSubmitted
+from events.models.budgets import KUBERNETES_NAMESPACE
 from events.native_work import NATIVE_KEY
 from events.types import MAX_ID_LENGTH
 from services.agents.kubernetes.pods import PodView
+from services.agents.native_door import NativeWork
 
 DEFAULT_SCHEDULER_NAME = "fairshare"
 BUDGET_LABEL = "fairshare.dev/budget"
@@ -46,6 +47,8 @@ MIN_RUNTIME_KEY = "fairshare.dev/min-runtime"
 NATIVE_GANG_ANNOTATION = "fairshare.dev/gang"
 #: On a Job Fairshare suspended to preempt it (it resumes only those).
 SUSPENDED_ANNOTATION = "fairshare.dev/suspended-by-fairshare"
+#: On a Job cancelled in Fairshare (``fairshare cancel``): suspended, and never taken again.
+CANCELLED_ANNOTATION = "fairshare.dev/cancelled-in-fairshare"
 #: On the Job (or lone pod): the one-sentence why-pending, the queue position and the start
 #: estimate, for ``kubectl describe`` and a ``kubectl get`` column.
 WHY_ANNOTATION = "fairshare.dev/why-pending"
@@ -72,6 +75,9 @@ class JobView:
     parallelism: int = 1
     completions: int | None = None
     suspended: bool = False
+    #: Its controller has seen the suspension (condition ``Suspended``): pods deleted from now
+    #: on are not counted as failures.
+    suspension_seen: bool = False
     active_deadline_s: int | None = None
     deleting: bool = False
     #: The pod template's scheduler name and GPUs per pod.
@@ -237,6 +243,8 @@ def native_workloads(
     for job in jobs:
         if job.scheduler != scheduler or job.deleting or job.finished:
             continue
+        if CANCELLED_ANNOTATION in job.annotations:
+            continue
         problems: list[str] = []
         sources = (job.annotations, job.labels)
         if job.gpus_per_pod < 1:
@@ -360,30 +368,26 @@ def shape_problem(workload: NativeWorkload, node_sizes: Sequence[int]) -> str | 
     return None
 
 
-def submission(
-    workload: NativeWorkload,
-    *,
-    cluster: str,
-    pool: str,
-    budget: str,
-    workload_id: str,
-) -> WorkloadSubmitted:
-    """The submission the agent states for a native workload: the namespace is its submitter
-    (``<cluster>/<namespace>`` is not an id a person logs in with, so nobody's own work)."""
-    return WorkloadSubmitted(
+def submission_of(
+    workload: NativeWorkload, cluster: str, workload_id: str, problems: tuple[str, ...]
+) -> NativeWork:
+    """The native work the door submits for ``workload``: its namespace is its submitter
+    (``k8s:<cluster>/<namespace>`` is not an id a person logs in with: see docs/security.md),
+    its namespace's binding picks its budget (its label, else the default)."""
+    return NativeWork(
         workload_id=workload_id,
-        budget=budget,
-        pools=(pool,),
+        group_kind=KUBERNETES_NAMESPACE,
+        group=workload.namespace,
+        budget_label=workload.budget_label,
         gpus=workload.gpus,
         gang="single-node",
         min_runtime_s=workload.min_runtime_s,
+        time_limit_s=workload.time_limit_s,
         resumable=workload.kind != "Pod",
         submitter=f"k8s:{cluster}/{workload.namespace}",
-        spec={
-            "name": f"{workload.namespace}/{workload.name}",
-            NATIVE_KEY: workload.origin(cluster),
-        },
-        time_limit_s=workload.time_limit_s,
+        name=f"{workload.namespace}/{workload.name}",
+        origin=workload.origin(cluster),
+        problems=problems,
     )
 
 

@@ -11,8 +11,10 @@ suspending their Job, over when the Job (or the pods) say so.
 * **Preempt** = suspend the Job (``spec.suspend``, annotated as Fairshare's doing), as Kueue
   does: the Job controller deletes its pods and, because the Job is suspended, counts none of
   them against its ``backoffLimit``, so a Job preempted any number of times does not fail (a
-  pod deleted under a running Job would count as a failure). The pods are also deleted with
-  the command's grace period, which shortens the pods' own when it is shorter. The Job is
+  pod deleted under a running Job would count as a failure). Once the controller has seen the
+  suspension (its ``Suspended`` condition; not before, or the pods would count as failed) the
+  pods are also deleted with the command's grace period, which shortens their own when it is
+  shorter. The Job is
   resumed when its workload is queued again (the agent), and its controller makes new pods,
   which wait unbound. A gang or lone pod has no controller: its pods are deleted, and a lone
   pod's workload is cancelled once requeued (nothing will make the pod again).
@@ -35,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from services.agents.adapter import RunEnded, RunRequest
 from services.agents.kubernetes.api_errors import why as _why
 from services.agents.kubernetes.native import (
+    CANCELLED_ANNOTATION,
     SUSPENDED_ANNOTATION,
     JobView,
     Origin,
@@ -55,6 +58,9 @@ class NativeRun:
     origin: Origin
     started_at: float
     stopping: bool = False
+    #: The stop's grace period, and whether the pods were deleted with it yet.
+    grace_s: float = 0.0
+    pods_deleted: bool = False
     #: When its Job or pods were first seen gone while not stopping (None: not gone).
     gone_since: float | None = None
     #: Pods bound by this incarnation (name -> node).
@@ -115,13 +121,11 @@ class NativeRuns:
         run = self.runs.get(workload_id)
         if run is None or run.request.attempt != attempt or run.stopping:
             return
-        run.stopping = True
+        run.stopping, run.grace_s = True, grace_period_s
         job = self.job(run.origin)
         if job is not None and not job.suspended:
             self.suspend(job)
-        for pod in self.pods_of(run.origin):
-            if not pod.finished:
-                self._delete_pod(pod, grace_period_s)
+        self._delete_stopped(run)
         log.info(
             "native run stopped",
             extra={
@@ -154,6 +158,7 @@ class NativeRuns:
         live = [p for p in pods if not p.finished]
         if run.stopping:
             if live:
+                self._delete_stopped(run)
                 return None
             return RunEnded(request.workload_id, request.attempt, None, "pods deleted (stopped)")
         if origin.kind == "Job":
@@ -196,6 +201,20 @@ class NativeRuns:
             request.workload_id, request.attempt, None, f"{origin.describes} deleted by its user"
         )
 
+    def _delete_stopped(self, run: NativeRun) -> None:
+        """Delete a stopped run's pods with its grace, once: a Job's only once its controller
+        has seen it suspended (pods deleted before would count against its backoffLimit)."""
+        if run.pods_deleted:
+            return
+        if run.origin.kind == "Job":
+            job = self.job(run.origin)
+            if job is not None and not job.suspension_seen:
+                return
+        run.pods_deleted = True
+        for pod in self.pods_of(run.origin):
+            if not pod.finished:
+                self._delete_pod(pod, run.grace_s)
+
     # -- binding -----------------------------------------------------------------------------
     def _bind_waiting(self, run: NativeRun) -> None:
         plan = binding_plan(
@@ -212,11 +231,13 @@ class NativeRuns:
             )
             run.stopping = True
             job = self.job(run.origin)
-            if job is not None and not job.suspended:
-                self.suspend(job)
-            for other in self.pods_of(run.origin):
-                if other.node and not other.finished:
-                    self._delete_pod(other, 0)
+            if job is not None:
+                if not job.suspended:
+                    self.suspend(job)  # its controller deletes the bound pods, uncounted
+            else:
+                for other in self.pods_of(run.origin):
+                    if other.node and not other.finished:
+                        self._delete_pod(other, 0)
             del self.runs[run.request.workload_id]
             self._ended.append(
                 RunEnded(
@@ -262,6 +283,17 @@ class NativeRuns:
             "metadata": {"annotations": {SUSPENDED_ANNOTATION: "preempted"}},
         }
         return self._patch_job(job, body, "suspended")
+
+    def cancel_job(self, job: JobView, workload_id: str) -> bool:
+        """Suspend the Job and mark it cancelled in Fairshare (``CANCELLED_ANNOTATION``)."""
+        body = {
+            "spec": {"suspend": True},
+            "metadata": {"annotations": {CANCELLED_ANNOTATION: workload_id}},
+        }
+        return self._patch_job(job, body, "cancelled")
+
+    def delete_pod(self, pod: PodView, grace_period_s: float) -> None:
+        self._delete_pod(pod, grace_period_s)
 
     def resume(self, job: JobView) -> bool:
         body = {

@@ -26,14 +26,18 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
+from typing import cast
 
 from events.models.cluster import MAX_FOREIGN_HOLDERS, ForeignHolder
 from events.types import ID_PATTERN
 from services.agents.adapter import GpuSample, NodeSpec, RunEnded, RunRequest
 from services.agents.run_as import RunAs, submitter_of
-from services.agents.slurm.commands import SlurmControl, SlurmError
+from services.agents.slurm.commands import NativeControl, SlurmControl, SlurmError
+from services.agents.slurm.native import NativeJob, SlurmOrigin, is_native, parse_native_squeue
+from services.agents.slurm.native_runs import NativeRuns
 from services.agents.slurm.parse import (
     JobEnd,
     RunTag,
@@ -63,6 +67,8 @@ class Snapshot:
     jobs: Sequence[SlurmJob]
     #: The agent's clock (monotonic) when it was read.
     taken_at: float
+    #: The jobs on Fairshare's partitions that it did not submit (native work), by id.
+    native: Mapping[str, NativeJob] = field(default_factory=dict)
 
     @cached_property
     def by_id(self) -> dict[str, SlurmJob]:
@@ -82,6 +88,21 @@ class Snapshot:
 def _job_number(job_id: str) -> tuple[int, str]:
     digits = job_id.split("_")[0].split("+")[0]
     return (int(digits) if digits.isdigit() else -1, job_id)
+
+
+@dataclass(frozen=True)
+class NativeOptions:
+    """What the operator decides for native work (``fairshare agent slurm``'s options)."""
+
+    #: Fairshare's partitions: their jobs that the agent did not submit are native work.
+    partitions: tuple[str, ...]
+    #: The file the job_submit plugin reads (None: not written; the plugin then refuses).
+    bindings_file: Path | None = None
+    #: The uids whose jobs named as the agent's runs pass the plugin unheld (the agent's own).
+    agent_uids: tuple[int, ...] = (0,)
+    #: Check the submitting user against the budget's members (without Slurm's association
+    #: checks, ``AccountingStorageEnforce=associations``, any user may name any account).
+    check_members: bool = True
 
 
 @dataclass
@@ -129,9 +150,14 @@ class SlurmAdapter:
         refresh_s: float = 1.0,
         pending_timeout_s: float = 600.0,
         drain_in_slurm: bool = False,
+        native: NativeOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.slurm = slurm
+        #: Native work: unchanged sbatch jobs on Fairshare's partitions (None: the agent takes
+        #: none, and needs no job_submit plugin).
+        self.native_options = native
+        self.native_partitions = native.partitions if native is not None else ()
         self.cluster = cluster
         self.partition = partition
         self.options = submit_options or SubmitOptions(partition=partition)
@@ -145,6 +171,7 @@ class SlurmAdapter:
         self._outage: _Outage | None = None
         self._jobs: dict[str, _Job] = {}
         self._ended: list[RunEnded] = []
+        self.native = NativeRuns(cast("NativeControl", slurm), self._native_jobs, clock)
         self._snapshot = self._read()
         # Each node's block from Slurm's topology plugin (none without one: placement then
         # knows no blocks, as before).
@@ -179,7 +206,20 @@ class SlurmAdapter:
     def _read(self) -> Snapshot:
         nodes = parse_sinfo(self.slurm.list_nodes(self.partition))
         jobs = parse_squeue(self.slurm.list_jobs())
-        return Snapshot(nodes, jobs, self.clock())
+        native: dict[str, NativeJob] = {}
+        if self.native_partitions:
+            control = cast("NativeControl", self.slurm)
+            listed = parse_native_squeue(control.list_native_jobs(self.native_partitions))
+            native = {
+                job.job_id: job
+                for job in listed
+                if is_native(job, self.cluster, self.native_partitions)
+            }
+        return Snapshot(nodes, jobs, self.clock(), native)
+
+    def _native_jobs(self) -> dict[str, NativeJob] | None:
+        snapshot = self.refresh()
+        return None if snapshot is None else dict(snapshot.native)
 
     def refresh(self) -> Snapshot | None:
         """The listing, read again when older than ``refresh_s``; None while Slurm does not
@@ -220,6 +260,10 @@ class SlurmAdapter:
         return list(self._specs)
 
     def start(self, run: RunRequest) -> None:
+        origin = SlurmOrigin.of(run.spec)
+        if origin is not None:
+            self.native.start(run, origin)
+            return
         name = job_name(self._tag(run))
         snapshot = self.refresh()
         existing = None if snapshot is None else snapshot.by_name.get(name)
@@ -264,6 +308,9 @@ class SlurmAdapter:
         self._ended.append(RunEnded(run.workload_id, run.attempt, None, message))
 
     def adopt(self, run: RunRequest) -> bool:
+        origin = SlurmOrigin.of(run.spec)
+        if origin is not None:
+            return self.native.adopt(run, origin)
         name = job_name(self._tag(run))
         snapshot = self.refresh()
         job = None if snapshot is None else snapshot.by_name.get(name)
@@ -280,6 +327,9 @@ class SlurmAdapter:
         return False
 
     def stop(self, workload_id: str, attempt: int, grace_period_s: float) -> None:
+        if workload_id in self.native.runs:
+            self.native.stop(workload_id, attempt)  # Slurm's KillWait is the grace
+            return
         job = self._jobs.get(workload_id)
         if job is None or job.request.attempt != attempt or job.kill_at is not None:
             return
@@ -303,6 +353,7 @@ class SlurmAdapter:
         snapshot = self.refresh()
         if snapshot is None:
             return ended
+        ended += self.native.poll_ended()
         now = self.clock()
         listed = snapshot.by_id
         for workload_id, job in sorted(self._jobs.items()):
@@ -387,9 +438,12 @@ class SlurmAdapter:
                 extra={"jobs": ",".join(j.job_id for j in self._jobs.values())},
             )
         self._jobs.clear()
+        self.native.runs.clear()
 
     # -- for the Slurm agent ---------------------------------------------------------------
     def tracked(self, workload_id: str, attempt: int) -> bool:
+        if self.native.tracked(workload_id, attempt):
+            return True
         job = self._jobs.get(workload_id)
         return job is not None and job.request.attempt == attempt
 
@@ -412,7 +466,10 @@ class SlurmAdapter:
         if self._snapshot is None or node not in self._snapshot.nodes:
             return 0
         ours = {job.job_id: len(job.request.gpus_on(node)) for job in self._jobs.values()}
-        return foreign_gpus(self._snapshot.nodes[node], self._snapshot.jobs, self.cluster, ours)
+        return foreign_gpus(
+            self._snapshot.nodes[node], self._snapshot.jobs, self.cluster, ours,
+            native=self._snapshot.native,
+        )  # fmt: skip
 
     def foreign_holders(self, node: str) -> tuple[ForeignHolder, ...]:
         """The jobs this agent did not submit holding GPUs on ``node``, by job id (their
@@ -421,7 +478,9 @@ class SlurmAdapter:
             return ()
         found = []
         for job in self._snapshot.jobs:
-            if job.submitted_by(self.cluster) or not job.holds_nodes:
+            if job.submitted_by(self.cluster) or job.job_id in self._snapshot.native:
+                continue
+            if not job.holds_nodes:
                 continue
             gpus = job.gpus_on(node)
             if gpus > 0:

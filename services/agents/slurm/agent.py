@@ -20,6 +20,11 @@ adapter's latest listing of Slurm:
 * **Stray jobs.** A job of this cluster whose run the log no longer has active (lost and
   placed again elsewhere while the agent was away, cancelled, failed to publish) is cancelled
   after ``stray_grace_s``, so a run never holds GPUs twice.
+* **Native work** (the adapter's ``native``): unchanged ``sbatch`` jobs on Fairshare's
+  partitions, held by the job_submit plugin, are submitted, pinned and released, requeued and
+  held, and cancelled as Fairshare work (``services.agents.native_door`` with
+  :mod:`~services.agents.slurm.native_door`); the bindings file the plugin reads is kept
+  current.
 
 Down nodes are the adapter's ``reachable``: no liveness signals nor heartbeats, and the
 scheduler declares them down (its liveness rule decides down and up from those alone: a
@@ -32,11 +37,17 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from typing import cast
 
 from events.types import TEXT_PATTERN
+from projections.cluster_types import WorkloadState
 from services.agents.agent import AgentSettings
+from services.agents.native_door import NativeDoor
 from services.agents.shared_cluster import SharedClusterAgent
 from services.agents.slurm.adapter import SlurmAdapter
+from services.agents.slurm.commands import NativeControl
+from services.agents.slurm.native import SlurmOrigin
+from services.agents.slurm.native_door import SlurmNative, bindings_text, write_bindings
 from services.agents.slurm.parse import FAIRSHARE_REASON_PREFIX, SlurmNode
 from services.bus.port import EventPublisher
 
@@ -72,6 +83,16 @@ class SlurmAgent(SharedClusterAgent):
         super().__init__(adapter, publisher, settings, clock=clock)
         #: Nodes resumed in Slurm, with the listing time it was done at (once per listing).
         self._resumed: dict[str, float] = {}
+        options = adapter.native_options
+        self.door: NativeDoor | None = None
+        if options is not None:
+            control = cast("NativeControl", adapter.slurm)
+            family = SlurmNative(
+                adapter, control, self.cluster, check_members=options.check_members
+            )
+            self.door = NativeDoor(self, family)
+        #: The bindings file's text as last written.
+        self._bindings_written: str | None = None
 
     # -- the loop --------------------------------------------------------------------------
     def step(self) -> None:
@@ -95,7 +116,32 @@ class SlurmAgent(SharedClusterAgent):
                 self.adapter.cancel_job,
             )
             self.state_foreign(now)
+            if self.door is not None:
+                self._write_bindings()
+                self.door.step(now)
         super().step()
+
+    def limit_kept_by_cluster(self, workload: WorkloadState) -> bool:
+        """A native job's time limit is its ``--time``, which Slurm keeps (TIMEOUT ends the
+        run)."""
+        return SlurmOrigin.of(workload.spec) is not None
+
+    def _write_bindings(self) -> None:
+        options = self.adapter.native_options
+        if options is None or options.bindings_file is None:
+            return
+        sizes = [spec.gpus for spec in self.node_specs.values()]
+        text = bindings_text(
+            cluster=self.cluster,
+            partitions=options.partitions,
+            node_sizes=sizes,
+            agent_uids=options.agent_uids,
+            bindings=self.state.bindings,
+            tree=self.state.tree,
+        )
+        if text != self._bindings_written and write_bindings(options.bindings_file, text):
+            self._bindings_written = text
+            log.info("bindings file written", extra={"path": str(options.bindings_file)})
 
     def _sync_node(self, slurm: SlurmNode, now: float) -> None:
         name = slurm.name

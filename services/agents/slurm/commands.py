@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from services.agents.slurm.parse import SINFO_FORMAT, SQUEUE_FORMAT
+from services.agents.slurm.parse import NATIVE_SQUEUE_FORMAT, SINFO_FORMAT, SQUEUE_FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,21 @@ class SlurmControl(Protocol):
     def read_completions(self) -> str | None: ...
 
     def show_topology(self) -> str: ...
+
+
+class NativeControl(Protocol):
+    """What native work asks of Slurm besides (``native_runs.py``): its jobs on Fairshare's
+    partitions, and the verbs that carry out Fairshare's decisions on them."""
+
+    def list_native_jobs(self, partitions: Sequence[str]) -> str: ...
+
+    def update_job(self, job_id: str, fields: Sequence[str]) -> None: ...
+
+    def release(self, job_id: str) -> None: ...
+
+    def requeue_held(self, job_id: str) -> None: ...
+
+    def cancel(self, job_id: str) -> None: ...
 
 
 class SlurmCli:
@@ -95,6 +110,23 @@ class SlurmCli:
 
     def cancel(self, job_id: str) -> None:
         self._run(["scancel", job_id])
+
+    # -- native work ------------------------------------------------------------------------
+    def list_native_jobs(self, partitions: Sequence[str]) -> str:
+        argv = ["squeue", "--noheader", "--states=all", f"--partition={','.join(partitions)}"]
+        return self._run([*argv, f"--Format={NATIVE_SQUEUE_FORMAT}"])
+
+    def update_job(self, job_id: str, fields: Sequence[str]) -> None:
+        self._run(["scontrol", "update", f"JobId={job_id}", *fields])
+
+    def release(self, job_id: str) -> None:
+        self._run(["scontrol", "release", job_id])
+
+    def requeue_held(self, job_id: str) -> None:
+        """Requeue the job and hold it (the admin's hold, which its user cannot release):
+        same job id, back to pending."""
+        self._run(["scontrol", "requeue", job_id])
+        self._run(["scontrol", "hold", job_id])
 
     def set_node_state(self, node: str, state: str, reason: str | None) -> None:
         argv = ["scontrol", "update", f"NodeName={node}", f"State={state}"]

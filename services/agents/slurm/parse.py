@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from events.types import ID_PATTERN, MAX_ID_LENGTH
@@ -31,6 +31,13 @@ SINFO_FORMAT = "NodeList:|,StateComplete:|,Gres:|,GresUsed:|,Timestamp:|,Reason:
 #: ``squeue --Format``: one job per line, the job name (free text) last.
 SQUEUE_FORMAT = (
     "JobID:|,State:|,exit_code:|,NodeList:|,tres-per-node:|,tres-per-job:|,Reason:|,Name:"
+)
+
+#: ``squeue --Format`` of the jobs on Fairshare's partitions (native work,
+#: ``services.agents.slurm.native``): the job name (free text) last.
+NATIVE_SQUEUE_FORMAT = (
+    "JobID:|,State:|,Reason:|,Account:|,UserName:|,Partition:|,TimeLimit:|,MinTime:|,"
+    "NumNodes:|,tres-per-node:|,tres-per-job:|,NodeList:|,exit_code:|,Name:"
 )
 
 #: The reason the agent gives Slurm when it drains a node Fairshare cordoned: a drain with this
@@ -410,14 +417,16 @@ def foreign_gpus(
     jobs: Iterable[SlurmJob],
     cluster: str,
     ours: Mapping[str, int] | None = None,
+    native: Collection[str] = (),
 ) -> int:
     """GPUs of ``node`` held by jobs this cluster's agent did not submit (jobs submitted around
     Fairshare, or by another Fairshare cluster's agent): what Slurm says is in use, less what
     this agent's jobs hold there (``ours``: GPUs per job id, known from the placement; otherwise
-    what the job asked for)."""
+    what the job asked for). Jobs of ``native`` (the ids of native work, sent to Fairshare's
+    partitions and placed by it) are Fairshare's too."""
     mine = 0
     for job in jobs:
-        if not job.submitted_by(cluster) or not job.holds_nodes:
+        if not (job.submitted_by(cluster) or job.job_id in native) or not job.holds_nodes:
             continue
         if node.name not in job.nodes:
             continue

@@ -1,5 +1,6 @@
 """``/budgets``: the tree with its fair-share figures; creating and closing budgets, their
-weights, members and bound Kubernetes namespaces; ``/namespaces``: every binding."""
+weights, members and bound groups (Kubernetes namespaces, Slurm accounts); ``/namespaces`` and
+``/accounts``: every binding of each kind."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from services.api import queries
 from services.api.application import Outcome, Result
 from services.api.deps import Context, User, token_table
 from services.api.models import (
+    AccountBindingAnswer,
+    AccountBindingList,
+    AccountBindRequest,
     BudgetAnswer,
     BudgetCloseRequest,
     BudgetCreateRequest,
@@ -28,7 +32,7 @@ from services.api.models import (
 )
 from services.api.tokens import TokenTable
 from services.api.writes import budgets as writes
-from services.api.writes import members, namespaces
+from services.api.writes import groups, members
 
 router = APIRouter(tags=["budgets"])
 A = TypeVar("A")
@@ -153,7 +157,7 @@ def bind_namespace(
     ``fairshare.dev/budget`` label naming it, or, with ``default``, naming none): a manager of
     the budget (or above). A later default for the namespace replaces the earlier one. The
     same binding again: 200 with ``changed`` false."""
-    result = namespaces.bind_namespace(ctx, who, budget, body)
+    result = groups.bind_namespace(ctx, who, budget, body)
     return _answer(result, response, _MEMBER_ADDED)
 
 
@@ -168,7 +172,7 @@ def unbind_namespace(
 ) -> NamespaceBindingAnswer:
     """The namespace may no longer charge this budget: a manager of the budget (or above).
     Not bound: 200 with ``changed`` false."""
-    result = namespaces.unbind_namespace(ctx, who, budget, cluster, namespace)
+    result = groups.unbind_namespace(ctx, who, budget, cluster, namespace)
     return _answer(result, response, _CHANGED)
 
 
@@ -180,6 +184,45 @@ def namespace_bindings(who: User, ctx: Context, cluster: str | None = None) -> N
     now = ctx.clock()
     with ctx.view.read() as state:
         return queries.namespace_bindings(state, now, cluster)
+
+
+@router.post("/budgets/{budget:path}/accounts", status_code=status.HTTP_201_CREATED)
+def bind_account(
+    budget: str, body: AccountBindRequest, who: User, response: Response, ctx: Context
+) -> AccountBindingAnswer:
+    """Let work of a Slurm account of a cluster (``sbatch --account``) charge this leaf
+    budget: a manager of the budget (or above). Binding an account always makes the budget
+    its default: an account's work names no budget, so an account charges one budget, the
+    one it was bound to last (binding it to another replaces the default, as for namespaces;
+    ``replaced_default`` names the earlier one). The same binding again: 200 with
+    ``changed`` false."""
+    result = groups.bind_account(ctx, who, budget, body)
+    return _answer(result, response, _MEMBER_ADDED)
+
+
+@router.delete("/budgets/{budget:path}/accounts/{cluster}/{account}")
+def unbind_account(
+    budget: str,
+    cluster: Identifier,
+    account: str,
+    who: User,
+    response: Response,
+    ctx: Context,
+) -> AccountBindingAnswer:
+    """The Slurm account may no longer charge this budget: a manager of the budget (or
+    above). Not bound: 200 with ``changed`` false."""
+    result = groups.unbind_account(ctx, who, budget, cluster, account)
+    return _answer(result, response, _CHANGED)
+
+
+@router.get("/accounts")
+def account_bindings(who: User, ctx: Context, cluster: str | None = None) -> AccountBindingList:
+    """Which Slurm accounts may charge which budgets (of one cluster), with each account's
+    default (the budget its work charges); ``counts`` false: the budget is closed, the
+    binding no longer lets work charge it."""
+    now = ctx.clock()
+    with ctx.view.read() as state:
+        return queries.account_bindings(state, now, cluster)
 
 
 def _answer(result: Result[A], response: Response, codes: dict[Outcome, int]) -> A:

@@ -1,8 +1,8 @@
 """The API's writes, one module per resource as the routes are: :mod:`.workloads` (submit,
 cancel), :mod:`.budgets` (create, close, weight), :mod:`.members` (grant, revoke),
-:mod:`.namespaces` (bind, unbind), :mod:`.prices` and :mod:`.cordons`; job arrays are
-:mod:`services.api.arrays`. Each is a plain function with no HTTP in it, working on
-:class:`services.api.application.Application`.
+:mod:`.groups` (bind and unbind Kubernetes namespaces and Slurm accounts), :mod:`.prices` and
+:mod:`.cordons`; job arrays are :mod:`services.api.arrays`. Each is a plain function with no
+HTTP in it, working on :class:`services.api.application.Application`.
 
 Every write follows one path, written once in :mod:`.skeleton`: the view must have read the
 log (else :class:`~services.api.errors.Unavailable`), the request is checked against the

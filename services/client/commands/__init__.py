@@ -4,6 +4,7 @@
 ``show``, ``why``, ``share`` (sshare), ``nodes`` (sinfo), ``cordon``/``uncordon`` (scontrol
 update state=drain), ``budgets create|close|set-weight|add-member|revoke-member`` (sacctmgr),
 ``budgets bind-namespace|unbind-namespace|namespaces`` (which Kubernetes namespaces may charge
+which budgets), ``budgets bind-account|unbind-account|accounts`` (which Slurm accounts charge
 which budgets),
 ``prices set|list``, ``statement`` (a budget's money in a month).
 Every read command takes ``--json`` to print the API's JSON as it came. HTTP errors print the
@@ -51,6 +52,9 @@ BUDGET_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("bind-namespace", budgets.bind_namespace),
     ("unbind-namespace", budgets.unbind_namespace),
     ("namespaces", budgets.namespaces),
+    ("bind-account", budgets.bind_account),
+    ("unbind-account", budgets.unbind_account),
+    ("accounts", budgets.accounts),
 )
 PRICE_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("set", prices.set_price),

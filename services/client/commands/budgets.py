@@ -1,12 +1,14 @@
 """Budget commands: ``share`` (sshare; ``--cost``: the month's money), ``budgets
 create|close``, ``budgets set-weight``, ``budgets add-member`` and ``budgets revoke-member``
 (sacctmgr's part of it); ``budgets bind-namespace``, ``unbind-namespace`` and ``namespaces``
-(which Kubernetes namespaces may charge which budgets)."""
+(which Kubernetes namespaces may charge which budgets); ``budgets bind-account``,
+``unbind-account`` and ``accounts`` (which Slurm accounts charge which budgets)."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
@@ -26,7 +28,12 @@ from services.client.constants import DEFAULT_API
 from services.client.terminal import FittedTable, console, plain
 
 if TYPE_CHECKING:
-    from services.api.models import BudgetAnswer, BudgetReport, NamespaceBindingList
+    from services.api.models import (
+        AccountBindingAnswer,
+        BudgetAnswer,
+        BudgetReport,
+        NamespaceBindingAnswer,
+    )
     from services.api.money import StatementList
     from services.client.api import FairshareClient
 
@@ -205,6 +212,11 @@ def revoke_member(
 
 ClusterOption = Annotated[str, typer.Option("--cluster", help="the Kubernetes cluster's name")]
 NamespaceOption = Annotated[str, typer.Option("--namespace", help="the namespace")]
+SlurmClusterOption = Annotated[str, typer.Option("--cluster", help="the Slurm cluster's name")]
+AccountOption = Annotated[
+    str, typer.Option("--account", help="the Slurm account (sbatch --account), in lower case")
+]
+ClusterFilter = Annotated[str | None, typer.Option("--cluster", help="only this cluster")]
 
 
 def bind_namespace(
@@ -227,18 +239,10 @@ def bind_namespace(
 ) -> None:
     """Let work of a Kubernetes namespace charge a budget (a manager of the budget): its
     fairshare.dev/budget label may name the budget, or, with --default, name none."""
-    from services.api.models import NamespaceBindingChange
-
     answer = ask(
         ctx, api, token, ca, lambda c: c.bind_namespace(budget, cluster, namespace, default)
     )
-    text = f"{cluster}/{namespace} -> {budget}" + (" (default)" if default else "")
-    if isinstance(answer, NamespaceBindingChange):
-        text += "" if answer.changed else ": already so"
-        if answer.replaced_default:
-            text += f"; replaces default {answer.replaced_default}"
-    else:
-        text += " (recorded; not yet visible)"
+    text = _bound(f"{cluster}/{namespace}", budget, default, answer)
     emit(answer, as_json, lambda o: o.print(plain(text)))
 
 
@@ -253,17 +257,14 @@ def unbind_namespace(
     as_json: JsonOption = False,
 ) -> None:
     """A Kubernetes namespace may no longer charge a budget (a manager of the budget)."""
-    from services.api.models import NamespaceBindingChange
-
     answer = ask(ctx, api, token, ca, lambda c: c.unbind_namespace(budget, cluster, namespace))
-    changed = answer.changed if isinstance(answer, NamespaceBindingChange) else True
-    text = f"{cluster}/{namespace} -> {budget}: " + ("unbound" if changed else "was not bound")
+    text = _unbound(f"{cluster}/{namespace}", budget, answer)
     emit(answer, as_json, lambda o: o.print(plain(text)))
 
 
 def namespaces(
     ctx: typer.Context,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="only this cluster")] = None,
+    cluster: ClusterFilter = None,
     api: ApiOption = DEFAULT_API,
     token: TokenOption = None,
     ca: CaOption = None,
@@ -271,27 +272,123 @@ def namespaces(
 ) -> None:
     """Which Kubernetes namespaces may charge which budgets, and each one's default."""
     answer = ask(ctx, api, token, ca, lambda c: c.namespaces(cluster))
-    emit(answer, as_json, lambda o: o.print(_bindings_table(answer)))
+    rows = [(b.namespace, b) for b in answer.bindings]
+    table = _bindings_table("NAMESPACE", f"namespace bindings, as of {answer.as_of}", rows)
+    emit(answer, as_json, lambda o: o.print(table))
 
 
-def _bindings_table(answer: NamespaceBindingList) -> FittedTable:
+def bind_account(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the leaf budget, e.g. lab/vision")],
+    cluster: SlurmClusterOption,
+    account: AccountOption,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Let work of a Slurm account (sbatch --account) charge a budget (a manager of the
+    budget). An account charges one budget: this one becomes its default, replacing any
+    earlier one."""
+    answer = ask(ctx, api, token, ca, lambda c: c.bind_account(budget, cluster, account))
+    text = _bound(f"{cluster}/{account}", budget, True, answer)
+    emit(answer, as_json, lambda o: o.print(plain(text)))
+
+
+def unbind_account(
+    ctx: typer.Context,
+    budget: Annotated[str, typer.Argument(help="the budget")],
+    cluster: SlurmClusterOption,
+    account: AccountOption,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A Slurm account may no longer charge a budget (a manager of the budget)."""
+    answer = ask(ctx, api, token, ca, lambda c: c.unbind_account(budget, cluster, account))
+    text = _unbound(f"{cluster}/{account}", budget, answer)
+    emit(answer, as_json, lambda o: o.print(plain(text)))
+
+
+def accounts(
+    ctx: typer.Context,
+    cluster: ClusterFilter = None,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Which Slurm accounts may charge which budgets, and the one each charges (its
+    default)."""
+    answer = ask(ctx, api, token, ca, lambda c: c.accounts(cluster))
+    rows = [(b.account, b) for b in answer.bindings]
+    table = _bindings_table("ACCOUNT", f"Slurm account bindings, as of {answer.as_of}", rows)
+    emit(answer, as_json, lambda o: o.print(table))
+
+
+def _bound(
+    group: str,
+    budget: str,
+    default: bool,
+    answer: NamespaceBindingAnswer | AccountBindingAnswer,
+) -> str:
+    """The line of a bind: ``k1/ml -> lab/a (default)``, and what it changed."""
+    from services.api.models import BudgetAccepted
+
+    text = f"{group} -> {budget}" + (" (default)" if default else "")
+    if isinstance(answer, BudgetAccepted):
+        return text + " (recorded; not yet visible)"
+    text += "" if answer.changed else ": already so"
+    if answer.replaced_default:
+        text += f"; replaces default {answer.replaced_default}"
+    return text
+
+
+def _unbound(group: str, budget: str, answer: NamespaceBindingAnswer | AccountBindingAnswer) -> str:
+    from services.api.models import BudgetAccepted
+
+    # An accepted unbind (202) is recorded: unbound as far as the caller can tell.
+    changed = True if isinstance(answer, BudgetAccepted) else answer.changed
+    return f"{group} -> {budget}: " + ("unbound" if changed else "was not bound")
+
+
+class _Binding(Protocol):
+    """A row of ``GET /namespaces`` or ``GET /accounts``, less the group's name."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def budget(self) -> str: ...
+    @property
+    def default(self) -> bool: ...
+    @property
+    def counts(self) -> bool: ...
+    @property
+    def bound_by(self) -> str: ...
+    @property
+    def bound_at(self) -> str: ...
+
+
+def _bindings_table(column: str, title: str, rows: Sequence[tuple[str, _Binding]]) -> FittedTable:
+    """The bindings of one kind of group: ``column`` names the group's column."""
     table = FittedTable(
         "CLUSTER",
-        "NAMESPACE",
+        column,
         "BUDGET",
         "DEFAULT",
         "BOUND BY",
         "SINCE",
-        whole=("CLUSTER", "NAMESPACE", "BUDGET"),
+        whole=("CLUSTER", column, "BUDGET"),
         drop=("SINCE", "BOUND BY"),
-        title=f"namespace bindings, as of {answer.as_of}",
+        title=title,
     )
-    for binding in answer.bindings:
+    for group, binding in rows:
         closed = "" if binding.counts else " (closed: does not count)"
         table.add_row(
             (
                 binding.cluster,
-                binding.namespace,
+                group,
                 binding.budget + closed,
                 "yes" if binding.default else "",
                 binding.bound_by,
