@@ -12,8 +12,6 @@ from typing import Annotated
 
 import typer
 
-from services.bench.kubernetes.command import bench_kubernetes
-
 #: ``--kafka`` as every service command spells it (``services.runtime.cli_options``), declared
 #: here so that importing this module imports no broker code.
 KafkaOption = Annotated[
@@ -415,11 +413,45 @@ def bench_kills(
         raise typer.Exit(1)
 
 
+@bench_app.command("kubernetes")
+def bench_kubernetes(
+    kubeconfig: Annotated[
+        Path,
+        typer.Option(
+            envvar="FAIRSHARE_KUBECONFIG",
+            help="kubeconfig of the cluster's admin (bash .ci/start-kubernetes writes this one)",
+        ),
+    ] = Path("/var/lib/fairshare-k8s/admin.kubeconfig"),
+    jobs: Annotated[int, typer.Option(min=1, help="Jobs created")] = 100,
+    pods_per_job: Annotated[int, typer.Option(min=1, help="one-GPU pods per Job (one gang)")] = 10,
+    nodes: Annotated[int, typer.Option(min=1, help="KWOK nodes")] = 100,
+    gpus_per_node: Annotated[int, typer.Option(min=1, help="GPUs per node")] = 10,
+    timeout: Annotated[
+        float, typer.Option("--timeout-s", min=1.0, help="seconds every pod may take to be bound")
+    ] = 300.0,
+    kafka: KafkaOption = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="keep the run here (logs, broker data) instead of a tmp dir")
+    ] = None,
+    json_out: JsonOut = None,
+) -> None:
+    """Native Jobs bound by Fairshare on a real Kubernetes (KWOK nodes): pods bound per second
+    against the API server's own pod-creation rate in the same run (target: ratio >= 0.9), and
+    submit-to-bound p50/p99/max. A table on stderr, one JSON object on stdout; exit 1 when not
+    every pod was bound, 2 when the run could not be made (no cluster, a load that does not
+    fit, a service that died)."""
+    from services.bench.kubernetes.bench import KubernetesBenchConfig
+    from services.bench.kubernetes.command import run_command
+
+    config = KubernetesBenchConfig(
+        kubeconfig=kubeconfig, jobs=jobs, pods_per_job=pods_per_job, nodes=nodes,
+        gpus_per_node=gpus_per_node, timeout_s=timeout,
+    )  # fmt: skip
+    run_command(config, kafka, data_dir, json_out)
+
+
 def _emit_file(result: dict[str, object], path: Path) -> None:
     import orjson
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
-bench_app.command("kubernetes")(bench_kubernetes)

@@ -237,7 +237,10 @@ def test_gpus_taken_around_fairshare_are_reported_and_never_placed_onto(
     cli = SlurmCli()
     node = min(slurm_cluster.gpus)
     gpus = slurm_cluster.gpus[node]
+    # around Fairshare: to "plain", the same nodes but not Fairshare's partition (Fairshare's
+    # job_submit plugin would refuse or hold a job sent to "gpu")
     sbatch = ["sbatch", "--parsable", "--job-name=around fairshare", "--output=/dev/null"]
+    sbatch.append("--partition=plain")
     foreign = {
         name: cli.submit(
             [*sbatch, f"--nodelist={name}", f"--gres=gpu:{count}"], "#!/bin/sh\nsleep 300\n"

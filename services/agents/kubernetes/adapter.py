@@ -682,6 +682,8 @@ class KubernetesAdapter:
             cache.stop()
         self._runs.clear()
         self.native.runs.clear()
+        self.native.close()
+        self.notices.close()
 
     # -- for the Kubernetes agent ----------------------------------------------------------
     def tracked(self, workload_id: str, attempt: int) -> bool:

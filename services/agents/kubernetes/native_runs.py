@@ -2,7 +2,10 @@
 suspending their Job, over when the Job (or the pods) say so.
 
 * **Place** = bind each waiting pod to a node of the placement (``pods/binding``, as
-  kube-scheduler does): the user's objects are never edited to place them. A pod the Job
+  kube-scheduler does): the user's objects are never edited to place them. Bindings go out
+  from a pool of :data:`BIND_WORKERS` threads over the client's kept-alive connections, so a
+  burst of placements binds at the API server's pace, not one round trip after another; their
+  results are read on the agent's next round. A pod the Job
   controller makes later (a replacement, the next pod of a Job with more completions than
   parallelism) is bound to the slot its predecessor left. A binding refused because the pod
   is already bound (a previous incarnation bound it) is taken as done: nothing is bound twice.
@@ -27,8 +30,11 @@ suspending their Job, over when the Job (or the pods) say so.
 from __future__ import annotations
 
 import logging
+import math
+import queue
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from kubernetes.client import BatchV1Api, CoreV1Api
@@ -38,6 +44,7 @@ from services.agents.adapter import RunEnded, RunRequest
 from services.agents.kubernetes.api_errors import why as _why
 from services.agents.kubernetes.native import (
     CANCELLED_ANNOTATION,
+    NATIVE_GANG_ANNOTATION,
     SUSPENDED_ANNOTATION,
     JobView,
     Origin,
@@ -50,6 +57,12 @@ log = logging.getLogger(__name__)
 #: Seconds a run whose Job (or pods) its user deleted waits for the cancel the agent states
 #: before it is reported over on its own.
 CANCEL_WAIT_S = 60.0
+#: Bindings in flight at once (the client keeps 5 connections per CPU; a few more wait).
+BIND_WORKERS = 12
+#: What a binding of a pod bound already answers (a previous incarnation bound it).
+ALREADY_BOUND = "already bound"
+#: Seconds an index of the pods by owner is reused within one round.
+_INDEX_S = 0.2
 
 
 @dataclass
@@ -63,8 +76,22 @@ class NativeRun:
     pods_deleted: bool = False
     #: When its Job or pods were first seen gone while not stopping (None: not gone).
     gone_since: float | None = None
-    #: Pods bound by this incarnation (name -> node).
+    #: Pods bound by this incarnation (name -> node), and bindings in flight (name -> node).
     bound: dict[str, str] = field(default_factory=dict)
+    binding: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """A binding's outcome, from a worker: ``problem`` None when bound; ``fatal`` an error the
+    agent must not outlive (re-raised in its loop)."""
+
+    workload_id: str
+    attempt: int
+    pod: PodView
+    node: str
+    problem: str | None
+    fatal: BaseException | None = None
 
 
 class NativeRuns:
@@ -88,6 +115,14 @@ class NativeRuns:
         self._ended: list[RunEnded] = []
         #: Pods bound, by this incarnation, in all.
         self.bound_total = 0
+        self._binder = ThreadPoolExecutor(BIND_WORKERS, thread_name_prefix="k8s-bind")
+        self._outcomes: queue.SimpleQueue[_Bound] = queue.SimpleQueue()
+        self._index: dict[str, list[PodView]] = {}
+        self._index_at = -math.inf
+
+    def close(self) -> None:
+        """Bindings in flight are let finish (a restarted agent binds what is left)."""
+        self._binder.shutdown(wait=False, cancel_futures=True)
 
     # -- reading ---------------------------------------------------------------------------
     def job(self, origin: Origin) -> JobView | None:
@@ -99,7 +134,23 @@ class NativeRuns:
         return None
 
     def pods_of(self, origin: Origin) -> list[PodView]:
-        return [pod for pod in self._pods() if origin.owns(pod)]
+        """Its pods, from an index of the pods by owner made at most every ``_INDEX_S`` (one
+        pass over the cluster's pods per round, not one per run)."""
+        now = self.clock()
+        if now - self._index_at > _INDEX_S:
+            index: dict[str, list[PodView]] = {}
+            for pod in self._pods():
+                for key in (pod.job_uid, pod.uid, f"{pod.namespace}\0{_gang_key(pod)}"):
+                    if key:
+                        index.setdefault(key, []).append(pod)
+            self._index, self._index_at = index, now
+        if origin.kind == "Job":
+            key = origin.uid
+        elif origin.kind == "Gang":
+            key = f"{origin.namespace}\0{origin.name}"
+        else:
+            key = origin.uid
+        return [pod for pod in self._index.get(key, ()) if origin.owns(pod)]
 
     # -- the adapter's calls ---------------------------------------------------------------
     def start(self, run: RunRequest, origin: Origin) -> None:
@@ -140,6 +191,7 @@ class NativeRuns:
         return run is not None and run.request.attempt == attempt
 
     def poll_ended(self) -> list[RunEnded]:
+        self._collect_bindings()
         ended, self._ended = self._ended, []
         now = self.clock()
         for workload_id, run in sorted(self.runs.items()):
@@ -217,41 +269,78 @@ class NativeRuns:
 
     # -- binding -----------------------------------------------------------------------------
     def _bind_waiting(self, run: NativeRun) -> None:
-        plan = binding_plan(
-            run.request.placement, self.pods_of(run.origin), run.origin.gpus_per_pod
-        )
+        """Send the bindings its waiting pods need (those in flight count as on their node)."""
+        placed = {**run.bound, **run.binding}  # (the pods' watch may not show them bound yet)
+        pods = [
+            replace(pod, node=placed[pod.name]) if pod.name in placed and not pod.node else pod
+            for pod in self.pods_of(run.origin)
+        ]
+        plan = binding_plan(run.request.placement, pods, run.origin.gpus_per_pod)
+        request = run.request
         for pod, node in plan:
+            run.binding[pod.name] = node
+            self._binder.submit(self._bind_one, request.workload_id, request.attempt, pod, node)
+
+    def _bind_one(self, workload_id: str, attempt: int, pod: PodView, node: str) -> None:
+        """A worker's binding: its outcome goes to the agent's next round."""
+        try:
             problem = self.bind(pod, node)
-            if problem is None:
-                run.bound[pod.name] = node
-                continue
-            log.warning(
-                "could not bind a pod; the run is lost and requeued",
-                extra={"pod": f"{pod.namespace}/{pod.name}", "node": node, "why": problem},
-            )
-            run.stopping = True
-            job = self.job(run.origin)
-            if job is not None:
-                if not job.suspended:
-                    self.suspend(job)  # its controller deletes the bound pods, uncounted
-            else:
-                for other in self.pods_of(run.origin):
-                    if other.node and not other.finished:
-                        self._delete_pod(other, 0)
-            del self.runs[run.request.workload_id]
-            self._ended.append(
-                RunEnded(
-                    run.request.workload_id,
-                    run.request.attempt,
-                    None,
-                    f"pod {pod.namespace}/{pod.name} could not be bound to {node}: {problem}",
-                    lost=True,
-                )
-            )
+        except Exception as error:
+            problem = str(error)
+        except BaseException as error:  # the agent must not outlive it
+            self._outcomes.put(_Bound(workload_id, attempt, pod, node, str(error), error))
             return
+        self._outcomes.put(_Bound(workload_id, attempt, pod, node, problem))
+
+    def _collect_bindings(self) -> None:
+        while True:
+            try:
+                outcome = self._outcomes.get_nowait()
+            except queue.Empty:
+                return
+            if outcome.fatal is not None:
+                raise outcome.fatal
+            run = self.runs.get(outcome.workload_id)
+            if run is None or run.request.attempt != outcome.attempt:
+                continue
+            pod, node = outcome.pod, outcome.node
+            run.binding.pop(pod.name, None)
+            if outcome.problem is None or outcome.problem == ALREADY_BOUND:
+                run.bound[pod.name] = node
+                self.bound_total += outcome.problem is None
+                continue
+            if run.stopping:
+                continue
+            self._lost(run, pod, node, outcome.problem)
+
+    def _lost(self, run: NativeRun, pod: PodView, node: str, problem: str) -> None:
+        log.warning(
+            "could not bind a pod; the run is lost and requeued",
+            extra={"pod": f"{pod.namespace}/{pod.name}", "node": node, "why": problem},
+        )
+        run.stopping = True
+        job = self.job(run.origin)
+        if job is not None:
+            if not job.suspended:
+                self.suspend(job)  # its controller deletes the bound pods, uncounted
+        else:
+            for other in self.pods_of(run.origin):
+                if other.node and not other.finished:
+                    self._delete_pod(other, 0)
+        del self.runs[run.request.workload_id]
+        self._ended.append(
+            RunEnded(
+                run.request.workload_id,
+                run.request.attempt,
+                None,
+                f"pod {pod.namespace}/{pod.name} could not be bound to {node}: {problem}",
+                lost=True,
+            )
+        )
 
     def bind(self, pod: PodView, node: str) -> str | None:
-        """Bind ``pod`` to ``node``; None when bound (or already bound), else why not."""
+        """Bind ``pod`` to ``node``: None when bound now, :data:`ALREADY_BOUND` when it was,
+        else why not."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -259,21 +348,23 @@ class NativeRuns:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            # not read back: the client's model of a Binding refuses the server's answer
-            self.core.create_namespaced_pod_binding(
+            # not read into a model (the client's model of a Binding refuses the server's
+            # answer), but read: a response left unread keeps its connection from the pool
+            response: Any = self.core.create_namespaced_pod_binding(
                 pod.name,
                 pod.namespace,
                 cast("Any", body),
                 _preload_content=False,
                 _request_timeout=(5, 15),
             )
+            response.drain_conn()
+            response.release_conn()
         except ApiException as error:
             if error.status == 409:
-                return None  # bound already (by a previous incarnation)
+                return ALREADY_BOUND  # (by a previous incarnation): never bound twice
             return _why(error)
         except Exception as error:
             return str(error)
-        self.bound_total += 1
         return None
 
     # -- suspending and resuming -------------------------------------------------------------
@@ -340,3 +431,9 @@ class NativeRuns:
                 "could not delete a pod",
                 extra={"pod": f"{pod.namespace}/{pod.name}", "why": str(error)},
             )
+
+
+def _gang_key(pod: PodView) -> str:
+    """The gang name a pod's annotation gives (for the index; ``Origin.owns`` decides)."""
+    value = pod.annotations.get(NATIVE_GANG_ANNOTATION, "")
+    return value.rpartition("/")[0] if "/" in value else ""

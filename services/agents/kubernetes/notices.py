@@ -3,13 +3,21 @@
 An Event's name is derived from what it says (the object, the decision and the attempt), so a
 restarted agent that says it again is refused by the API server (409) instead of saying it
 twice. Annotations are merge patches of the object's metadata only.
+
+They are sent by a thread of their own, in order, so that telling users never holds up the
+agent's round (a burst of placements is bound first, told as fast as the API server takes it).
+They are best effort: one the API server refuses is logged, not retried (the next decision, or
+the next refresh of the why-pending, says it again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
-from collections.abc import Mapping
+import queue
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -23,6 +31,15 @@ log = logging.getLogger(__name__)
 
 #: The component Events name as their source (``kubectl describe``'s "From" column).
 COMPONENT = "fairshare"
+#: Notices waiting to be sent at most (more are dropped, and logged).
+_QUEUED = 10_000
+#: Event names remembered as said (a restart forgets them; the API server's 409 remembers).
+_REMEMBERED = 20_000
+
+
+def _event_name(ref: ObjectRef, reason: str, key: str) -> str:
+    digest = hashlib.sha256(f"{ref.uid}\0{reason}\0{key}".encode()).hexdigest()[:16]
+    return f"{ref.name[:200]}.fs{digest}"
 
 
 @dataclass(frozen=True)
@@ -46,17 +63,49 @@ class Notices:
         self.instance = instance
         #: Events created by this incarnation.
         self.posted = 0
+        self._queue: queue.Queue[Callable[[], object] | None] = queue.Queue(maxsize=_QUEUED)
+        self._said: dict[str, None] = {}
+        self._sender = threading.Thread(target=self._send, name="k8s-notices", daemon=True)
+        self._sender.start()
+
+    def _send(self) -> None:
+        while (task := self._queue.get()) is not None:
+            try:
+                task()
+            except Exception as error:
+                log.warning("could not tell Kubernetes users", extra={"why": str(error)})
+
+    def _later(self, task: Callable[[], object]) -> bool:
+        try:
+            self._queue.put_nowait(task)
+        except queue.Full:
+            log.warning("too many notices queued; one dropped")
+            return False
+        return True
+
+    def close(self) -> None:
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
 
     def event(
         self, ref: ObjectRef, reason: str, message: str, *, key: str, warning: bool = False
     ) -> bool:
-        """Say ``message`` on ``ref`` once per ``key``; whether it is (now or already) said."""
-        digest = hashlib.sha256(f"{ref.uid}\0{reason}\0{key}".encode()).hexdigest()[:16]
+        """Say ``message`` on ``ref`` once per ``key`` (sent by the notices' thread)."""
+        name = _event_name(ref, reason, key)
+        if name in self._said:
+            return True
+        self._said[name] = None
+        if len(self._said) > _REMEMBERED:
+            for old in list(self._said)[: _REMEMBERED // 2]:
+                del self._said[old]
+        return self._later(lambda: self._post(ref, name, reason, message, warning))
+
+    def _post(self, ref: ObjectRef, name: str, reason: str, message: str, warning: bool) -> bool:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{ref.name[:200]}.fs{digest}", "namespace": ref.namespace},
+            "metadata": {"name": name, "namespace": ref.namespace},
             "involvedObject": {
                 "apiVersion": ref.api_version,
                 "kind": ref.kind,
@@ -91,8 +140,12 @@ class Notices:
         return True
 
     def annotate(self, ref: ObjectRef, annotations: Mapping[str, str | None]) -> bool:
-        """Set (None: remove) annotations of ``ref``; whether it was done."""
-        body = {"metadata": {"annotations": dict(annotations)}}
+        """Set (None: remove) annotations of ``ref`` (sent by the notices' thread)."""
+        values = dict(annotations)
+        return self._later(lambda: self._patch(ref, values))
+
+    def _patch(self, ref: ObjectRef, annotations: dict[str, str | None]) -> bool:
+        body = {"metadata": {"annotations": annotations}}
         try:
             if ref.kind == "Job":
                 self.batch.patch_namespaced_job(

@@ -18,13 +18,18 @@ Measured in the same run, by one watch on the load's pods (``watch.py``, arrival
   0.9, binding keeps up with creation);
 * per pod, **submit-to-bound** from its Job's create call, p50/p99/max (and its two halves: to
   the pod being created, then to it being bound), and the end-to-end span from the first Job
-  created to the last pod bound.
+  created to the last pod bound;
+* where that time went (``hops.py``, read back from the log): the agent stating each Job, the
+  scheduler placing it, the agent taking the placement and binding its pods.
 
-Before the load, one warm-up Job of one pod is bound on a node of its own (one GPU): the
-scheduler and the agent have then caught up, folded the budgets and made a first decision, so
-their start is not in the figures. The load's nodes are made after it and the load starts once
-the agent has registered every one. Everything the run creates (namespace, Jobs, pods, Events,
-nodes, topics' broker) is removed at the end, whatever ended it.
+Before the load, one warm-up Job of one pod is bound on a node of its own (one GPU, which no
+Job of the load fits while the warm-up pod runs on it): the scheduler and the agent have then
+caught up, folded the budgets and made a first decision, so their start is not in the figures.
+The load's nodes are made after it, and the load starts once the agent has registered every
+one. Everything the run creates in Kubernetes (namespace, Jobs, pods, Events, nodes) is removed
+at the end, whatever ended it, and the services and the embedded broker are stopped (their logs
+and data are in the run's directory: a temporary one unless ``data_dir`` is given); on a
+``--kafka`` of its own the run's topics (a prefix of their own) are left.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from typing import Any, cast
 from kubernetes.client import BatchV1Api, CoreV1Api
 
 from services.bench.kubernetes.figures import figures
+from services.bench.kubernetes.hops import hops, workload_times
 from services.bench.kubernetes.objects import (
     ADMIN_KUBECONFIG,
     ROLE_LABEL,
@@ -272,7 +278,10 @@ def _measure(
         report(f"{every} nodes Ready and registered ({registered_s:.1f} s)")
         load, watch = _load(config, names, objects, services, report, progress)
         pods = watch.snapshot()
+        report("reading the log back (where the time went)")
+        times = workload_times(services.bootstrap, services.topics, names.namespace)
     result = figures(pods, load.sent, load.answered, len(load.sent) * config.pods_per_job)
+    result["hops"] = hops(times, load.sent, pods)
     result["complete"] = (
         not load.errors
         and result["pods"]["bound"] == config.pods
@@ -317,7 +326,7 @@ def _warm_up(
         pods=1,
         scheduler_name=names.scheduler_name,
         labels={RUN_LABEL: names.run_id, ROLE_LABEL: "warmup"},
-        finish_after=None,
+        finish_after=config.finish_after,
     )
     objects.batch.create_namespaced_job(
         names.namespace, cast("Any", manifest), _preload_content=False, _request_timeout=(5, 30)

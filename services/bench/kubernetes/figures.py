@@ -142,6 +142,18 @@ def result_table(result: Mapping[str, Any]) -> Table:
             f"{label} p50 / p99 / max",
             f"{_ms(part['p50'])} / {_ms(part['p99'])} / {_ms(part['max'])}",
         )
+    for key, label in (
+        ("job_to_submitted_ms", "  of which Job created -> submitted (agent)"),
+        ("submitted_to_placed_ms", "  of which submitted -> placed (scheduler)"),
+        ("placed_to_started_ms", "  of which placed -> binding began (agent)"),
+        ("placed_to_bound_ms", "  of which placed -> pod bound (agent)"),
+    ):
+        part = result.get("hops", {}).get(key)
+        if part is not None:
+            table.add_row(
+                f"{label} p50 / p99 / max",
+                f"{_ms(part['p50'])} / {_ms(part['p99'])} / {_ms(part['max'])}",
+            )
     end = result["end_to_end_s"]
     table.add_row("first Job created -> last pod bound", "-" if end is None else f"{end:.2f} s")
     lag = result["last_bound_after_last_created_s"]

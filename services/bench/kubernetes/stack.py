@@ -130,11 +130,16 @@ def service_commands(
 ) -> dict[str, list[str]]:
     """The ``fairshare`` arguments of the scheduler and the agent."""
     common = ["--kafka", bootstrap, "--topic-prefix", topics.prefix]
+    # JSON log lines: they carry their time, which says when each thing happened
     return {
-        "scheduler": ["scheduler", *common, "--sole", "--tick-s", f"{options.tick_s:g}",
-                      "--checkpoint-every-s", "0"],
+        "scheduler": [
+            "--log-json", "scheduler", *common,
+            "--sole",
+            "--tick-s", f"{options.tick_s:g}",
+            "--checkpoint-every-s", "0",
+        ],
         "agent-kubernetes": [
-            "agent", "kubernetes", *common,
+            "--log-json", "agent", "kubernetes", *common,
             "--cluster", options.cluster,
             "--heartbeat-s", f"{options.heartbeat_s:g}",
             "--checkpoint-every-s", "0",

@@ -2,10 +2,11 @@
 real Slurm with ``sbatch``, as its users do, measured the same way as Fairshare's API.
 
 One ``sbatch`` process per job from several client threads (what a script looping over
-``sbatch`` in parallel does), and one ``sbatch --array``. Placement and start are read back
-from ``squeue`` (``%V`` submit time, ``%S`` start time, ``%T`` state): Slurm keeps whole
-seconds, so its percentiles have a resolution of 1 s; the benchmark's own clock gives when
-each ``sbatch`` was called and answered. Jobs leave ``squeue`` only ``MinJobAge`` after they end
+``sbatch`` in parallel does), and one ``sbatch --array``, to partition :data:`PARTITION`, which
+Fairshare's job_submit plugin leaves alone. Placement and start are read back from ``squeue``
+(``%V`` submit time, ``%S`` start time, ``%T`` state): Slurm keeps whole seconds, so its
+percentiles have a resolution of 1 s; the benchmark's own clock gives when each ``sbatch`` was
+called and answered. Jobs leave ``squeue`` only ``MinJobAge`` after they end
 (an hour on ``.ci/start-slurm``'s cluster), so every job of a run is still there to be read.
 """
 
@@ -59,9 +60,14 @@ def _sbatch(args: list[str]) -> subprocess.CompletedProcess[str]:
                           timeout=120)  # fmt: skip
 
 
+#: Where the baseline's jobs go: plain Slurm, not a partition Fairshare's job_submit plugin holds
+#: for Fairshare (``.ci/start-slurm``'s cluster has "plain" on the same nodes as "gpu").
+PARTITION = "plain"
+
+
 def _job_args(name: str, job_s: float) -> list[str]:
-    return ["--job-name", name, "--gres=gpu:1", "-n1", "-o", "/dev/null", "--wrap",
-            f"sleep {job_s:g}"]  # fmt: skip
+    return ["--job-name", name, f"--partition={PARTITION}", "--gres=gpu:1", "-n1", "-o",
+            "/dev/null", "--wrap", f"sleep {job_s:g}"]  # fmt: skip
 
 
 def submit_singles(count: int, clients: int, job_s: float) -> SlurmRun:
