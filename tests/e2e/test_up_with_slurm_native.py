@@ -14,6 +14,7 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.broker]
 ADMIN = {"Authorization": "Bearer admin-token"}
 JOBCOMP = Path("/var/log/fairshare-slurm/jobcomp.log")
 BINDINGS = Path("/etc/slurm/fairshare-bindings")
+#: The demo's member of lab/vision, who sends the job.
+USER = "ana"
 
 SCRIPT = """#!/bin/sh
 #SBATCH --job-name=train
@@ -37,10 +40,27 @@ sleep 15
 
 
 def _sbatch(*options: str) -> subprocess.CompletedProcess[str]:
+    """``sbatch`` as the demo's user ana (a member of lab/vision) runs it on this host."""
     return subprocess.run(
-        ["sbatch", "--parsable", "--partition=gpu", "--output=/dev/null", *options],
-        input=SCRIPT, capture_output=True, text=True, timeout=30, check=False,
+        ["runuser", "-u", USER, "--", "sbatch", "--parsable", "--partition=gpu",
+         "--output=/dev/null", *options],
+        input=SCRIPT, capture_output=True, text=True, timeout=30, check=False, cwd="/tmp",
     )  # fmt: skip
+
+
+@pytest.fixture
+def unix_user() -> Iterator[str]:
+    """The demo's ana as a unix user of this host (made for the test when missing)."""
+    made = subprocess.run(["id", USER], capture_output=True, check=False).returncode != 0
+    if made:
+        done = subprocess.run(["useradd", "-M", USER], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            pytest.skip(f"cannot make the unix user {USER}: {done.stderr.strip()}")
+    try:
+        yield USER
+    finally:
+        if made:
+            subprocess.run(["userdel", USER], capture_output=True, check=False)
 
 
 def _native(port: int, job_id: str) -> dict[str, Any] | None:
@@ -68,7 +88,7 @@ def _wait(
 
 @pytest.mark.timeout(900)
 def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
-    tmp_path: Path, broker: BrokerHandle
+    tmp_path: Path, broker: BrokerHandle, unix_user: str
 ) -> None:
     require_slurm()
     before = BINDINGS.read_bytes() if BINDINGS.exists() else None
@@ -103,12 +123,6 @@ def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
         assert refused.returncode != 0
         assert "bind-account" in refused.stderr, refused.stderr
 
-        # the demo's users are lab members; root submits here, as a member of lab/vision
-        member = run_fairshare(
-            "budgets", "add-member", "lab/vision", "root", "--api", api,
-            "--token", "admin-token", timeout=60,
-        )  # fmt: skip
-        assert member.returncode == 0, member.stdout + member.stderr
         submitted = _sbatch("--account=vision", "--gres=gpu:2", "--time=10", "--time-min=1")
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         job_id = submitted.stdout.strip().split(";")[0]
@@ -119,6 +133,7 @@ def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
             "the job placed", 180, up, out,
         )  # fmt: skip
         assert running["budget"] == "lab/vision"
+        assert running["submitter"] == USER
         assert running["gpus"] == 2
         done = _wait(
             lambda: (w := _native(port, job_id)) and w["status"] == "succeeded" and w,
