@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from services.agents.agent import AgentSettings
     from services.agents.host import AgentLoop
     from services.agents.run_as import RunAs
+    from services.agents.slurm.adapter import NativeOptions
 
 agent_app = typer.Typer(
     no_args_is_help=True,
@@ -96,6 +97,45 @@ RunAsFileOption = Annotated[
         "--run-as-file",
         metavar="FILE",
         help="SUBMITTER=USER per line (# comments), as --run-as",
+    ),
+]
+#: Native work of the Slurm agent (docs/agents.md, "Slurm users").
+NativeOption = Annotated[
+    bool,
+    typer.Option(
+        "--native/--no-native",
+        help="take the jobs users sbatch to Fairshare's partitions (held by "
+        "deploy/slurm/job_submit.lua) as Fairshare work",
+    ),
+]
+NativePartitionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--native-partition",
+        help="Fairshare's partition whose sbatch jobs are native work (repeatable; "
+        "default: --partition)",
+    ),
+]
+DEFAULT_BINDINGS_FILE = Path("/etc/slurm/fairshare-bindings")
+BindingsFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--bindings-file", help="the file the job_submit plugin reads (accounts and their budgets)"
+    ),
+]
+AgentUidOption = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--agent-uid",
+        help="uids that submit the agent's own runs (repeatable; default: this agent's)",
+    ),
+]
+TrustAssociationsOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-slurm-associations",
+        help="Slurm checks that a user may use an account (AccountingStorageEnforce="
+        "associations); without it Fairshare checks the user against the budget's members",
     ),
 ]
 PendingTimeoutOption = Annotated[
@@ -368,70 +408,24 @@ def slurm(
     ] = 1.0,
     run_as: RunAsOption = None,
     run_as_file: RunAsFileOption = None,
-    native: Annotated[
-        bool,
-        typer.Option(
-            "--native/--no-native",
-            help="take the jobs users sbatch to Fairshare's partitions (held by "
-            "deploy/slurm/job_submit.lua) as Fairshare work",
-        ),
-    ] = True,
-    native_partition: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--native-partition",
-            help="Fairshare's partition whose sbatch jobs are native work (repeatable; "
-            "default: --partition)",
-        ),
-    ] = None,
-    bindings_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--bindings-file",
-            help="the file the job_submit plugin reads (accounts and their budgets)",
-        ),
-    ] = Path("/etc/slurm/fairshare-bindings"),
-    agent_uid: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--agent-uid",
-            help="uids that submit the agent's own runs (repeatable; default: this agent's)",
-        ),
-    ] = None,
-    trust_slurm_associations: Annotated[
-        bool,
-        typer.Option(
-            "--trust-slurm-associations",
-            help="Slurm checks that a user may use an account (AccountingStorageEnforce="
-            "associations); without it Fairshare checks the user against the budget's members",
-        ),
-    ] = False,
+    native: NativeOption = True,
+    native_partition: NativePartitionOption = None,
+    bindings_file: BindingsFileOption = DEFAULT_BINDINGS_FILE,
+    agent_uid: AgentUidOption = None,
+    trust_slurm_associations: TrustAssociationsOption = False,
 ) -> None:
     """A Slurm cluster: each placement becomes an sbatch job pinned to its nodes and GPU
     count; jobs users sbatch to Fairshare's partition are taken as they are (held, pinned and
     released, requeued and held); starts, ends, drains and GPU use are read from Slurm (see
     docs/agents.md)."""
-    import os
-
     from services.agents.slurm import SlurmAdapter, SlurmAgent
-    from services.agents.slurm.adapter import NativeOptions
     from services.agents.slurm.commands import SlurmCli, SlurmError
     from services.agents.slurm.submit import SubmitOptions
 
     partitions = tuple(native_partition or ([partition] if partition else []))
-    native_options = None
-    if native and not partitions:
-        console.print(
-            "no native work: it needs Fairshare's partition (--partition or --native-partition)",
-            markup=False,
-        )
-    elif native:
-        native_options = NativeOptions(
-            partitions=partitions,
-            bindings_file=bindings_file,
-            agent_uids=tuple(agent_uid or [os.getuid()]),
-            check_members=not trust_slurm_associations,
-        )
+    native_options = _native_options(
+        native, partitions, bindings_file, agent_uid, trust_slurm_associations
+    )
 
     mapping = _run_as_or_exit(run_as or [], run_as_file)
     options = SubmitOptions(
@@ -457,6 +451,34 @@ def slurm(
         console.print("jobs run as this agent's user (no --run-as)")
     _serve_metrics(shared.metrics_port, shared.metrics_host)
     _serve(adapter, shared, shared.settings(), SlurmAgent)
+
+
+def _native_options(
+    native: bool,
+    partitions: tuple[str, ...],
+    bindings_file: Path | None,
+    agent_uid: list[int] | None,
+    trust_slurm_associations: bool,
+) -> NativeOptions | None:
+    """The Slurm agent's native work, or None (off, or no partition to take it from)."""
+    import os
+
+    from services.agents.slurm.adapter import NativeOptions
+
+    if not native:
+        return None
+    if not partitions:
+        console.print(
+            "no native work: it needs Fairshare's partition (--partition or --native-partition)",
+            markup=False,
+        )
+        return None
+    return NativeOptions(
+        partitions=partitions,
+        bindings_file=bindings_file,
+        agent_uids=tuple(agent_uid or [os.getuid()]),
+        check_members=not trust_slurm_associations,
+    )
 
 
 def _run_as_or_exit(texts: list[str], path: Path | None) -> RunAs | None:
