@@ -111,6 +111,8 @@ class SlurmNative:
             return None
         if notice.reason == "Pending":
             return True  # the why-pending is the waiting job's comment already
+        if notice.reason in ("Finished", "Cancelled"):
+            return True  # the job is over: Slurm says how (squeue, sacct); a call saved each
         return self._comment(origin.job_id, notice.message)
 
     def show_waiting(self, workload: WorkloadState, waiting: Waiting | None) -> bool:
