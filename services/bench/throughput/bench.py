@@ -19,6 +19,13 @@ Each submission phase reports accepted per second (first send to last answer), t
 every job was placed (first send to last placement) and submit-to-start p50/p99, by one
 function (:func:`~services.bench.throughput.figures.submit_phase_figures`); the ratios divide
 Fairshare's figure by Slurm's of the same shape. Slurm's times have a resolution of 1 s.
+
+Between phases 2 and 3, **the plugin's column** (``plugin.py``, result ``plugin``): ``count``
+1-GPU jobs sent one ``sbatch`` at a time through Fairshare's job_submit plugin (partition
+``gpu``) against as many to partition ``plain``, which it leaves alone: jobs accepted per
+second both ways, the sides alternating in blocks (target: the plugin at least 0.9x plain),
+then submit-to-start p50/p99 of plain jobs and of jobs Fairshare's Slurm agent takes, places,
+pins and releases (``native.py``: a stack of its own).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Any
 
 from services.bench.throughput import slurm
 from services.bench.throughput.figures import ratio, submit_phase_figures
+from services.bench.throughput.plugin import TARGET_DOOR_RATIO
+from services.bench.throughput.plugin_column import plugin_column
 from services.bench.workdir import bench_dir
 
 Report = Callable[[str], None]
@@ -56,6 +65,10 @@ class ThroughputConfig:
     settle_timeout_s: float = 600.0
     #: Leave Slurm out (no cluster here): the ratios are then None.
     with_slurm: bool = True
+    #: The plugin's column: jobs per block of one side at the door (the sides alternate).
+    plugin_block: int = 50
+    #: The plugin's column: stop waiting for starts once none more started for this long.
+    plugin_stall_s: float = 180.0
 
 
 def throughput_benchmark(
@@ -73,6 +86,19 @@ def throughput_benchmark(
         report(f"Slurm not measured: {missing}")
         result["slurm"] = {"skipped": missing}
     with bench_dir(data_dir, "throughput") as directory:
+        result["plugin"] = (
+            {"skipped": missing}
+            if missing is not None
+            else plugin_column(
+                count=config.count,
+                block=config.plugin_block,
+                job_s=config.job_s,
+                stall_s=config.plugin_stall_s,
+                bootstrap=bootstrap,
+                data_dir=directory / "plugin",
+                report=report,
+            )
+        )
         result["fairshare"] = _fairshare_phases(config, bootstrap, directory, report)
         result["sustained"] = _sustained(config, bootstrap, directory / "sustained", report)
     result["ratios"] = _ratios(result)
@@ -218,6 +244,11 @@ def _ratios(result: dict[str, Any]) -> dict[str, float | None]:
             (mine.get("submit_to_start_ms") or {}).get("p50"),
             (slurms.get("submit_to_start_ms") or {}).get("p50"),
         )
+    # the plugin's column: through the plugin over plain sbatch
+    plugin = result.get("plugin", {})
+    ratios["plugin_accepted_per_s"] = (plugin.get("door") or {}).get("ratio")
+    ratios["plugin_start_p50"] = (plugin.get("starts") or {}).get("p50_ratio")
+    ratios["plugin_start_p99"] = (plugin.get("starts") or {}).get("p99_ratio")
     return ratios
 
 
@@ -228,7 +259,13 @@ def _targets(result: dict[str, Any]) -> dict[str, Any]:
     sustained = result["sustained"]
     p99 = (sustained.get("placed_ms") or {}).get("p99")
     rate = sustained.get("rate_achieved_per_s")
+    door = result.get("plugin", {}).get("door") or {}
     return {
+        "plugin_accepted_per_s_ratio": {
+            "target": TARGET_DOOR_RATIO,
+            "measured": door.get("ratio"),
+            "met": door.get("met") if door else None,
+        },
         "accepted_per_s_at_least_sbatch": (
             None
             if not slurm_single

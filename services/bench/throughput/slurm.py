@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -46,6 +46,8 @@ class SlurmRun:
     name: str
     #: job id -> epoch seconds just before its sbatch was called
     sent: dict[str, float] = field(default_factory=dict)
+    #: job id -> epoch seconds its sbatch returned (kept by :func:`sbatch_one`)
+    returned: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     started_at: float = 0.0
     ended_at: float = 0.0
@@ -65,9 +67,33 @@ def _sbatch(args: list[str]) -> subprocess.CompletedProcess[str]:
 PARTITION = "plain"
 
 
-def _job_args(name: str, job_s: float) -> list[str]:
-    return ["--job-name", name, f"--partition={PARTITION}", "--gres=gpu:1", "-n1", "-o",
-            "/dev/null", "--wrap", f"sleep {job_s:g}"]  # fmt: skip
+def job_args(
+    name: str, job_s: float, partition: str = PARTITION, more: Sequence[str] = ()
+) -> list[str]:
+    """The benchmark's trivial 1-GPU job (``sleep job_s``) on ``partition``, with ``more``
+    options (an account, ``--hold``)."""
+    return ["--job-name", name, f"--partition={partition}", "--gres=gpu:1", "-n1", "-o",
+            "/dev/null", *more, "--wrap", f"sleep {job_s:g}"]  # fmt: skip
+
+
+def sbatch_one(run: SlurmRun, args: list[str]) -> float:
+    """One ``sbatch`` of ``run``: its job id with the times it was called and returned, or its
+    error; the seconds it took."""
+    sent = time.time()
+    try:
+        answer = _sbatch(args)
+    except subprocess.TimeoutExpired:
+        # sbatch retries a controller that is busy or full (MaxJobCount) by itself
+        run.errors.append("sbatch: no answer within 120 s")
+        return time.time() - sent
+    returned = time.time()
+    if answer.returncode == 0:
+        job_id = answer.stdout.strip().split(";")[0]
+        run.sent[job_id] = sent
+        run.returned[job_id] = returned
+    else:
+        run.errors.append(answer.stderr.strip()[:200])
+    return returned - sent
 
 
 def submit_singles(count: int, clients: int, job_s: float) -> SlurmRun:
@@ -82,7 +108,7 @@ def submit_singles(count: int, clients: int, job_s: float) -> SlurmRun:
                 if next(todo, None) is None:
                     return
             sent = time.time()
-            answer = _sbatch(_job_args(run.name, job_s))
+            answer = _sbatch(job_args(run.name, job_s))
             with lock:
                 if answer.returncode == 0:
                     run.sent[answer.stdout.strip().split(";")[0]] = sent
@@ -103,7 +129,7 @@ def submit_array(count: int, job_s: float) -> SlurmRun:
     """One ``sbatch --array=0-<count-1>``; its elements are ``<id>_<index>`` in squeue."""
     run = SlurmRun(f"fsbench-{uuid.uuid4().hex[:8]}")
     run.started_at = time.time()
-    answer = _sbatch([f"--array=0-{count - 1}", *_job_args(run.name, job_s)])
+    answer = _sbatch([f"--array=0-{count - 1}", *job_args(run.name, job_s)])
     run.ended_at = time.time()
     if answer.returncode != 0:
         run.errors.append(answer.stderr.strip()[:300])
@@ -149,7 +175,12 @@ def wait_started(run: SlurmRun, timeout_s: float, report: Report) -> dict[str, f
 
 
 def cancel(run: SlurmRun) -> None:
-    subprocess.run(["scancel", "--name", run.name], capture_output=True, timeout=60)
+    cancel_name(run.name)
+
+
+def cancel_name(name: str) -> None:
+    """Every job of that name, held ones included (a held job would otherwise wait for ever)."""
+    subprocess.run(["scancel", "--name", name], capture_output=True, timeout=60)
 
 
 def slurm_figures(run: SlurmRun, started: dict[str, float]) -> dict[str, Any]:
