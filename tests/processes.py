@@ -8,8 +8,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 FAIRSHARE = [sys.executable, "-m", "services.cli"]
 
@@ -72,3 +73,28 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def wait_while_up(
+    condition: Callable[[], Any],
+    what: str,
+    timeout_s: float,
+    up: subprocess.Popen[bytes],
+    out: Path,
+) -> Any:
+    """The first truthy answer of ``condition`` (an HTTP error counts as not yet) while the
+    ``fairshare up`` process ``up`` lives; its output (``out``) in the failure otherwise."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert up.poll() is None, out.read_text(errors="replace")[-3000:]
+        try:
+            value = condition()
+        except (httpx.HTTPError, ValueError, KeyError):
+            value = None
+        if value:
+            return value
+        time.sleep(1)
+    tail = out.read_text(errors="replace")[-3000:]
+    raise AssertionError(f"timed out waiting for {what}: {tail}")

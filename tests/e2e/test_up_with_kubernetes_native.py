@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,14 @@ from tests.integration.kubernetes_fixtures import (
     require_kubernetes,
     scratch_namespace,
 )
-from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port, run_fairshare, stop
+from tests.processes import (
+    FAIRSHARE,
+    audit_once_charging_caught_up,
+    free_port,
+    run_fairshare,
+    stop,
+    wait_while_up,
+)
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.broker]
 
@@ -89,24 +95,6 @@ def _native(port: int, name: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _wait(
-    condition: Any, what: str, timeout_s: float, up: subprocess.Popen[bytes], out: Path
-) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert up.poll() is None, out.read_text(errors="replace")[-3000:]
-        try:
-            value = condition()
-        except (httpx.HTTPError, ValueError, KeyError):
-            value = None
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(
-        f"timed out waiting for {what}: " + out.read_text(errors="replace")[-3000:]
-    )
-
-
 @pytest.mark.timeout(900)
 def test_an_applied_job_is_queued_placed_as_a_gang_charged_and_audited_clean(
     tmp_path: Path, broker: BrokerHandle
@@ -135,7 +123,7 @@ def test_an_applied_job_is_queued_placed_as_a_gang_charged_and_audited_clean(
                     [*FAIRSHARE, *args], stdout=handle, stderr=subprocess.STDOUT, env=env
                 )
             try:
-                _wait(
+                wait_while_up(
                     lambda: httpx.get(f"{api}/nodes", headers=ADMIN, timeout=5).json()["nodes"],
                     "the API and the nodes", 180, up, out,
                 )  # fmt: skip
@@ -152,7 +140,7 @@ def test_an_applied_job_is_queued_placed_as_a_gang_charged_and_audited_clean(
                     cluster.kubeconfig, "apply", "-f", "-",
                     stdin=yaml.safe_dump_all(jobs),
                 )  # fmt: skip
-                train = _wait(
+                train = wait_while_up(
                     lambda: (w := _native(port, f"{team}/train")) and w["status"] == "running"
                     and w,
                     "the Job running", 180, up, out,
@@ -163,14 +151,14 @@ def test_an_applied_job_is_queued_placed_as_a_gang_charged_and_audited_clean(
                 assert len(pods) == 4
                 assert len({p.spec.node_name for p in pods}) == 1, "one gang, on one node"
                 assert {p.spec.node_name for p in pods} <= set(nodes)
-                done = _wait(
+                done = wait_while_up(
                     lambda: (w := _native(port, f"{team}/train"))
                     and w["status"] == "succeeded" and w,
                     "the Job complete", 180, up, out,
                 )  # fmt: skip
                 assert done["attempt"] == 1
                 workload_id = done["workload_id"]
-                charged = _wait(
+                charged = wait_while_up(
                     lambda: httpx.get(
                         f"{api}/workloads/{workload_id}", headers=ADMIN, timeout=5
                     ).json()["charged_gpu_s"],

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,14 @@ import pytest
 
 from services.brokers import BrokerHandle
 from tests.integration.slurm_fixtures import require_slurm
-from tests.processes import FAIRSHARE, audit_once_charging_caught_up, free_port, run_fairshare, stop
+from tests.processes import (
+    FAIRSHARE,
+    audit_once_charging_caught_up,
+    free_port,
+    run_fairshare,
+    stop,
+    wait_while_up,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.broker]
 
@@ -69,23 +75,6 @@ def _native(port: int, job_id: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _wait(
-    condition: Any, what: str, timeout_s: float, up: subprocess.Popen[bytes], out: Path
-) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert up.poll() is None, out.read_text(errors="replace")[-3000:]
-        try:
-            value = condition()
-        except (httpx.HTTPError, ValueError, KeyError):
-            value = None
-        if value:
-            return value
-        time.sleep(1)
-    tail = out.read_text(errors="replace")[-3000:]
-    raise AssertionError(f"timed out waiting for {what}: {tail}")
-
-
 @pytest.mark.timeout(900)
 def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
     tmp_path: Path, broker: BrokerHandle, unix_user: str
@@ -107,7 +96,7 @@ def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
     with out.open("wb") as handle:
         up = subprocess.Popen([*FAIRSHARE, *args], stdout=handle, stderr=subprocess.STDOUT, env=env)
     try:
-        _wait(
+        wait_while_up(
             lambda: httpx.get(f"{api}/nodes", headers=ADMIN, timeout=5).json()["nodes"],
             "the API and the nodes", 180, up, out,
         )  # fmt: skip
@@ -116,7 +105,9 @@ def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
             "--api", api, "--token", "admin-token", timeout=60,
         )  # fmt: skip
         assert bound.returncode == 0, bound.stdout + bound.stderr
-        _wait(lambda: "account=vision" in BINDINGS.read_text(), "the bindings file", 60, up, out)
+        wait_while_up(
+            lambda: "account=vision" in BINDINGS.read_text(), "the bindings file", 60, up, out
+        )
 
         # an account bound to no budget: refused at submit, on the user's terminal
         refused = _sbatch("--account=nobody", "--gres=gpu:1")
@@ -127,7 +118,7 @@ def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         job_id = submitted.stdout.strip().split(";")[0]
         jobs.append(job_id)
-        running = _wait(
+        running = wait_while_up(
             lambda: (w := _native(port, job_id)) and w["status"] in ("running", "succeeded")
             and w,
             "the job placed", 180, up, out,
@@ -135,12 +126,12 @@ def test_an_unchanged_sbatch_is_held_placed_charged_and_audited_clean(
         assert running["budget"] == "lab/vision"
         assert running["submitter"] == USER
         assert running["gpus"] == 2
-        done = _wait(
+        done = wait_while_up(
             lambda: (w := _native(port, job_id)) and w["status"] == "succeeded" and w,
             "the job finished", 180, up, out,
         )  # fmt: skip
         workload_id = done["workload_id"]
-        charged = _wait(
+        charged = wait_while_up(
             lambda: httpx.get(f"{api}/workloads/{workload_id}", headers=ADMIN, timeout=5)
             .json()["charged_gpu_s"],
             "the job charged", 120, up, out,
