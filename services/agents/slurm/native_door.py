@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from events.models.budgets import SLURM_ACCOUNT
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: Slurm keeps a comment of at most this many characters; more is cut with an ellipsis.
 _COMMENT_MAX = 1000
+#: Seconds between two rewrites of a waiting job's why-pending whose deciding reason holds.
+WAITING_COMMENT_S = 60.0
 
 
 class SlurmNative:
@@ -50,13 +53,17 @@ class SlurmNative:
         cluster: str,
         *,
         check_members: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.adapter = adapter
         self.control = control
         self.cluster = cluster
         self.check_members = check_members
-        #: The last comment written per job id (a comment is written when it changes).
+        #: The last comment written per job id (a comment is written when it changes), and
+        #: the reason and time of the last why-pending written.
         self._comments: dict[str, str] = {}
+        self._waiting_said: dict[str, tuple[str | None, float]] = {}
+        self.clock = clock
 
     def native_work(self, node_sizes: Sequence[int]) -> list[NativeWork]:
         snapshot = self.adapter.snapshot
@@ -116,15 +123,29 @@ class SlurmNative:
         return self._comment(origin.job_id, notice.message)
 
     def show_waiting(self, workload: WorkloadState, waiting: Waiting | None) -> bool:
+        """The why-pending, rewritten when the reason that decides changes, else at most every
+        :data:`WAITING_COMMENT_S` (its position and estimate move every refresh: one
+        ``scontrol`` call per waiting job each time would slow the agent's every round)."""
         origin = SlurmOrigin.of(workload.spec)
         if origin is None or waiting is None:
             return True
+        now = self.clock()
+        last = self._waiting_said.get(origin.job_id)
+        if last is not None and last[0] == waiting.code and now - last[1] < WAITING_COMMENT_S:
+            return True
         where = f"position {waiting.position}; " if waiting.position else ""
-        return self._comment(
+        done = self._comment(
             origin.job_id, f"{waiting.summary} ({where}start estimate {waiting.estimate})"
         )
+        if done:
+            self._waiting_said[origin.job_id] = (waiting.code, now)
+        return done
 
     def _comment(self, job_id: str, text: str) -> bool:
+        snapshot = self.adapter.snapshot
+        job = None if snapshot is None else snapshot.native.get(job_id)
+        if job is None or job.ended:
+            return True  # Slurm keeps no comment of a job that is over: nothing to retry
         comment = f"fairshare: {text}".replace("\n", " ")
         if len(comment) > _COMMENT_MAX:
             comment = comment[: _COMMENT_MAX - 1] + "…"
