@@ -119,6 +119,8 @@ class NativeRuns:
         self._outcomes: queue.SimpleQueue[_Bound] = queue.SimpleQueue()
         self._index: dict[str, list[PodView]] = {}
         self._index_at = -math.inf
+        self._jobs_by_uid: dict[str, JobView] = {}
+        self._jobs_at = -math.inf
 
     def close(self) -> None:
         """Bindings in flight are let finish (a restarted agent binds what is left)."""
@@ -126,12 +128,14 @@ class NativeRuns:
 
     # -- reading ---------------------------------------------------------------------------
     def job(self, origin: Origin) -> JobView | None:
+        """Its Job, from an index by uid made at most every ``_INDEX_S`` (the door asks for
+        every native workload each round: one pass over the cluster's Jobs, not one each)."""
         if origin.kind != "Job":
             return None
-        for job in self._jobs():
-            if job.uid == origin.uid:
-                return job
-        return None
+        now = self.clock()
+        if now - self._jobs_at > _INDEX_S:
+            self._jobs_by_uid, self._jobs_at = {job.uid: job for job in self._jobs()}, now
+        return self._jobs_by_uid.get(origin.uid)
 
     def pods_of(self, origin: Origin) -> list[PodView]:
         """Its pods, from an index of the pods by owner made at most every ``_INDEX_S`` (one
