@@ -18,6 +18,8 @@ from tests.unit.test_slurm_adapter import FakeSlurm
 def _fake(monkeypatch: pytest.MonkeyPatch, slurm: FakeSlurm) -> None:
     for method in ("list_nodes", "list_jobs", "read_completions", "show_topology"):
         monkeypatch.setattr(SlurmCli, method, lambda self, *a, m=method: getattr(slurm, m)(*a))
+    # No native job waits: the agent reads Fairshare's partitions once before it starts.
+    monkeypatch.setattr(SlurmCli, "list_native_jobs", lambda self, partitions: "")
 
 
 def test_options_reach_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,6 +62,7 @@ def test_options_reach_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     assert adapter.pending_timeout_s == 60.0
     assert adapter.options.output_dir == "/shared/logs"
     assert adapter.options.extra == ("--account=lab", "--cpus-per-gpu=8")
+    assert adapter.native_partitions == ("gpu",), "native work on Fairshare's partition by default"
     assert seen["kafka"] == "127.0.0.1:1"
     assert seen["loop"] is SlurmAgent, "the Slurm agent, not the generic one"
 
