@@ -38,18 +38,21 @@ from events.times import HOUR
 from projections.cluster_types import WorkloadState
 from scheduling.fairshare_order import FairShareOrder
 
-#: A job is preempted at most this many times (cancellations not counted): once it has been,
-#: no rule chooses it as a victim again (fair share, the debug lane, unallocated work's
-#: bumps) and a drain waits for it to end, as Slurm's does. Without a bound a long job of an
-#: over-served budget was stopped after every contract it ran (128 times in three weeks with
-#: nodes sent for repair): each stop costs it progress and a restart, and changed nobody's
-#: week. Its budget is still charged for every second, so its other work ranks behind.
+#: A job is preempted at most this many times by the policy (cancellations and drains not
+#: counted against it): once it has been, no rule chooses it as a victim again (fair share, the
+#: debug lane, unallocated work's bumps). Without a bound a long job of an over-served budget
+#: was stopped after every contract it ran (128 times in three weeks with nodes sent for
+#: repair): each stop costs it progress and a restart, and changed nobody's week. Its budget is
+#: still charged for every second, so its other work ranks behind. A drain is not bound by it:
+#: a node sent for repair must empty, and a drain that waited for such a job to end took the
+#: full 8 hours on real weeks (the node then goes down with the run on it, which costs the job
+#: more than one stop).
 MAX_PREEMPTIONS = 8
 
 
-def preemptions_left(workload: WorkloadState) -> bool:
-    """Whether ``workload`` may still be preempted (``MAX_PREEMPTIONS``)."""
-    return workload.preemptions < MAX_PREEMPTIONS
+def preemptions_left(workload: WorkloadState, bound: int = MAX_PREEMPTIONS) -> bool:
+    """Whether the policy may still preempt ``workload`` (``ChurnControl.max_preemptions``)."""
+    return workload.preemptions < bound
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,25 @@ class ChurnControl:
     #: After this long, an owed gang that needs whole nodes may take from any budget that
     #: ranks behind it: whole nodes whose every run has room to give are rare in a full pool.
     starving_after_s: float = 3600
+    #: The most times the policy preempts one job (``MAX_PREEMPTIONS``).
+    max_preemptions: int = MAX_PREEMPTIONS
+    #: Whether a drain, too, leaves a job alone once it has been preempted that often (the
+    #: rule before drains were let through; logs decided with it still replay with it).
+    drains_bounded: bool = False
+    #: How far ahead a gang over several nodes may hold nodes whose runs end by their time
+    #: limits (``reservation.py``); 0 turns holds by time limits off.
+    limit_hold_horizon_s: float = 15 * 60
+    #: Whether a budget whose gang is bigger than what it is owed now is due its turn
+    #: (``gang_turn.py``); off, such a budget waits in the plain order.
+    gang_turn: bool = True
 
     def __post_init__(self) -> None:
         if min(self.margin, self.margin_per_wasted_gpu_hour, self.hold_horizon_s) < 0 or (
-            self.starving_after_s < 0
+            min(self.starving_after_s, self.limit_hold_horizon_s) < 0
         ):
-            raise ValueError("churn margins and the hold horizon must not be negative")
+            raise ValueError("churn margins and the hold horizons must not be negative")
+        if self.max_preemptions < 1:
+            raise ValueError("max_preemptions must be at least 1")
         if not 0.0 <= self.owed_tolerance < 1.0:
             raise ValueError("owed_tolerance must be in [0, 1)")
 

@@ -36,7 +36,7 @@ from typing import Generic, TypeVar
 from projections.budget_tree import ROOT
 from projections.cluster_state import ClusterState
 from projections.cluster_types import NodeState, PlacementSpec, WorkloadState
-from scheduling.churn import ChurnControl, preemptions_left, room
+from scheduling.churn import MAX_PREEMPTIONS, ChurnControl, preemptions_left, room
 from scheduling.debug_lane import DebugLane
 from scheduling.fairshare_order import FairShareOrder
 from scheduling.placement import needs_whole_nodes
@@ -97,8 +97,12 @@ class VictimIndex:
     fresh one lead to the same decisions; ``tests/unit/test_incremental_scheduler.py`` checks
     both against each other on random histories."""
 
-    def __init__(self, cluster: ClusterState, pool: str, now: float) -> None:
+    def __init__(
+        self, cluster: ClusterState, pool: str, now: float, bound: int = MAX_PREEMPTIONS
+    ) -> None:
         self.pool = pool
+        #: A run preempted this many times is no victim (``ChurnControl.max_preemptions``).
+        self.bound = bound
         self.by_node: dict[str, list[Candidate]] = {}
         self.gpus_by_budget: dict[str, int] = {}
         #: Allocated runs past their contract per budget, by their GPU count: whether one may
@@ -129,7 +133,7 @@ class VictimIndex:
             or workload.pool != self.pool
             or workload.preempting
             or workload_id not in cluster.indexes.active.get(self.pool, ())
-            or not preemptions_left(workload)
+            or not preemptions_left(workload, self.bound)
         ):
             return
         if workload.allocated and not workload.contract_over(now):
@@ -290,10 +294,16 @@ class PreemptionMemo:
     wastes: ValidWhile[tuple[Signature, float], str, float] = field(default_factory=ValidWhile)
 
 
-def victim_index(cluster: ClusterState, pool: str, now: float, memo: PreemptionMemo) -> VictimIndex:
+def victim_index(
+    cluster: ClusterState,
+    pool: str,
+    now: float,
+    memo: PreemptionMemo,
+    bound: int = MAX_PREEMPTIONS,
+) -> VictimIndex:
     """The pool's victim index at ``now``: the kept one caught up (the runs the fold changed
     since, and the contracts that ended since), or a fresh one when the pool's nodes changed,
-    the change list was dropped, or time went back."""
+    the change list was dropped, time went back or the preemption bound changed."""
     kept = memo.victims
     node_version = cluster.indexes.node_version.get(pool, 0)
     dropped = cluster.indexes.victim_changes_dropped.get(pool, 0)
@@ -303,6 +313,7 @@ def victim_index(cluster: ClusterState, pool: str, now: float, memo: PreemptionM
         and (kept.node_version, kept.dropped) == (node_version, dropped)
         and kept.now <= now
         and kept.cursor <= len(changes)
+        and kept.index.bound == bound
     ):
         index = kept.index
         refresh = set(changes[kept.cursor :])
@@ -320,7 +331,7 @@ def victim_index(cluster: ClusterState, pool: str, now: float, memo: PreemptionM
             index.refresh(cluster, workload_id, now)
         kept.now, kept.cursor = now, len(changes)
         return index
-    index = VictimIndex(cluster, pool, now)
+    index = VictimIndex(cluster, pool, now, bound)
     memo.victims = KeptVictimIndex(index, now, node_version, dropped, len(changes))
     return index
 

@@ -49,6 +49,7 @@ def nodes_to_hold(
     horizon_s: float,
     victims: VictimIndex | None = None,
     limits: TimeLimits | None = None,
+    limit_horizon_s: float = RESERVE_HORIZON_S,
 ) -> tuple[frozenset[str], float]:
     """The nodes ``workload`` should wait for, or none. A node is ready when every run on it is
     a victim ``workload`` may take (``eligible``) or a run whose contract ends by then (it may
@@ -59,16 +60,17 @@ def nodes_to_hold(
 
     With ``limits`` (time limits known), a gang that needs several nodes also counts every run
     over by its limit: the nodes that free up soonest within ``RESERVE_HORIZON_S`` are held,
-    however their runs end. Returns the nodes and when the last of them is ready (the hold's
+    however their runs end (``limit_horizon_s``, ``ChurnControl.limit_hold_horizon_s``; 0:
+    never). Returns the nodes and when the last of them is ready (the hold's
     start: work whose limit ends by then may still be placed there)."""
     whole = needs_whole_nodes(workload.gpus, workload.gang, node_size)
     by_limit = (
         limits is not None
-        and RESERVE_HORIZON_S > 0
+        and limit_horizon_s > 0
         and workload.gpus > node_size > 0
         and horizon_s > 0
     )
-    horizon = max(horizon_s, RESERVE_HORIZON_S) if by_limit else horizon_s
+    horizon = max(horizon_s, limit_horizon_s) if by_limit else horizon_s
     scored: list[tuple[float, int, str]] = []
     deadline = now + horizon
     if by_limit:

@@ -371,11 +371,10 @@ class SchedulingPass:
                 continue
             for workload_id in sorted(node.holders) if drain else ():
                 workload = cluster.workloads[workload_id]
-                if (
-                    not workload.preempting
-                    and workload.contract_over(now)
-                    and preemptions_left(workload)
-                ):
+                bounded = self.ctx.churn.drains_bounded and not preemptions_left(
+                    workload, self.ctx.churn.max_preemptions
+                )
+                if not workload.preempting and workload.contract_over(now) and not bounded:
                     detail = f"node {name} is cordoned and the contract of {workload_id} is over"
                     self.preempt(
                         workload,
@@ -479,7 +478,7 @@ class FairSharePass(SchedulingPass):
             capacity,
             ctx.window_s,
             held_by_leaf(cluster, pool),
-            waiting_by_leaf(queues),
+            waiting_by_leaf(queues) if ctx.churn.gang_turn else None,
         )
         turn = _PoolTurn(
             pool=pool,
@@ -497,7 +496,9 @@ class FairSharePass(SchedulingPass):
     def _victims(self, turn: _PoolTurn) -> VictimIndex:
         """The pool's victim index, caught up (or built) the first time the turn needs it."""
         if turn.victims is None:
-            turn.victims = victim_index(self.cluster, turn.pool, self.ctx.now, turn.memo)
+            turn.victims = victim_index(
+                self.cluster, turn.pool, self.ctx.now, turn.memo, self.ctx.churn.max_preemptions
+            )
         return turn.victims
 
     # -- 2a. the debug lane ------------------------------------------------------------------
@@ -694,6 +695,7 @@ class FairSharePass(SchedulingPass):
                 churn.hold_horizon_s,
                 turn.victims,
                 self.ctx.time_limits,
+                churn.limit_hold_horizon_s,
             )
         return False
 

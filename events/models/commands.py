@@ -161,6 +161,13 @@ class ChurnSettings(_Record):
     owed_tolerance: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
     hold_horizon_s: _NonNegative
     starving_after_s: _NonNegative
+    #: Settings stated before these were switchable read as the rules of their time: at most 8
+    #: preemptions per job, which a drain also waited on, holds by time limits of 15 minutes,
+    #: and the gang's turn on.
+    max_preemptions: int = Field(default=8, ge=1)
+    drains_bounded: bool = True
+    limit_hold_horizon_s: _NonNegative = 900.0
+    gang_turn: bool = True
 
 
 class DebugLaneSettings(_Record):

@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 simulate_app = typer.Typer()
 
 
+ABLATE_HELP = (
+    "also run fair share with each of these rules off, as policy fairshare-no-RULE "
+    "(comma-separated, or all): gang-turn, holds, limit-holds, starving, bound, churn-margin, "
+    "debug-lane, drain-past-bound"
+)
+
+
 @simulate_app.command()
 def simulate(
     trace: Annotated[
@@ -84,20 +91,18 @@ def simulate(
             "go to the fewest blocks, and the report counts blocks per gang (none: off)"
         ),
     ] = "none",
+    ablate: Annotated[str, typer.Option(help=ABLATE_HELP)] = "",
+    workers: Annotated[int, typer.Option(help="policies run in this many processes at once")] = 1,
 ) -> None:
     """Replay a trace through the scheduler (and baselines) on a simulated cluster."""
     from services.simulator.engine import SimulationConfig
     from services.simulator.maintenance import MaintenanceConfig
     from services.simulator.preemption_cost import PreemptionCost
-    from services.simulator.runner import POLICIES
     from services.simulator.runner import simulate as run_simulation
     from services.simulator.topology import TopologyConfig
     from services.simulator.trace import TraceError
 
-    chosen = list(POLICIES) if policy == "all" else [policy]
-    if any(name not in POLICIES for name in chosen):
-        err_console.print(f"[red]--policy:[/] expected one of {', '.join(POLICIES)} or all")
-        raise typer.Exit(2)
+    chosen = _policies(policy, ablate, workers)
     try:
         jobs, weights, gpus, scenario = _jobs_and_weights(
             trace, budgets, gpus, synthetic, synthetic_seed, synthetic_days, limit
@@ -132,10 +137,32 @@ def simulate(
             plots=plots,
             events_out=events_out,
             estimate_every=estimate_every,
+            workers=workers,
         )
     except ValueError as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
         raise typer.Exit(2) from error
+
+
+def _policies(policy: str, ablate: str, workers: int) -> list[str]:
+    """The policies a run replays: ``--policy`` and fair share without each ``--ablate`` rule
+    (exit 2 naming what is known for anything else)."""
+    from services.simulator.ablation import parse_ablations, policy_name
+    from services.simulator.runner import POLICIES
+
+    chosen = list(POLICIES) if policy == "all" else [policy]
+    if any(name not in POLICIES for name in chosen):
+        err_console.print(f"[red]--policy:[/] expected one of {', '.join(POLICIES)} or all")
+        raise typer.Exit(2)
+    try:
+        chosen += [policy_name(rule) for rule in parse_ablations(ablate)]
+    except ValueError as error:
+        err_console.print(f"[red]{error}[/]")
+        raise typer.Exit(2) from error
+    if workers < 1:
+        err_console.print("[red]--workers:[/] at least 1")
+        raise typer.Exit(2)
+    return chosen
 
 
 def _jobs_and_weights(

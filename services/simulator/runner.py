@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,18 +17,40 @@ from events.models import EventData
 from events.ndjson import EventLogWriter
 from scheduling.baselines import BASELINES, baseline_policy
 from scheduling.scheduling_pass import run_pass
+from services.simulator.ablation import config_for, is_fair_share
 from services.simulator.engine import Policy, Simulation, SimulationConfig, SimulationOutcome
 from services.simulator.estimates import StartEstimates
 from services.simulator.metrics import compute_metrics
 from services.simulator.plots import write_plots
-from services.simulator.report import print_report, write_metrics
+from services.simulator.report import print_report, targets_markdown, write_metrics
 from services.simulator.trace import TraceJob
 
 POLICIES = ("fairshare", *BASELINES)
 
 
 def policy_named(name: str) -> Policy:
-    return run_pass if name == "fairshare" else baseline_policy(name)
+    return run_pass if is_fair_share(name) else baseline_policy(name)
+
+
+def _run_alone(
+    name: str,
+    jobs: list[TraceJob],
+    weights: dict[str, float],
+    config: SimulationConfig,
+    estimate_every: int,
+) -> tuple[str, SimulationOutcome, dict[str, Any]]:
+    """One policy's run in a worker process (``workers`` > 1): no progress bar, no event log."""
+    outcome = Simulation(
+        jobs,
+        weights,
+        config_for(name, config),
+        policy_named(name),
+        lambda _fraction: None,
+        start_estimates=StartEstimates(estimate_every)
+        if name == "fairshare" and estimate_every > 0
+        else None,
+    ).run()
+    return name, outcome, compute_metrics(outcome)
 
 
 def _recorder(writer: EventLogWriter, policy: str) -> Callable[[EventData, float], None]:
@@ -59,14 +82,30 @@ def simulate(
     plots: bool = True,
     events_out: Path | None = None,
     estimate_every: int = 10,
+    workers: int = 1,
 ) -> dict[str, dict[str, Any]]:
     """Run ``policies`` in turn; with ``events_out``, the first one's full event log (facts,
     decisions, heartbeats and the charges the ledger fold posted) is written there. The
     fair-share run estimates the start of every ``estimate_every``-th job at its submission
-    (``estimates.py``; 0: none)."""
+    (``estimates.py``; 0: none). With ``workers`` > 1 (and no event log) the policies run in
+    that many processes at once: each run is a pure function of the trace and its
+    configuration, so the figures are the same as in turn."""
     out.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, dict[str, Any]] = {}
     outcomes: dict[str, SimulationOutcome] = {}
+    if workers > 1 and events_out is None and len(policies) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(policies))) as pool:
+            futures = [
+                pool.submit(_run_alone, name, jobs, weights, config, estimate_every)
+                for name in policies
+            ]
+            for future in as_completed(futures):
+                name, outcome, found = future.result()
+                console.print(f"{name}: done ({outcome.wall_seconds:.0f} s)")
+                outcomes[name], metrics[name] = outcome, found
+        metrics = {name: metrics[name] for name in policies}
+        outcomes = {name: outcomes[name] for name in policies}
+        return _report(metrics, outcomes, config, jobs, out, console, plots, estimate_every)
     with Progress(
         TextColumn("{task.description:>14}"),
         BarColumn(),
@@ -85,7 +124,7 @@ def simulate(
             outcome = Simulation(
                 jobs,
                 weights,
-                config,
+                config_for(name, config),
                 policy_named(name),
                 advance,
                 recorder=_recorder(writer, name) if writer else None,
@@ -98,6 +137,19 @@ def simulate(
                 console.print(f"event log of the {name} run: {writer.count} events in {events_out}")
             outcomes[name] = outcome
             metrics[name] = compute_metrics(outcome)
+    return _report(metrics, outcomes, config, jobs, out, console, plots, estimate_every)
+
+
+def _report(
+    metrics: dict[str, dict[str, Any]],
+    outcomes: dict[str, SimulationOutcome],
+    config: SimulationConfig,
+    jobs: list[TraceJob],
+    out: Path,
+    console: Console,
+    plots: bool,
+    estimate_every: int,
+) -> dict[str, dict[str, Any]]:
     run_config = {
         **{k: v for k, v in asdict(config).items() if k != "contract"},
         "contract_rule": config.contract.describe(),
@@ -110,6 +162,7 @@ def simulate(
         "jobs": len(jobs),
     }
     write_metrics(out / "metrics.json", metrics, run_config)
+    (out / "targets.md").write_text(targets_markdown(metrics))
     print_report(console, metrics)
     if plots:
         for path in write_plots(out, metrics, outcomes):

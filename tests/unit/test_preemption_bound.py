@@ -1,12 +1,13 @@
 """No job is preempted more than ``MAX_PREEMPTIONS`` times (scheduling/churn.py,
 docs/design.md section 2.6): the fold counts the preempt commands against a workload, every
-attempt, cancellations not counted; at the bound no rule chooses it as a victim and a drain
-waits for it."""
+attempt, cancellations not counted; at the bound no rule chooses it as a victim, but a drain
+still stops it (a node sent for repair must empty), except under the settings of logs decided
+when drains waited for it."""
 
 from __future__ import annotations
 
 from events.models import NodeCordoned, WorkloadCancelled
-from scheduling.churn import MAX_PREEMPTIONS
+from scheduling.churn import MAX_PREEMPTIONS, ChurnControl
 from tests.unit.scheduling_fixtures import T0, Scenario, preempted_ids
 
 LATER = T0 + 1000  # past every 600 s contract started at T0
@@ -46,9 +47,31 @@ def test_a_job_preempted_as_often_as_the_bound_is_no_victim_any_more() -> None:
     assert preempted_ids(s.run(LATER + 1)) == []
 
 
-def test_a_drain_waits_for_a_job_at_the_bound() -> None:
+def test_a_drain_stops_a_job_at_the_bound_once_its_contract_is_over() -> None:
     s = _b_holds_the_node()
     s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), LATER)
-    assert preempted_ids(s.run(LATER + 1)) == ["b-run"], "the drain stops what it may"
+    assert preempted_ids(s.run(LATER + 1)) == ["b-other", "b-run"], "the node empties"
+    assert s.cluster.workloads["b-other"].preemptions == MAX_PREEMPTIONS + 1
+
+
+def test_a_drain_inside_the_contract_still_waits_for_it() -> None:
+    s = _b_holds_the_node()
+    s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), T0 + 10)
+    assert preempted_ids(s.run(T0 + 11)) == [], "both runs are inside their 600 s contracts"
+
+
+def test_under_the_old_rule_a_drain_waits_for_a_job_at_the_bound() -> None:
+    old = ChurnControl(drains_bounded=True)
+    s = _b_holds_the_node()
+    s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), LATER)
+    assert preempted_ids(s.run(LATER + 1, churn=old)) == ["b-run"], "the drain stops what it may"
     s.cluster.workloads["b-other"].preemptions = MAX_PREEMPTIONS - 1
-    assert preempted_ids(s.run(LATER + 2)) == ["b-other"]
+    assert preempted_ids(s.run(LATER + 2, churn=old)) == ["b-other"]
+
+
+def test_the_bound_is_a_setting() -> None:
+    s = _b_holds_the_node()
+    s.cluster.workloads["b-run"].preemptions = 2
+    s.submit("a-job", "a", gpus=2, at=LATER)
+    assert preempted_ids(s.run(LATER + 1, churn=ChurnControl(max_preemptions=2))) == []
+    assert preempted_ids(s.run(LATER + 2, churn=ChurnControl(max_preemptions=3))) == ["b-run"]

@@ -97,3 +97,78 @@ def test_a_request_for_a_node_already_in_repair_is_merged_into_it() -> None:
     outcome = Simulation(jobs, {"a": 1.0}, config, run_pass).run()
     assert (len(outcome.drains), outcome.repairs_merged) == (2, 1)
     assert all(d.drained_at is not None for d in outcome.drains)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(
+            st.floats(0, 20_000),  # arrival, seconds after T0
+            st.integers(60, 60_000),  # duration
+            st.sampled_from([1, 2, 4, 8, 16]),  # GPUs
+            st.sampled_from(["a", "b", "c"]),  # budget
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    requests=st.lists(
+        st.tuples(st.floats(0, 20_000), st.integers(0, 2)), min_size=1, max_size=6
+    ),
+    bound=st.integers(1, 2),
+)
+def test_every_drain_ends_within_the_longest_contract_whatever_the_churn(
+    jobs: list[tuple[float, int, int, str]], requests: list[tuple[float, int]], bound: int
+) -> None:
+    """A cordoned node takes no new work and everything on it is stopped once its contract is
+    over (at most 1 h under the trace's contract rule), even a job the policy may no longer
+    preempt: no drain waits longer than a contract and the grace period, none is stuck."""
+    from scheduling.churn import ChurnControl
+
+    trace = [
+        TraceJob(f"j{i}", T0 + at, duration, gpus, budget)
+        for i, (at, duration, gpus, budget) in enumerate(sorted(jobs))
+    ]
+    trace.append(TraceJob("end", T0 + 60_000, 60, 1, "a"))  # the period runs past every cap
+    maintenance = MaintenanceConfig(
+        requests=tuple(sorted((T0 + at, f"node-{n:04d}") for at, n in requests)),
+        repair_s=600,
+    )
+    config = SimulationConfig(
+        gpus=24,
+        gpus_per_node=8,
+        maintenance=maintenance,
+        churn=ChurnControl(max_preemptions=bound),
+    )
+    outcome = Simulation(trace, {"a": 1.0, "b": 2.0, "c": 4.0}, config, run_pass).run()
+    for drain in outcome.drains:
+        assert not drain.stuck, drain
+        if drain.drained_at is not None:
+            assert drain.drained_at - drain.cordoned_at <= 3_600 + config.grace_period_s + 1
+
+
+def _bounded_job_on_cordoned_nodes(drains_bounded: bool) -> SimulationOutcome:
+    """c fills three nodes with long gangs; a (owed more) takes one once the contracts are
+    over, which spends the victim's only allowed preemption; it resumes when a's job ends. Then
+    every node is sent for repair while it runs."""
+    from scheduling.churn import ChurnControl
+
+    trace = [TraceJob(f"c{i}", T0, 60_000, 8, "c") for i in range(3)]
+    trace += [TraceJob("a1", T0 + 4_000, 600, 8, "a"), TraceJob("end", T0 + 50_000, 60, 1, "a")]
+    requests = tuple((T0 + 10_000, f"node-{n:04d}") for n in range(3))
+    config = SimulationConfig(
+        gpus=24,
+        gpus_per_node=8,
+        maintenance=MaintenanceConfig(requests=requests, repair_s=600),
+        churn=ChurnControl(max_preemptions=1, drains_bounded=drains_bounded),
+    )
+    return Simulation(trace, {"a": 4.0, "c": 1.0}, config, run_pass).run()
+
+
+def test_a_drain_stops_a_job_the_policy_may_no_longer_preempt() -> None:
+    outcome = _bounded_job_on_cordoned_nodes(drains_bounded=False)
+    assert [p.reason for p in outcome.preemptions] == ["preempt-for", "drain", "drain", "drain"]
+    assert all(not d.stuck for d in outcome.drains)
+    assert max(d.time_to_drain(outcome.end, 8 * 3600) for d in outcome.drains) <= 3_600 + 31
+    # Under the rule before (drains bounded too), the same node waited the full 8 hours.
+    before = _bounded_job_on_cordoned_nodes(drains_bounded=True)
+    assert any(d.stuck for d in before.drains)
