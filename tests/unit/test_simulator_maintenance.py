@@ -111,9 +111,7 @@ def test_a_request_for_a_node_already_in_repair_is_merged_into_it() -> None:
         min_size=1,
         max_size=40,
     ),
-    requests=st.lists(
-        st.tuples(st.floats(0, 20_000), st.integers(0, 2)), min_size=1, max_size=6
-    ),
+    requests=st.lists(st.tuples(st.floats(0, 20_000), st.integers(0, 2)), min_size=1, max_size=6),
     bound=st.integers(1, 2),
 )
 def test_every_drain_ends_within_the_longest_contract_whatever_the_churn(
