@@ -38,16 +38,21 @@ from events.times import HOUR
 from projections.cluster_types import WorkloadState
 from scheduling.fairshare_order import FairShareOrder
 
-#: A job is preempted at most this many times by the policy (cancellations and drains not
-#: counted against it): once it has been, no rule chooses it as a victim again (fair share, the
-#: debug lane, unallocated work's bumps). Without a bound a long job of an over-served budget
-#: was stopped after every contract it ran (128 times in three weeks with nodes sent for
-#: repair): each stop costs it progress and a restart, and changed nobody's week. Its budget is
-#: still charged for every second, so its other work ranks behind. A drain is not bound by it:
-#: a node sent for repair must empty, and a drain that waited for such a job to end took the
-#: full 8 hours on real weeks (the node then goes down with the run on it, which costs the job
-#: more than one stop).
+#: A job is preempted at most this many times by the policy (cancellations not counted): once
+#: it has been, no rule chooses it as a victim again (fair share, the debug lane, unallocated
+#: work's bumps). Without a bound a long job of an over-served budget was stopped after every
+#: contract it ran (128 times in three weeks with nodes sent for repair): each stop costs it
+#: progress and a restart, and changed nobody's week. Its budget is still charged for every
+#: second, so its other work ranks behind.
 MAX_PREEMPTIONS = 8
+
+#: A drain stops a run past its contract while the run has been stopped fewer times than this
+#: (drains included): the policy's bound leaves room for two, so that a node sent for repair
+#: empties even under a job the policy may no longer preempt, and no job is stopped more than
+#: this many times in all. A drain that waited for every job at the policy's bound took the
+#: full 8 hours on real weeks with 2% of nodes a day sent for repair (the node then goes down
+#: with the run on it, which costs the job more than one more stop).
+MAX_STOPS = 10
 
 
 def preemptions_left(workload: WorkloadState, bound: int = MAX_PREEMPTIONS) -> bool:
@@ -71,23 +76,31 @@ class ChurnControl:
     starving_after_s: float = 3600
     #: The most times the policy preempts one job (``MAX_PREEMPTIONS``).
     max_preemptions: int = MAX_PREEMPTIONS
-    #: Whether a drain, too, leaves a job alone once it has been preempted that often (the
-    #: rule before drains were let through; logs decided with it still replay with it).
-    drains_bounded: bool = False
+    #: A drain stops a run only while it has been preempted fewer times than this
+    #: (``MAX_STOPS``); logs decided before drains went past the policy's bound state none and
+    #: replay with ``max_preemptions``.
+    drain_bound: int = MAX_STOPS
     #: How far ahead a gang over several nodes may hold nodes whose runs end by their time
     #: limits (``reservation.py``); 0 turns holds by time limits off.
     limit_hold_horizon_s: float = 15 * 60
+    #: What each earlier stop of a run counts as, in GPU-seconds per GPU of the run, when the
+    #: victim search weighs what a stop wastes: stops spread over many runs instead of
+    #: spending the bound of the few that were just restarted (cheapest to stop, since they
+    #: have little progress to lose). Concentrated, they left hundreds of month-long runs that
+    #: no rule could stop any more by the third week of a real trace, where owed gangs then
+    #: waited. 0: the waste alone.
+    earlier_stop_cost_s: float = 3600.0
     #: Whether a budget whose gang is bigger than what it is owed now is due its turn
     #: (``gang_turn.py``); off, such a budget waits in the plain order.
     gang_turn: bool = True
 
     def __post_init__(self) -> None:
         if min(self.margin, self.margin_per_wasted_gpu_hour, self.hold_horizon_s) < 0 or (
-            min(self.starving_after_s, self.limit_hold_horizon_s) < 0
+            min(self.starving_after_s, self.limit_hold_horizon_s, self.earlier_stop_cost_s) < 0
         ):
             raise ValueError("churn margins and the hold horizons must not be negative")
-        if self.max_preemptions < 1:
-            raise ValueError("max_preemptions must be at least 1")
+        if not 1 <= self.max_preemptions <= self.drain_bound:
+            raise ValueError("max_preemptions must be at least 1 and at most drain_bound")
         if not 0.0 <= self.owed_tolerance < 1.0:
             raise ValueError("owed_tolerance must be in [0, 1)")
 

@@ -58,6 +58,7 @@ class Candidate:
     gpus: tuple[int, ...]  # its GPUs on this node
     budget: str
     started: float
+    preemptions: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ class VictimIndex:
                 continue
             nodes.append(node_name)
             self.by_node.setdefault(node_name, []).append(
-                Candidate(workload_id, tier, gpus, workload.budget, started)
+                Candidate(workload_id, tier, gpus, workload.budget, started, workload.preemptions)
             )
         self._members[workload_id] = (tier, workload.budget, workload.gpus, tuple(nodes))
         if tier == 0:
@@ -554,6 +555,7 @@ def find_preemption(
     if preemptor.gpus >= failures.get(memo_key, preemptor.gpus + 1):
         return None
     search = _Search(cluster, pool, order, victims, eligible, now, usable_free, exclude, memo)
+    search.stop_cost_s = rule.churn.earlier_stop_cost_s  # what an earlier stop counts as
     plan = search.whole_nodes(preemptor.gpus) if whole else search.one_node(preemptor.gpus)
     if (
         plan is not None
@@ -612,6 +614,8 @@ class _Search:
         self.eligible = eligible
         self.now = now
         self.usable_free = usable_free
+        #: What each earlier stop of a victim counts as, in GPU-seconds per GPU.
+        self.stop_cost_s = 0.0
 
     def _usable(self, node: NodeState) -> list[Candidate]:
         return [
@@ -619,8 +623,12 @@ class _Search:
         ]
 
     def _item_cost(self, candidate: Candidate) -> tuple[int, float]:
+        """Allocated or not, and the GPU-seconds the stop wastes plus what the run's earlier
+        stops count as (``ChurnControl.earlier_stop_cost_s``): among equally cheap victims,
+        the run stopped less often goes, so stops spread instead of spending one run's bound."""
         waste = self.waste(candidate.workload_id)
-        return candidate.tier, waste
+        spent = candidate.preemptions * self.stop_cost_s * len(candidate.gpus)
+        return candidate.tier, waste + spent
 
     def _node_plan(
         self, node: NodeState, need: int, free: int

@@ -371,10 +371,11 @@ class SchedulingPass:
                 continue
             for workload_id in sorted(node.holders) if drain else ():
                 workload = cluster.workloads[workload_id]
-                bounded = self.ctx.churn.drains_bounded and not preemptions_left(
-                    workload, self.ctx.churn.max_preemptions
-                )
-                if not workload.preempting and workload.contract_over(now) and not bounded:
+                if (
+                    not workload.preempting
+                    and workload.contract_over(now)
+                    and preemptions_left(workload, self.ctx.churn.drain_bound)
+                ):
                     detail = f"node {name} is cordoned and the contract of {workload_id} is over"
                     self.preempt(
                         workload,

@@ -162,10 +162,12 @@ class ChurnSettings(_Record):
     hold_horizon_s: _NonNegative
     starving_after_s: _NonNegative
     #: Settings stated before these were switchable read as the rules of their time: at most 8
-    #: preemptions per job, which a drain also waited on, holds by time limits of 15 minutes,
-    #: and the gang's turn on.
+    #: preemptions per job, a drain waiting on a job preempted that often (``drain_bound``
+    #: None: the same as ``max_preemptions``), holds by time limits of 15 minutes, the gang's
+    #: turn on, and victims weighed by their waste alone.
     max_preemptions: int = Field(default=8, ge=1)
-    drains_bounded: bool = True
+    drain_bound: int | None = Field(default=None, ge=1)
+    earlier_stop_cost_s: _NonNegative = 0.0
     limit_hold_horizon_s: _NonNegative = 900.0
     gang_turn: bool = True
 

@@ -44,7 +44,9 @@ def _no_starving(config: SimulationConfig) -> SimulationConfig:
 
 
 def _no_bound(config: SimulationConfig) -> SimulationConfig:
-    return replace(config, churn=replace(config.churn, max_preemptions=1_000_000))
+    unbounded = 1_000_000
+    churn = replace(config.churn, max_preemptions=unbounded, drain_bound=unbounded)
+    return replace(config, churn=churn)
 
 
 def _no_churn_margin(config: SimulationConfig) -> SimulationConfig:
@@ -62,8 +64,12 @@ def _no_debug_lane(config: SimulationConfig) -> SimulationConfig:
     return replace(config, debug_lanes=off)
 
 
+def _no_spread_stops(config: SimulationConfig) -> SimulationConfig:
+    return replace(config, churn=replace(config.churn, earlier_stop_cost_s=0.0))
+
+
 def _no_drain_past_bound(config: SimulationConfig) -> SimulationConfig:
-    return replace(config, churn=replace(config.churn, drains_bounded=True))
+    return replace(config, churn=replace(config.churn, drain_bound=config.churn.max_preemptions))
 
 
 #: Rule -> (what switching it off means, the configuration without it).
@@ -78,6 +84,7 @@ RULES: dict[str, tuple[str, Callable[[SimulationConfig], SimulationConfig]]] = {
     "bound": ("no bound on the preemptions of one job", _no_bound),
     "churn-margin": ("catch-up with no margin, owed with no tolerance", _no_churn_margin),
     "debug-lane": ("no debug lane", _no_debug_lane),
+    "spread-stops": ("victims weighed by their waste alone, not earlier stops", _no_spread_stops),
     "drain-past-bound": (
         "a drain waits for a job preempted as often as the bound",
         _no_drain_past_bound,

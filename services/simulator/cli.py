@@ -21,7 +21,7 @@ simulate_app = typer.Typer()
 ABLATE_HELP = (
     "also run fair share with each of these rules off, as policy fairshare-no-RULE "
     "(comma-separated, or all): gang-turn, holds, limit-holds, starving, bound, churn-margin, "
-    "debug-lane, drain-past-bound"
+    "debug-lane, spread-stops, drain-past-bound"
 )
 
 

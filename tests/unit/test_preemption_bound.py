@@ -1,13 +1,13 @@
 """No job is preempted more than ``MAX_PREEMPTIONS`` times (scheduling/churn.py,
 docs/design.md section 2.6): the fold counts the preempt commands against a workload, every
 attempt, cancellations not counted; at the bound no rule chooses it as a victim, but a drain
-still stops it (a node sent for repair must empty), except under the settings of logs decided
-when drains waited for it."""
+still stops it (a node sent for repair must empty) up to ``MAX_STOPS`` stops in all, except
+under the settings of logs decided when drains waited for it."""
 
 from __future__ import annotations
 
 from events.models import NodeCordoned, WorkloadCancelled
-from scheduling.churn import MAX_PREEMPTIONS, ChurnControl
+from scheduling.churn import MAX_PREEMPTIONS, MAX_STOPS, ChurnControl
 from tests.unit.scheduling_fixtures import T0, Scenario, preempted_ids
 
 LATER = T0 + 1000  # past every 600 s contract started at T0
@@ -54,6 +54,13 @@ def test_a_drain_stops_a_job_at_the_bound_once_its_contract_is_over() -> None:
     assert s.cluster.workloads["b-other"].preemptions == MAX_PREEMPTIONS + 1
 
 
+def test_no_job_is_stopped_more_than_max_stops_times_in_all() -> None:
+    s = _b_holds_the_node()
+    s.cluster.workloads["b-other"].preemptions = MAX_STOPS
+    s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), LATER)
+    assert preempted_ids(s.run(LATER + 1)) == ["b-run"], "b-other has had its last stop"
+
+
 def test_a_drain_inside_the_contract_still_waits_for_it() -> None:
     s = _b_holds_the_node()
     s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), T0 + 10)
@@ -61,7 +68,7 @@ def test_a_drain_inside_the_contract_still_waits_for_it() -> None:
 
 
 def test_under_the_old_rule_a_drain_waits_for_a_job_at_the_bound() -> None:
-    old = ChurnControl(drains_bounded=True)
+    old = ChurnControl(drain_bound=MAX_PREEMPTIONS)
     s = _b_holds_the_node()
     s.apply(NodeCordoned(node="n0", cordoned_by="admin", reason="repair"), LATER)
     assert preempted_ids(s.run(LATER + 1, churn=old)) == ["b-run"], "the drain stops what it may"

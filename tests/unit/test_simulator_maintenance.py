@@ -157,7 +157,7 @@ def _bounded_job_on_cordoned_nodes(drains_bounded: bool) -> SimulationOutcome:
         gpus=24,
         gpus_per_node=8,
         maintenance=MaintenanceConfig(requests=requests, repair_s=600),
-        churn=ChurnControl(max_preemptions=1, drains_bounded=drains_bounded),
+        churn=ChurnControl(max_preemptions=1, drain_bound=1 if drains_bounded else 10),
     )
     return Simulation(trace, {"a": 4.0, "c": 1.0}, config, run_pass).run()
 
