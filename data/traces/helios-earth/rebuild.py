@@ -2,7 +2,8 @@
 raw per-minute series kept beside this script, and print what the rebuild measured.
 
 Run from anywhere: ``.venv/bin/python data/traces/helios-earth/rebuild.py``. The output is
-deterministic (fixed ordering, no clock), so rerunning it must leave both CSVs unchanged; see
+deterministic (fixed ordering, no clock), so rerunning it must leave both CSVs unchanged
+(``--check`` rebuilds without writing and exits 1 if either would change: the tests run it); see
 ``data/traces/README.md`` for the source, the licence and what the rebuild loses.
 """
 
@@ -94,7 +95,7 @@ def weights(vcs: Sequence[str]) -> dict[str, float]:
     return {vc: float(statistics.mode(int(day[vc]) for day in days)) for vc in vcs}
 
 
-def main() -> None:
+def main(check: bool = False) -> None:
     series = {
         path.name.removesuffix(".csv.gz"): read_series(path)
         for path in sorted(HERE.glob("vc*.csv.gz"))
@@ -130,30 +131,36 @@ def main() -> None:
         f"mean {statistics.mean(running):.1f}, p95 {ranked[int(0.95 * len(ranked))]}, "
         f"max {ranked[-1]}"
     )
-    write_trace(rows, end)
-    write_budgets(weights(list(series)))
+    outputs = {TRACE: trace_text(rows, end), BUDGETS: budgets_text(weights(list(series)))}
+    for path, text in outputs.items():
+        name = path.relative_to(TRACES.parents[1])
+        if not check:
+            path.write_text(text)
+            print(f"wrote {name}")
+        elif path.read_text() != text:
+            raise SystemExit(f"{name} is not what the rebuild gives: rerun without --check")
+        else:
+            print(f"{name}: as the rebuild gives it")
 
 
-def write_trace(rows: Sequence[tuple[int, str, int, int, RebuiltJob]], end: int) -> None:
+def trace_text(rows: Sequence[tuple[int, str, int, int, RebuiltJob]], end: int) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["timestamp", "duration", "num_gpus", "gpu_time", "cluster"])
     for start, vc, _, _, job in rows:
         duration = 60.0 * ((end if job.end is None else job.end) - start)
         writer.writerow([stamp(start), duration, job.gpus, duration * job.gpus, vc])
-    TRACE.write_text(out.getvalue())
-    print(f"wrote {TRACE.relative_to(TRACES.parents[1])} ({len(rows):,} jobs)")
+    return out.getvalue()
 
 
-def write_budgets(by_vc: dict[str, float]) -> None:
+def budgets_text(by_vc: dict[str, float]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["budget", "weight"])
     for vc in sorted(by_vc):
         writer.writerow([vc, f"{by_vc[vc]:.2f}"])
-    BUDGETS.write_text(out.getvalue())
-    print(f"wrote {BUDGETS.relative_to(TRACES.parents[1])} ({len(by_vc)} budgets)")
+    return out.getvalue()
 
 
 if __name__ == "__main__":
-    main()
+    main(check="--check" in sys.argv[1:])
