@@ -34,7 +34,9 @@ from scheduling.time_limits import TimeLimits, expected_end
 #: synthetic big-gang scenario (296 GPUs, 14 days) holds of up to an hour cost 3.7 points of
 #: occupancy where demand exceeded capacity (98.6% -> 94.9%) and 3.2 points of weekly
 #: attainment (95.7% -> 92.5%, 2 -> 19 budget-weeks below 90%): GPUs held idle for a gang are
-#: lost to everyone, and backfill fills few of them. 0 turns holds by time limits off.
+#: lost to everyone, and backfill fills few of them. The horizon logs stated before 2026-12-07
+#: held by; off since (``ChurnControl.limit_hold_horizon_s`` 0), as it changed no figure on two
+#: real traces and the synthetic scenario.
 RESERVE_HORIZON_S = HOUR // 4
 
 

@@ -35,10 +35,6 @@ def _no_holds(config: SimulationConfig) -> SimulationConfig:
     )
 
 
-def _no_limit_holds(config: SimulationConfig) -> SimulationConfig:
-    return replace(config, churn=replace(config.churn, limit_hold_horizon_s=0.0))
-
-
 def _no_starving(config: SimulationConfig) -> SimulationConfig:
     return replace(config, churn=replace(config.churn, starving_after_s=NEVER_S))
 
@@ -79,7 +75,6 @@ RULES: dict[str, tuple[str, Callable[[SimulationConfig], SimulationConfig]]] = {
         _no_gang_turn,
     ),
     "holds": ("no nodes held free for a gang (by contracts or by time limits)", _no_holds),
-    "limit-holds": ("nodes held only by contracts ending, not by time limits", _no_limit_holds),
     "starving": ("a starving gang catches up only where the victim keeps its share", _no_starving),
     "bound": ("no bound on the preemptions of one job", _no_bound),
     "churn-margin": ("catch-up with no margin, owed with no tolerance", _no_churn_margin),

@@ -20,7 +20,7 @@ simulate_app = typer.Typer()
 
 ABLATE_HELP = (
     "also run fair share with each of these rules off, as policy fairshare-no-RULE "
-    "(comma-separated, or all): gang-turn, holds, limit-holds, starving, bound, churn-margin, "
+    "(comma-separated, or all): gang-turn, holds, starving, bound, churn-margin, "
     "debug-lane, spread-stops, drain-past-bound"
 )
 
