@@ -449,14 +449,19 @@ def _path_changed(proof: str, change: Callable[[bytes], bytes]) -> str:
 
 def _tampered(records: list[Json], batches: list[Json]) -> list[Json]:
     """Records that must not verify, each one change away from a good vector."""
+    return [
+        {"name": name, "from": source, "about": about, "line": line, "valid": False}
+        for name, source, about, line in [*_tampered_records(records), *_tampered_batches(batches)]
+    ]
+
+
+def _tampered_records(records: list[Json]) -> list[tuple[str, str, str, str]]:
+    """Lone records one change away from a good one: (name, from, about, line)."""
     heartbeat = next(r for r in records if r["name"] == "heartbeat-microseconds")["line"]
     finished = next(r for r in records if r["name"] == "finished-text")["line"]
     registration = next(r for r in records if r["name"] == "key-self-registration")["line"]
-    five = next(b for b in batches if b["name"] == "heartbeats-of-5")["records"]
-    three = next(b for b in batches if b["name"] == "registrations-of-3")["records"]
-    first, second, last = five[0], five[1], five[4]
     signature = orjson.loads(heartbeat)["signature"]
-    cases: list[tuple[str, str, str, str]] = [
+    return [
         (
             "record-data-byte-flipped",
             "heartbeat-microseconds",
@@ -509,6 +514,15 @@ def _tampered(records: list[Json], batches: list[Json]) -> list[Json]:
             "fact's domain, not a batch message.",
             _with_attributes(heartbeat, batchproof="0/1/"),
         ),
+    ]
+
+
+def _tampered_batches(batches: list[Json]) -> list[tuple[str, str, str, str]]:
+    """Records of a batch one change away from a good one: (name, from, about, line)."""
+    five = next(b for b in batches if b["name"] == "heartbeats-of-5")["records"]
+    three = next(b for b in batches if b["name"] == "registrations-of-3")["records"]
+    first, second, last = five[0], five[1], five[4]
+    return [
         (
             "batch-record-data-changed",
             "heartbeats-of-5",
@@ -579,10 +593,6 @@ def _tampered(records: list[Json], batches: list[Json]) -> list[Json]:
             "signature (over the batch message) does not cover its canonical form.",
             _with_attributes(three[2]["line"], batchproof=None),
         ),
-    ]
-    return [
-        {"name": name, "from": source, "about": about, "line": line, "valid": False}
-        for name, source, about, line in cases
     ]
 
 

@@ -131,6 +131,10 @@ class ClusterIndexes:
         #: ``ClusterState.workloads``.
         self.workload_changes: list[str] = []
         self.workload_changes_dropped = 0
+        #: How many workloads the fold has forgotten (``ClusterState.forget_ended_before``):
+        #: ``ClusterState.workloads`` then no longer only grows, so a reader that counts the
+        #: workloads it has read to find the new ones (the debug lane's index) must start over.
+        self.workloads_forgotten = 0
 
     # -- nodes -----------------------------------------------------------------------------
     def pool_index(self, pool: str) -> PoolIndex:

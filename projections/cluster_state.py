@@ -603,6 +603,7 @@ class ClusterState:
                 )
             )
         ]
+        self.indexes.workloads_forgotten += len(gone)
         for workload_id in gone:
             array_id = self.workloads.pop(workload_id).array_id
             self.indexes.cancelling.discard(workload_id)

@@ -22,9 +22,10 @@ under ``max_lane_fraction`` of its capacity (a bound on what the lane can take f
 
 Everything here is a function of the state and ``now``. The :class:`LaneIndex` of lane
 workloads, one of the scheduler's memos (``memos.py``), is brought up to date from the workloads
-the state holds (which only ever grow) and those the fold lists as changed since, so it is
-exact whatever passes ran before (``tests/unit/test_incremental_scheduler.py`` checks it
-against a fresh one after every pass of random histories).
+the state holds (which only grow between two forgets of ended work: a forget starts it over)
+and those the fold lists as changed since, so it is exact whatever passes ran before
+(``tests/unit/test_incremental_scheduler.py`` checks it against a fresh one after every pass of
+random histories, and after the fold forgets).
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ class LaneIndex:
     #: How far the fold's change list was read, and how often it had been dropped then.
     cursor: int = 0
     dropped: int = 0
+    #: How many workloads the fold had forgotten when ``seen`` was counted.
+    forgotten: int = 0
     #: Per pool: (submit time, lane GPU-seconds, id) of every lane workload ever submitted.
     submitted: dict[str, SortedList[tuple[float, float, str]]] = field(default_factory=dict)
     #: Per pool: lane workloads that may still run, and what they add up to.
@@ -172,11 +175,19 @@ class LaneIndex:
     def catch_up(self, cluster: ClusterState, lanes: DebugLanes) -> None:
         indexes = cluster.indexes
         changes = indexes.workload_changes
-        if self.lanes != lanes:  # another configuration: read every workload again
+        if self.lanes != lanes or self.forgotten != indexes.workloads_forgotten:
+            # Another configuration, or the fold forgot ended workloads since (a live fold,
+            # ``LiveState``, does once a day of event time; the simulator's never does): then
+            # ``seen`` no longer counts a prefix of ``cluster.workloads``, and the newest are
+            # not the last ``len - seen``. Counting on, the index missed the lane jobs submitted
+            # until the count caught up again (no reserve held for them, no first pick), so the
+            # live scheduler and the audit, which fold with forgetting, decided otherwise than a
+            # fresh index and the simulator do. Read every workload again (once a day).
             self.lanes, self.seen, self.submitted, self.pools, self.lanes_of = (
                 lanes, 0, {}, {}, {}
             )  # fmt: skip
             self.cursor = len(changes)
+            self.forgotten = indexes.workloads_forgotten
         if self.dropped != indexes.workload_changes_dropped:
             # the fold dropped its list since (a burst): look at every live lane workload
             changed = set(self.lanes_of)
@@ -186,7 +197,8 @@ class LaneIndex:
         self.cursor = len(changes)
         new = len(cluster.workloads) - self.seen
         if new > 0:
-            # Workloads are only ever added, in fold order: the newest are the last ``new``.
+            # Workloads are added in fold order and none was forgotten since ``seen`` was
+            # counted (see above): the newest are the last ``new``.
             for workload in islice(reversed(cluster.workloads.values()), new):
                 admitted = tuple(p for p in workload.pools if lanes.for_pool(p).admits(workload))
                 if not admitted:

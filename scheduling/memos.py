@@ -15,9 +15,15 @@ it (``tests/unit/test_churn.py::test_caches_change_no_decision``).
 derives from them for every reader, while these are the scheduler's working memory, of no use
 to the read models, and a copy of the state must neither carry nor share them. The scheduler
 service and the simulator engine each hold one :class:`PassMemos` and hand it to every pass
-(:func:`~scheduling.scheduling_pass.run_pass`); the audit re-derives each pass on a
-fresh copy of the state, so it passes none and every pass it runs starts cold, as a pass given
-no memos does: the same decisions, at the cost of rebuilding everything.
+(:func:`~scheduling.scheduling_pass.run_pass`); so does ``fairshare audit decisions``, which
+re-derives the passes in place on the one state it folds (``services/audit/decisions.py``). A
+pass given no memos starts cold: the same decisions, at the cost of rebuilding everything.
+
+The service and the audit fold with ``LiveState``, which forgets ended work once a day of event
+time; the simulator's fold never forgets. A memo must therefore not assume the state's
+workloads only grow (the lane index starts over when the fold has forgotten some,
+``ClusterIndexes.workloads_forgotten``): one that did made the audit, and the live scheduler,
+decide otherwise than the simulator after the first forget (``test_audit_forgetting.py``).
 
 **Tied to one state.** Memos describe the state object they were built from (the lane index
 counts the workloads it has read; the victim index follows the fold's change list). Rather

@@ -128,3 +128,23 @@ def test_memos_handed_another_state_start_over() -> None:
     assert rebuilt.memos.of_pool(POOL).victims is not old
     fresh = rebuilt.memos.lane
     assert fresh.seen == len(rebuilt.cluster.workloads) == 0
+
+
+def test_the_lane_index_starts_over_when_the_fold_forgets_ended_work() -> None:
+    """A live fold (``LiveState``) forgets ended work once a day of event time: the state's
+    workloads then shrink, and an index that found new workloads by counting them missed the
+    lane jobs submitted next (no reserve, no first pick: the Helios Earth audit's violations,
+    ``test_audit_forgetting.py``). Kept must equal fresh across the forget."""
+    s = Scenario(budgets=(("a", 1.0), ("b", 1.0)), nodes=(("n0", 4),))
+    for k in range(3):
+        s.running(f"d{k}", "a", (("n0", (k,)),), started_at=T0, min_runtime_s=60)
+        s.finished(f"d{k}", T0 + 60)
+    lanes = DebugLanes()
+    lane_state(s.cluster, lanes, POOL, T0 + 70, s.memos.lane)
+    assert s.cluster.forget_ended_before(T0 + 100) == ["d0", "d1", "d2"]
+    s.submit("d3", "b", gpus=1, min_runtime_s=60, at=T0 + 200)
+    s.submit("d4", "b", gpus=1, min_runtime_s=60, at=T0 + 200)
+    kept = lane_state(s.cluster, lanes, POOL, T0 + 200, s.memos.lane)
+    assert kept == lane_state(s.cluster, lanes, POOL, T0 + 200, LaneIndex())
+    assert kept.pending == ("d3", "d4")
+    assert kept.reserve >= 1
