@@ -74,7 +74,8 @@ class LedgerCharge(EventData):
     kind: ChargeKind
     #: Allocated: ``budget:<path>``; unallocated: ``free:<pool>``.
     debit_account: str = Field(min_length=1)
-    #: ``capacity:<pool>``, for allocated and unallocated work alike.
+    #: ``capacity:<pool>``, for allocated and unallocated work alike (the two accounts are
+    #: swapped on a correction that decreases a charge).
     credit_account: str = Field(min_length=1)
     gpu_seconds: GpuSeconds = Field(le=3600 * 1_000_000)
     #: What is charged: allocated GPU-seconds cost their amount, unallocated cost nothing.
