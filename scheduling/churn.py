@@ -93,6 +93,15 @@ class ChurnControl:
     #: no rule could stop any more by the third week of a real trace, where owed gangs then
     #: waited. 0: the waste alone.
     earlier_stop_cost_s: float = 3600.0
+    #: How far ahead a gang whose budget is due its turn (``gang_turn.py``) and that has
+    #: starved (``starving_after_s``) may hold nodes by contracts: the 15 minutes of
+    #: ``hold_horizon_s`` let a gang that needs most of a busy pool hold only where every
+    #: contract there happens to end within a quarter of an hour, which a pool running
+    #: hour-long contracts rarely gives, and such a gang waited however much it was owed.
+    #: Held nodes take no new work, so once held, the nodes' contracts run out and the gang
+    #: starts. An hour since 2026-12-07 (docs/benchmarks.md "Holds for a gang's turn"); logs
+    #: stated before then state none and replay with 0: as ``hold_horizon_s``.
+    turn_hold_horizon_s: float = 3600.0
     #: Whether a budget whose gang is bigger than what it is owed now is due its turn
     #: (``gang_turn.py``); off, such a budget waits in the plain order.
     gang_turn: bool = True
@@ -100,6 +109,7 @@ class ChurnControl:
     def __post_init__(self) -> None:
         if min(self.margin, self.margin_per_wasted_gpu_hour, self.hold_horizon_s) < 0 or (
             min(self.starving_after_s, self.limit_hold_horizon_s, self.earlier_stop_cost_s) < 0
+            or self.turn_hold_horizon_s < 0
         ):
             raise ValueError("churn margins and the hold horizons must not be negative")
         if not 1 <= self.max_preemptions <= self.drain_bound:
@@ -112,6 +122,13 @@ class ChurnControl:
         was submitted."""
         waited = now - workload.submitted_at
         return needs_a_node(workload, node_size) and waited >= self.starving_after_s
+
+    def hold_horizon_for(self, starving_turn: bool) -> float:
+        """How far ahead a gang may hold nodes by contracts: further for a starving gang whose
+        budget is due its turn (``turn_hold_horizon_s``)."""
+        if starving_turn:
+            return max(self.hold_horizon_s, self.turn_hold_horizon_s)
+        return self.hold_horizon_s
 
     def owed(self, order: FairShareOrder, leaf: str) -> bool:
         """Whether ``leaf`` is short of its entitlement by more than the tolerance."""

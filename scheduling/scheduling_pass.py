@@ -693,7 +693,7 @@ class FairSharePass(SchedulingPass):
                 node_size,
                 turn.held_nodes,
                 self.ctx.now,
-                churn.hold_horizon_s,
+                churn.hold_horizon_for(starving and turn.order.due(leaf)),
                 turn.victims,
                 self.ctx.time_limits,
                 churn.limit_hold_horizon_s,

@@ -39,6 +39,7 @@ def settings_of(ctx: PassContext) -> SchedulerSettings:
             drain_bound=churn.drain_bound,
             earlier_stop_cost_s=churn.earlier_stop_cost_s,
             limit_hold_horizon_s=churn.limit_hold_horizon_s,
+            turn_hold_horizon_s=churn.turn_hold_horizon_s,
             gang_turn=churn.gang_turn,
         ),
         debug_lanes=tuple(lanes),
@@ -66,6 +67,7 @@ def with_settings(ctx: PassContext, settings: SchedulerSettings) -> PassContext:
             drain_bound=churn.max_preemptions if churn.drain_bound is None else churn.drain_bound,
             earlier_stop_cost_s=churn.earlier_stop_cost_s,
             limit_hold_horizon_s=churn.limit_hold_horizon_s,
+            turn_hold_horizon_s=churn.turn_hold_horizon_s,
             gang_turn=churn.gang_turn,
         ),
         debug_lanes=DebugLanes(

@@ -164,11 +164,13 @@ class ChurnSettings(_Record):
     #: Settings stated before these were switchable read as the rules of their time: at most 8
     #: preemptions per job, a drain waiting on a job preempted that often (``drain_bound``
     #: None: the same as ``max_preemptions``), holds by time limits of 15 minutes, the gang's
-    #: turn on, and victims weighed by their waste alone.
+    #: turn on, victims weighed by their waste alone, and a starving gang due its turn holding
+    #: nodes no further ahead than any other (``turn_hold_horizon_s`` 0).
     max_preemptions: int = Field(default=8, ge=1)
     drain_bound: int | None = Field(default=None, ge=1)
     earlier_stop_cost_s: _NonNegative = 0.0
     limit_hold_horizon_s: _NonNegative = 900.0
+    turn_hold_horizon_s: _NonNegative = 0.0
     gang_turn: bool = True
 
 

@@ -31,8 +31,15 @@ def _no_gang_turn(config: SimulationConfig) -> SimulationConfig:
 
 def _no_holds(config: SimulationConfig) -> SimulationConfig:
     return replace(
-        config, churn=replace(config.churn, hold_horizon_s=0.0, limit_hold_horizon_s=0.0)
+        config,
+        churn=replace(
+            config.churn, hold_horizon_s=0.0, limit_hold_horizon_s=0.0, turn_hold_horizon_s=0.0
+        ),
     )
+
+
+def _no_turn_holds(config: SimulationConfig) -> SimulationConfig:
+    return replace(config, churn=replace(config.churn, turn_hold_horizon_s=0.0))
 
 
 def _no_starving(config: SimulationConfig) -> SimulationConfig:
@@ -75,6 +82,10 @@ RULES: dict[str, tuple[str, Callable[[SimulationConfig], SimulationConfig]]] = {
         _no_gang_turn,
     ),
     "holds": ("no nodes held free for a gang (by contracts or by time limits)", _no_holds),
+    "turn-holds": (
+        "a starving gang due its turn holds nodes 15 minutes ahead, as any other",
+        _no_turn_holds,
+    ),
     "starving": ("a starving gang catches up only where the victim keeps its share", _no_starving),
     "bound": ("no bound on the preemptions of one job", _no_bound),
     "churn-margin": ("catch-up with no margin, owed with no tolerance", _no_churn_margin),
