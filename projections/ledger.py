@@ -3,13 +3,15 @@
 Charges follow confirmed occupancy. A run is opened by its start; heartbeats that name it as a
 GPU's occupant confirm it ran up to their time; its end (finished or preempted) confirms it up
 to the end; a lost run is confirmed only up to its last heartbeat. An hour bucket is posted
-once occupancy is confirmed past the bucket's end (or the run ended inside it), so a posted
-amount depends only on facts (start, end, GPUs), never on the order in which a projector or an
-auditor happened to read them. Every charge's id is derived from (workload, attempt, bucket,
-revision): a redelivered or duplicated event can only re-derive an id already posted, which the
-fold ignores. If a later fact changes a posted bucket (a lost run whose last heartbeat is
-earlier than what an end claimed), the difference is appended as a correction (next revision),
-never by editing the old entry.
+once occupancy is confirmed at or after the bucket's end (or the run ended inside it). Every
+charge's id is derived from (workload, attempt, bucket, revision): a redelivered or duplicated
+event can only re-derive an id already posted, which the fold ignores. If a later fact changes
+a posted bucket (a lost run whose last heartbeat is earlier than a heartbeat that confirmed the
+hour), the difference is appended as a correction (next revision), never by editing the old
+entry. So what each run-hour nets depends only on the facts, but how it is split into
+revisions depends on the order they are read in: the specification fixes one
+(``events.fact_order``, docs/spec/log-v1.md 8.9), which the audit sorts into and live charging
+merges its partitions by.
 
 Times are whole seconds (event times are floored), so a run's charges add up exactly to
 ``gpus x (end - start)``.
@@ -60,6 +62,17 @@ from events.prevalidated import prevalidated
 from events.times import HOUR
 
 RunKey = tuple[str, int]  # (workload, attempt)
+#: Every fact the fold reads (:meth:`Ledger.apply` ignores the rest): what an audit must sort
+#: into the canonical order (``events.fact_order``) before folding.
+LEDGER_INPUTS = (
+    WorkloadSubmitted,
+    WorkloadArraySubmitted,
+    WorkloadStarted,
+    GpuHeartbeat,
+    WorkloadFinished,
+    WorkloadPreempted,
+    WorkloadLost,
+)
 #: Facts about one run of a workload (held while its submission is unread).
 RunFact = WorkloadStarted | WorkloadFinished | WorkloadPreempted | WorkloadLost
 _RUN_FACTS = (WorkloadStarted, WorkloadFinished, WorkloadPreempted, WorkloadLost)

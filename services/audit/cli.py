@@ -81,6 +81,22 @@ def audit_replay(
             "none of which can change a charge); the live topics are always read strictly",
         ),
     ] = False,
+    read_order: Annotated[
+        bool,
+        typer.Option(
+            "--read-order",
+            help="fold the facts in the order read instead of the canonical order of the spec "
+            "(docs/spec/log-v1.md 8.9): shows whether the order a log holds changes its entries",
+        ),
+    ] = False,
+    shuffle: Annotated[
+        int | None,
+        typer.Option(
+            help="read the records in an order shuffled with this seed (each workload's "
+            "recorded charges kept in their order, as their one partition keeps them), as "
+            "another reader might meet them: the canonical order makes it change nothing",
+        ),
+    ] = None,
     period: Annotated[
         str | None,
         typer.Option(
@@ -93,13 +109,17 @@ def audit_replay(
     """Recompute every charge from the facts and compare, entry by entry, with the charges
     recorded in the log (or stored in the read models, with --database-url; or one closed
     period's, with --period)."""
+    from services.audit.replay import shuffled
     from services.audit.sources import audit_log
 
     if period is not None:
         _audit_period(period, kafka, topic_prefix)
         return
 
-    result = audit_log(_log(events, kafka, topic_prefix, strict), database_url)
+    log: Iterable[Any] = _log(events, kafka, topic_prefix, strict)
+    if shuffle is not None:
+        log = shuffled(log, shuffle)
+    result = audit_log(log, database_url, log_order=read_order)
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for difference in result.differences:

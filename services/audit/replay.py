@@ -1,9 +1,12 @@
 """Recompute every charge from the facts in a log and compare with the charges it records.
 
 The facts (submissions, starts, heartbeats, ends) go through the same ledger fold the live
-projector uses; the recorded charges are taken as they are. The audit passes only when both
-lists are identical entry for entry; otherwise every difference is listed, with totals per
-budget and hour so that a reader sees what the differences amount to.
+projector uses, in the canonical order of the specification (``events.fact_order``: event time,
+topic, event id), whatever order the log holds them in: an export interleaves partitions as
+its consumer fetched them, and two auditors reading one log in two orders must derive the same
+entries with the same ids. The recorded charges are taken as they are. The audit passes only
+when both lists are identical entry for entry; otherwise every difference is listed, with totals
+per budget and hour so that a reader sees what the differences amount to.
 
 Only what may be believed is replayed or compared (``services.audit.trust``): a start signed
 by another cluster's agent is no start, a charge charging did not sign is no charge. Each
@@ -13,15 +16,17 @@ identical, even where the forgery would have changed no figure.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from events.envelope import Envelope
+from events.fact_order import in_fact_order
 from events.models import LedgerCharge
 from events.ndjson import BadLine
-from projections.ledger import Ledger, charge_totals
+from projections.ledger import LEDGER_INPUTS, Ledger, charge_totals
 from services.audit.trust import AuditTrust, describe
 from services.runtime.gc_pause import gc_paused
 
@@ -48,24 +53,30 @@ def replay(
     log: Iterable[Envelope[Any] | BadLine],
     keep_recomputed: bool = False,
     trust: AuditTrust | None = None,
+    log_order: bool = False,
 ) -> ReplayResult:
-    """Streams the log once and holds only what is still unmatched (plus the fold's own
-    state), so the audit of a long log needs little memory. The cyclic GC is paused: the log
-    creates no cycles, and scanning the growing fold state on every allocation burst would
-    dominate the replay. ``trust``: with the log's keys read first (default: learned as
-    they come, right for a log in event-time order)."""
+    """Reads the log once. The facts are held and folded once read, in the canonical order
+    (``log_order``: as read, which is the canonical order only for a log sorted into it);
+    recorded charges are matched as they come, and only what is still unmatched is held. The
+    cyclic GC is paused: the log creates no cycles, and scanning the growing fold state on
+    every allocation burst would dominate the replay. ``trust``: with the log's keys read
+    first (default: learned as they come, right for a log in event-time order)."""
     with gc_paused():
-        return _replay(log, keep_recomputed, trust or AuditTrust.of_log(log))
+        return _replay(log, keep_recomputed, trust or AuditTrust.of_log(log), log_order)
 
 
 def _replay(
-    log: Iterable[Envelope[Any] | BadLine], keep_recomputed: bool, trust: AuditTrust
+    log: Iterable[Envelope[Any] | BadLine],
+    keep_recomputed: bool,
+    trust: AuditTrust,
+    log_order: bool,
 ) -> ReplayResult:
     result = ReplayResult()
     ledger = Ledger(keep_entries=keep_recomputed)
     matcher = ChargeMatcher()
     offer_recorded, offer_recomputed = matcher.offer_recorded, matcher.offer_recomputed
     believes = trust.believes
+    facts: list[Envelope[Any]] = []
     for item in log:
         if isinstance(item, BadLine):
             result.bad_lines.append(item)
@@ -76,15 +87,40 @@ def _replay(
         data = item.data
         if isinstance(data, LedgerCharge):
             offer_recorded(data)
-        else:
+        elif log_order:
             for charge in ledger.apply(data, item.epoch_seconds):
                 offer_recomputed(charge)
+        elif isinstance(data, LEDGER_INPUTS):
+            facts.append(item)
+    for fact in in_fact_order(facts):
+        for charge in ledger.apply(fact.data, fact.epoch_seconds):
+            offer_recomputed(charge)
     result.recorded_count = matcher.recorded
     result.recomputed_count = matcher.recomputed
     result.recomputed = ledger.entries
     result.not_believed = len(trust.refusals)
     result.differences = [describe(r) for r in trust.refusals] + matcher.differences()
     return result
+
+
+def shuffled(log: Iterable[Envelope[Any] | BadLine], seed: int) -> list[Envelope[Any] | BadLine]:
+    """``log`` in an order shuffled with ``seed``, as another reader interleaving partitions
+    otherwise might read it; each workload's recorded charges stay in their order, as the one
+    ledger partition that holds them keeps it (the matcher checks that order)."""
+    read = list(log)
+    items = list(read)
+    random.Random(seed).shuffle(items)
+    charges: dict[str, list[Envelope[Any]]] = {}
+    for item in read:
+        if isinstance(item, Envelope) and isinstance(item.data, LedgerCharge):
+            charges.setdefault(item.data.workload_id, []).append(item)
+    taken = {workload: iter(kept) for workload, kept in charges.items()}
+    return [
+        next(taken[item.data.workload_id])
+        if isinstance(item, Envelope) and isinstance(item.data, LedgerCharge)
+        else item
+        for item in items
+    ]
 
 
 def compare(

@@ -135,7 +135,9 @@ def stored_charges(database_url: str) -> list[LedgerCharge]:
 
 
 def audit_log(
-    log: Iterable[Envelope[Any] | BadLine], database_url: str | None = None
+    log: Iterable[Envelope[Any] | BadLine],
+    database_url: str | None = None,
+    log_order: bool = False,
 ) -> ReplayResult:
     """``fairshare audit replay``: every charge recomputed from the facts and compared with the
     charges recorded in the log, or with those stored in the read models at ``database_url``
@@ -143,7 +145,7 @@ def audit_log(
     from services.audit.replay import compare, replay
 
     trust = AuditTrust.of_log(log)
-    result = replay(log, keep_recomputed=bool(database_url), trust=trust)
+    result = replay(log, keep_recomputed=bool(database_url), trust=trust, log_order=log_order)
     if database_url:
         stored = stored_charges(database_url)
         result.recorded_count = len(stored)

@@ -38,6 +38,7 @@ from confluent_kafka import Consumer, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from events import TopicKind, Topics
+from events.fact_order import TOPIC_RANK
 from events.positions import Delivery, Position, TopicPartition
 from events.registry import EventRegistry
 from services.bus.connection import client_config
@@ -51,22 +52,7 @@ log = logging.getLogger(__name__)
 OrderKey = tuple[float, int, int, str, int]
 
 #: On equal times, what a fact can depend on comes first (a node before a placement on it).
-_KIND_RANK = {
-    kind: rank
-    for rank, kind in enumerate(
-        (
-            TopicKind.BUDGETS,
-            TopicKind.CLUSTER,
-            TopicKind.WORKLOADS,
-            TopicKind.COMMANDS,
-            TopicKind.HEARTBEATS,
-            TopicKind.LIVENESS,
-            TopicKind.USAGE,
-            TopicKind.LEDGER,
-            TopicKind.DEADLETTER,
-        )
-    )
-}
+_KIND_RANK = TOPIC_RANK  # the canonical order's topic rank (events/fact_order.py)
 
 
 def time_order(topics: Topics) -> Callable[[Delivery], OrderKey]:
