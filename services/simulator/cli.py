@@ -73,7 +73,17 @@ def simulate(
         float,
         typer.Option(help="fraction of nodes sent for repair per day, at random times (0: none)"),
     ] = 0.0,
-    seed: Annotated[int, typer.Option(help="seed of the maintenance scenario")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="seed of the maintenance scenario (and of --late-losses)")
+    ] = 0,
+    late_losses: Annotated[
+        float,
+        typer.Option(
+            help="runs an agent reports lost per node a day, each dated up to 30 min before "
+            "it reports it (a heartbeat in between confirmed time the loss takes back: the "
+            "ledger's corrections; 0: none)"
+        ),
+    ] = 0.0,
     estimate_every: Annotated[
         int,
         typer.Option(
@@ -101,6 +111,7 @@ def simulate(
     from services.simulator.runner import simulate as run_simulation
     from services.simulator.topology import TopologyConfig
     from services.simulator.trace import TraceError
+    from services.simulator.world import LateLossConfig
 
     chosen = _policies(policy, ablate, workers)
     try:
@@ -120,6 +131,7 @@ def simulate(
                 rate=maintenance, seed=seed, repair_s=round(repair_hours * 3600)
             ),
             topology=TopologyConfig.parse(topology),
+            late_losses=LateLossConfig(rate=late_losses, seed=seed),
         )
     except (TraceError, ValueError, OSError) as error:
         err_console.print(f"[red]cannot simulate:[/] {error}")
@@ -204,4 +216,5 @@ def _describe(scenario: str, jobs: int, config: SimulationConfig) -> str:
         + f"{jobs} jobs, {config.gpus} GPUs ({nodes} nodes of {config.gpus_per_node}); "
         f"contracts: {config.contract.describe()}; {config.cost.describe()}; "
         f"{config.maintenance.describe()}; {config.topology.describe()}"
+        + (f"; {config.late_losses.describe()}" if config.late_losses.rate > 0 else "")
     )

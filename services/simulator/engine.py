@@ -71,7 +71,7 @@ from services.simulator.preemption_cost import (
 )
 from services.simulator.topology import GangBlocks, TopologyConfig
 from services.simulator.trace import ContractRule, TraceJob
-from services.simulator.world import World, WorldFact
+from services.simulator.world import LateLossConfig, World, WorldFact
 
 POOL = "sim"
 CLUSTER = "sim"
@@ -97,6 +97,8 @@ class SimulationConfig:
     stop_at_last_arrival: bool = True
     cost: PreemptionCost = field(default_factory=PreemptionCost)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    #: Runs an agent reports lost, dated before a heartbeat that named them (world.py).
+    late_losses: LateLossConfig = field(default_factory=LateLossConfig)
     #: The policy's churn control and debug lanes (the core's defaults unless set).
     churn: ChurnControl = field(default_factory=ChurnControl)
     debug_lanes: DebugLanes = field(default_factory=DebugLanes)
@@ -275,7 +277,8 @@ class Simulation:
         # the log re-runs every pass with it (not with its own defaults).
         self.record(settings_of(self.context(self.now, 0)))
         #: Cancels, weight changes and node losses at given times (world.py).
-        self.world = World(tuple(world))
+        late = self.config.late_losses.facts(sorted(self.cluster.nodes), self.start, self.end)
+        self.world = World((*world, *late))
         self.world.check((j.job_id for j in jobs), weights, self.cluster.nodes)
         self.usage = UsageWindow(config.window_s)
         self.runs: dict[str, Run] = {}
@@ -672,7 +675,8 @@ class Simulation:
                 elif kind == REPAIRED:
                     self.on_repaired(workload_id)
                 elif kind == WORLD:
-                    self.world.state(self, attempt)
+                    if not self.world.state(self, attempt):
+                        continue  # the scheduler meets it in its next pass (world.py)
                 elif kind == NODE_BACK:
                     self.world.node_back(self, workload_id)
                 dirty = True

@@ -2,7 +2,9 @@
 
 A submitter cancels a job (:class:`CancelAt`), a manager re-weights a budget
 (:class:`WeightChangeAt`), a node dies under its work and may come back later
-(:class:`NodeLossAt`). Each is stated at its given time, as the live system would read it:
+(:class:`NodeLossAt`), an agent reports its runs lost, dated before a heartbeat that still
+named them (:class:`LateLossAt`). Each is stated at its given time, as the live system would
+read it:
 
 * a cancel is ``WorkloadCancelled``: pending work ends at once; placed or running work is asked
   to stop, the pass issues a preempt command for it (reason ``cancel``) and the engine, in the
@@ -22,6 +24,8 @@ order (by time, then kind, then their place in the list): no clock, no randomnes
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -32,6 +36,7 @@ from events.models import (
     NodeDown,
     NodeUp,
     WorkloadCancelled,
+    WorkloadLost,
 )
 from events.times import fold_instant, utc_from_epoch
 from projections.budget_tree import BudgetTree
@@ -69,7 +74,62 @@ class NodeLossAt:
     back_after_s: float | None = None
 
 
-WorldFact = CancelAt | WeightChangeAt | NodeLossAt
+@dataclass(frozen=True)
+class LateLossAt:
+    """The agent of ``node`` reports every run on it lost at ``at``, dated ``dated_s_before``
+    seconds earlier: its last check of the runs' processes was then, while the GPUs' process
+    table, which its heartbeats read, still named them. A heartbeat between the two (the
+    simulator's come on the hour) confirmed time the loss then takes back: the ledger posts the
+    hour and then a correction (docs/spec/log-v1.md 8.7, 8.8). The node stays up; the runs are
+    requeued by the next pass, as any lost work."""
+
+    node: str
+    at: float
+    dated_s_before: float
+
+
+WorldFact = CancelAt | WeightChangeAt | NodeLossAt | LateLossAt
+
+
+@dataclass(frozen=True)
+class LateLossConfig:
+    """``rate``: expected late losses per node per day (0: none), at random times, each dated
+    up to ``dated_max_s`` earlier (drawn uniformly), from ``seed``."""
+
+    rate: float = 0.0
+    seed: int = 0
+    dated_max_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate <= 24.0 or math.isnan(self.rate):
+            raise ValueError("--late-losses must be losses per node per day in [0, 24]")
+        if not 0.0 < self.dated_max_s <= 86_400.0:
+            raise ValueError("a late loss is dated back more than 0 s and at most a day")
+
+    def facts(self, nodes: list[str], start: float, end: float) -> list[LateLossAt]:
+        """The late losses in ``[start, end)``: a Poisson process of ``rate x len(nodes)`` a
+        day, each on a node drawn uniformly (``random.Random(seed)``, stable across Python
+        versions for a given seed)."""
+        if self.rate <= 0 or not nodes or end <= start:
+            return []
+        per_second = self.rate * len(nodes) / 86_400.0
+        draw = random.Random(self.seed)
+        facts: list[LateLossAt] = []
+        at = start
+        while True:
+            at += -math.log(1.0 - draw.random()) / per_second
+            if at >= end:
+                return facts
+            node = nodes[min(len(nodes) - 1, int(draw.random() * len(nodes)))]
+            facts.append(LateLossAt(node, at, draw.uniform(1.0, self.dated_max_s)))
+
+    def describe(self) -> str:
+        if self.rate <= 0:
+            return "no late losses"
+        return (
+            f"{self.rate:g} late losses per node a day (seed {self.seed}), each dated up to "
+            f"{self.dated_max_s:g} s before it is reported"
+        )
 
 
 class _Job(Protocol):
@@ -92,6 +152,7 @@ class Simulation(Protocol):
     def apply(self, data: EventData) -> None: ...
     def record(self, data: EventData) -> None: ...
     def node_back_at(self, at: float, node: str) -> None: ...
+    def on_lost(self, lost: WorkloadLost) -> None: ...
 
 
 @dataclass
@@ -126,19 +187,26 @@ class World:
         """(time, index) of every fact, for the engine's heap."""
         return [(fact.at, index) for index, fact in enumerate(self.facts)]
 
-    def state(self, sim: Simulation, index: int) -> None:
-        """State fact ``index`` now (or skip it, saying why)."""
+    def state(self, sim: Simulation, index: int) -> bool:
+        """State fact ``index`` now (or skip it, saying why). Returns whether a pass follows at
+        this instant: not after a late loss, which an agent states on its own and the
+        scheduler meets in its next pass (so that no reader takes the agent's facts for what
+        that pass stated: ``services/audit/decisions.py`` counts the facts stated at a pass's
+        instant just before its commands as the pass's)."""
         fact = self.facts[index]
         if isinstance(fact, CancelAt):
             why = _cancel(sim, fact)
         elif isinstance(fact, WeightChangeAt):
             why = _change_weight(sim, fact)
+        elif isinstance(fact, LateLossAt):
+            why = _lose_late(sim, fact)
         else:
             why = self._lose(sim, fact)
         if why:
             self.skipped.append((fact, why))
         else:
             self.stated.append(fact)
+        return not isinstance(fact, LateLossAt)
 
     def _lose(self, sim: Simulation, fact: NodeLossAt) -> str:
         node = sim.cluster.nodes[fact.node]
@@ -159,6 +227,30 @@ class World:
     def count(self, kind: type[WorldFact]) -> int:
         """How many facts of ``kind`` were stated."""
         return sum(1 for fact in self.stated if isinstance(fact, kind))
+
+
+def _lose_late(sim: Simulation, fact: LateLossAt) -> str:
+    node = sim.cluster.nodes[fact.node]
+    running = sorted(
+        workload_id
+        for workload_id in node.holders
+        if sim.cluster.workloads[workload_id].status == "running"
+    )
+    if not running:
+        return "nothing runs on the node"
+    for workload_id in running:
+        workload = sim.cluster.workloads[workload_id]
+        started = workload.started_at if workload.started_at is not None else fact.at
+        dated = max(started, fact.at - fact.dated_s_before)
+        lost = WorkloadLost(
+            workload_id=workload_id,
+            attempt=workload.attempt,
+            node=fact.node,
+            last_heartbeat=utc_from_epoch(dated),
+        )
+        sim.apply(lost)
+        sim.on_lost(lost)
+    return ""
 
 
 def _cancel(sim: Simulation, fact: CancelAt) -> str:

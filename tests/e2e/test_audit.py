@@ -127,3 +127,49 @@ def test_explain_tells_the_story_of_a_preempted_workload(event_log: Path) -> Non
     assert "requeued" in out
     assert "charge charge:" in out
     assert "total charged to its budget" in out
+
+
+def test_a_log_with_corrections_audits_identically_in_log_order_and_shuffled(
+    tmp_path: Path,
+) -> None:
+    """Late losses (an agent's loss dated before a heartbeat that confirmed an hour) make the
+    simulated ledger post corrections. Its charges re-derive identically from the log as
+    written and from shuffled reads of it (the audit folds in the canonical order of
+    docs/spec/log-v1.md 8.9); folded as read, a shuffle breaks them; every pass re-derives."""
+    lines = (TRACES / "philly-2017-09.csv").read_text().splitlines()[:401]
+    trace = tmp_path / "slice.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    log = tmp_path / "events.ndjson"
+    simulated = run_fairshare(
+        "simulate",
+        "--trace",
+        str(trace),
+        "--budgets",
+        str(TRACES / "philly-budgets.csv"),
+        "--gpus",
+        "32",
+        "--policy",
+        "fairshare",
+        "--late-losses",
+        "2",
+        "--seed",
+        "3",
+        "--out",
+        str(tmp_path / "out"),
+        "--no-plots",
+        "--events-out",
+        str(log),
+    )
+    assert simulated.returncode == 0, simulated.stderr
+    charges = [e["data"] for e in _lines(log) if e["type"] == "fairshare.ledger.charge.v1"]
+    assert any(c["corrects"] for c in charges), "the late losses corrected confirmed hours"
+    for order in ([], ["--shuffle", "1"], ["--shuffle", "2"]):
+        result = run_fairshare("audit", "replay", "--events", str(log), *order)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.strip().splitlines()[-1] == "identical"
+    as_read = run_fairshare(
+        "audit", "replay", "--events", str(log), "--shuffle", "1", "--read-order"
+    )
+    assert as_read.returncode == 1
+    decisions = run_fairshare("audit", "decisions", "--events", str(log))
+    assert decisions.returncode == 0, decisions.stdout + decisions.stderr

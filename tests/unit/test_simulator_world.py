@@ -9,6 +9,7 @@ import pytest
 
 from events.models import (
     BudgetWeightChanged,
+    LedgerCharge,
     NodeDown,
     NodeUp,
     PreemptCommand,
@@ -21,12 +22,20 @@ from events.models import (
 from events.ndjson import read_events, write_events
 from scheduling.scheduling_pass import run_pass
 from services.audit.decisions import audit_decisions
+from services.audit.replay import replay, shuffled
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.maintenance import MaintenanceConfig
 from services.simulator.metrics import compute_metrics, queue_waits
 from services.simulator.preemption_cost import PreemptionCost
 from services.simulator.trace import TraceJob
-from services.simulator.world import CancelAt, NodeLossAt, WeightChangeAt, WorldFact
+from services.simulator.world import (
+    CancelAt,
+    LateLossAt,
+    LateLossConfig,
+    NodeLossAt,
+    WeightChangeAt,
+    WorldFact,
+)
 from tests.unit.test_audit_property import Log, Scenario, audit_clean, simulate
 
 T0 = 1_505_001_600.0  # on the hour
@@ -232,3 +241,48 @@ def test_the_same_world_gives_the_same_log_and_its_file_audits_clean(tmp_path: P
     assert audit.bad_lines == []
     assert audit.problems == []
     assert audit.events == len(first)
+
+
+def test_a_late_loss_takes_back_a_confirmed_hour_with_a_correction_and_audits_clean() -> None:
+    """An agent reports its run lost at 4,500 s, dated 1,200 s earlier: the heartbeat on the
+    hour (3,600 s) confirmed the first hour, which the loss then cuts short. The ledger posts
+    the hour and then a correction; the charge audit re-derives both from the log in any read
+    order, and the decision audit takes the loss as a fact the next pass met (no pass runs at
+    its instant)."""
+    jobs = [TraceJob("job", T0 + 10, 20_000, 8, "a")]
+    s = scenario(jobs, [LateLossAt("node-0000", T0 + 4_500, 1_200.0)], gpus=16)
+    outcome, log = simulate(s)
+    [lost] = of(log, WorkloadLost)
+    assert (lost.workload_id, lost.attempt, lost.last_heartbeat.timestamp()) == (
+        "job",
+        1,
+        T0 + 3_300,
+    )
+    assert not of(log, NodeDown)  # the node stays up
+    [requeued] = of(log, WorkloadRequeued)
+    assert requeued.reason == "lost"
+    assert [e.time.timestamp() for e in log if isinstance(e.data, WorkloadRequeued)] > [T0 + 4_500]
+    charges = [c for c in of(log, LedgerCharge) if c.workload_id == "job"]
+    first_hour = [c for c in charges if c.bucket_start.timestamp() == T0]
+    assert [(c.charge_id.rsplit(":", 1)[1], c.gpu_seconds) for c in first_hour] == [
+        ("0", 8 * 3_590),
+        ("1", 8 * 300),
+    ]
+    assert first_hour[1].corrects == first_hour[0].charge_id
+    assert replay(log).identical
+    assert replay(shuffled(log, 5)).identical
+    assert outcome.world.stated == [LateLossAt("node-0000", T0 + 4_500, 1_200.0)]
+    assert {"work lost", "requeued: lost", "lost work restarted"} <= audit_clean(s)
+
+
+def test_late_losses_are_drawn_from_their_seed_and_refused_out_of_range() -> None:
+    nodes = [f"node-{i:04d}" for i in range(4)]
+    config = LateLossConfig(rate=2.0, seed=7)
+    facts = config.facts(nodes, T0, T0 + 86_400)
+    assert facts == LateLossConfig(rate=2.0, seed=7).facts(nodes, T0, T0 + 86_400)
+    assert facts != LateLossConfig(rate=2.0, seed=8).facts(nodes, T0, T0 + 86_400)
+    assert 2 <= len(facts) <= 20  # about 8 expected
+    assert all(T0 <= f.at < T0 + 86_400 and 1.0 <= f.dated_s_before <= 1_800 for f in facts)
+    assert LateLossConfig().facts(nodes, T0, T0 + 86_400) == []
+    with pytest.raises(ValueError, match="late-losses"):
+        LateLossConfig(rate=-1.0)
