@@ -36,8 +36,11 @@ class InputReader:
 
     Why merged: the consumer fetches partitions evenly in bytes, not in time, so during a
     catch-up the small workload facts ran hours or days ahead of the heartbeats, and one
-    partition could be read to its end before another was touched. The fold is the same
-    either way (its charges depend on the facts, not their interleaving), but where charging
+    partition could be read to its end before another was touched. What each run-hour nets
+    is the same either way, but how it splits into revisions is not: merged by event time and
+    topic rank, the fold reads in the canonical order of the log's specification
+    (``events.fact_order``, docs/spec/log-v1.md 8.9), which the audit sorts into, except for a
+    record that reaches its partition after the merge has passed its time. And where charging
     stands when it enters a period is where the audit of that period starts reading: a
     partition left far behind there made the audit read its whole history. Read abreast, the
     fold enters a period with every partition at that period's start."""
