@@ -28,6 +28,9 @@ class PoolIndex:
         self.free_total = 0  # free GPUs on schedulable nodes
         #: GPUs of the pool's largest node, up or not (a node keeps its pool and GPUs).
         self.largest_node = 0
+        #: GPUs of every node ever registered in the pool, up or not: the largest gang the
+        #: pool could ever hold (a node keeps its pool and GPUs, and none is unregistered).
+        self.registered = 0
         self._max_free: int | None = 0
 
     def add(self, node: NodeState) -> None:
@@ -155,6 +158,7 @@ class ClusterIndexes:
         index.add(node)
         index.capacity += node.gpus
         index.largest_node = max(index.largest_node, node.gpus)
+        index.registered += node.gpus
         self.executors.setdefault(node.pool, set()).add(node.executor)
         bound = self.contract_bounds[node.name] = -math.inf
         self.by_ready.setdefault(node.pool, SortedList()).add((bound, node.name))

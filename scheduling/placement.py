@@ -47,6 +47,14 @@ def largest_node(cluster: ClusterState, pool: str) -> int:
     return 0 if index is None else index.largest_node
 
 
+def most_gpus_ever(cluster: ClusterState, pool: str) -> int:
+    """The largest gang ``pool`` could ever hold: every node registered in it, up and empty.
+    A gang larger than its largest node is spread over whole nodes (:func:`needs_whole_nodes`),
+    so the bound is the pool's GPUs, whatever the gang's shape."""
+    index = cluster.indexes.pools.get(pool)
+    return 0 if index is None else index.registered
+
+
 def needs_whole_nodes(gpus: int, gang: str, node_size: int) -> bool:
     return gang == "whole-nodes" or gpus > node_size
 

@@ -28,12 +28,32 @@ _IMAGE = re.compile(r"^[^\s]{1,512}$")
 _MAX_ANNOTATION_BYTES = 64 * 1024
 
 
+#: Executors that run the spec's ``command`` as a process (the local agent, a Slurm batch
+#: script): without one there is nothing to run, and the run would fail once placed.
+COMMAND_EXECUTORS = frozenset(("local", "slurm"))
+
+
 def spec_problems(executor: str, spec: Mapping[str, Any]) -> list[str]:
     """Why ``spec`` cannot run on nodes of ``executor`` (empty: it can, or the executor
     checks nothing ahead)."""
     if executor == "kubernetes":
         return pod_spec_problems(spec)
+    if executor in COMMAND_EXECUTORS:
+        return command_problems(spec)
     return []
+
+
+def command_problems(spec: Mapping[str, Any]) -> list[str]:
+    """Why ``spec`` gives no command a process can run (empty: it gives one): a non-empty
+    shell string, or a non-empty list of strings whose first names the program."""
+    command = spec.get("command")
+    if isinstance(command, str):
+        return [] if command.strip() else ["spec.command: empty"]
+    if isinstance(command, list) and command and _strings(command) and command[0]:
+        return []
+    if command is None:
+        return ["spec.command: missing (this executor runs a command: a shell string or argv)"]
+    return ["spec.command: a shell string or a non-empty list of strings"]
 
 
 # -- Kubernetes: the keys that make the pod (services.agents.kubernetes.pods) ----------------

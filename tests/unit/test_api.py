@@ -245,6 +245,48 @@ def test_a_spec_its_pools_executor_cannot_run_is_refused_naming_the_pool(world: 
     assert fine.status_code == 201, fine.text
 
 
+def test_a_gang_no_pool_could_ever_hold_is_refused_naming_the_most(world: World) -> None:
+    """Pool p has three 4-GPU nodes (one cordoned: still the pool's): 12 GPUs at most, ever.
+    100,000 GPUs would wait forever and swamp every demand figure; 12 is fine (whole nodes),
+    and so is a gang that only one of its pools could hold."""
+    refused = world.client.post("/workloads", json=body(gpus=100_000), headers=ANA)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["loc"] == ["body", "gpus"]
+    assert "can never start: the most any of its pools could ever hold is 12" in refused.text
+    assert world.records() == []
+    too_many = world.client.post("/workloads", json=body("j13", gpus=13), headers=ANA)
+    assert too_many.status_code == 422, too_many.text
+    assert world.client.post("/workloads", json=body("j12", gpus=12), headers=ANA).is_success
+    for name in ("k1", "k2"):
+        node = NodeRegistered(node=name, cluster="k8s", pool="k", gpus=8, gpu_type="H100")
+        world.fact(node, T0)
+    either = world.client.post(
+        "/workloads", json=body("j16", gpus=16, pools=["p", "k"]), headers=ANA
+    )
+    assert either.is_success, either.text
+
+
+def test_a_spec_without_a_command_is_refused_where_the_executor_runs_one(world: World) -> None:
+    """The local agent and Slurm run the spec's command: with none, the run would fail once
+    placed. The simulated executor (pool p) runs anything."""
+    for name, executor in (("l1", "local"), ("s1", "slurm")):
+        node = NodeRegistered(
+            node=name, cluster=name, pool=name, gpus=4, gpu_type="H100", executor=executor
+        )
+        world.fact(node, T0)
+    for pool in ("l1", "s1"):
+        for spec in ({}, {"command": "  "}, {"command": []}, {"command": [1]}):
+            refused = world.client.post(
+                "/workloads", json=body(f"no-command-{pool}", pools=[pool], spec=spec), headers=ANA
+            )
+            assert refused.status_code == 422, (pool, spec, refused.text)
+            assert "spec.command" in refused.text
+    assert world.records() == []
+    runs = world.client.post("/workloads", json=body("cmd", pools=["l1"]), headers=ANA)
+    assert runs.status_code == 201, runs.text
+    assert world.client.post("/workloads", json=body("sim", spec={}), headers=ANA).is_success
+
+
 def test_a_spec_posing_as_a_clusters_native_work_is_refused(world: World) -> None:
     """Only a cluster's agent states a native origin (the Job whose pods it binds and
     suspends): through the API it would let a user act on another namespace's Job."""

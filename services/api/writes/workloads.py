@@ -15,6 +15,7 @@ from events.native_work import NATIVE_KEY
 from events.times import utc_iso
 from projections.cluster_types import TERMINAL, WorkloadState
 from projections.live_state import LiveState
+from scheduling.placement import most_gpus_ever
 from scheduling.settings import time_limits_of
 from scheduling.spec_checks import spec_problems
 from scheduling.time_limits import refusal as time_limit_refusal
@@ -118,6 +119,7 @@ def check_submission(
         if pool not in state.cluster.pools:
             known = ", ".join(sorted(state.cluster.pools)) or "none"
             raise Invalid(("pools", index), f"unknown pool {pool!r} (known: {known})")
+    _fits_some_pool_ever(state, body)
     for index, pool in enumerate(body.pools):
         for executor in sorted(state.cluster.indexes.executors.get(pool, ())):
             problems = spec_problems(executor, body.spec)
@@ -137,6 +139,21 @@ def check_submission(
     closed = [a for a in state.tree.ancestors(body.budget) if not state.tree.nodes[a].open_at(now)]
     if closed:
         raise Conflict(f"budget {body.budget} is closed ({closed[0]} was closed)")
+
+
+def _fits_some_pool_ever(state: LiveState, body: m.WorkloadTemplate) -> None:
+    """Refuse a gang no node set of any of its pools could ever hold (every node registered
+    there up and empty): it would wait forever, and its demand would swamp every figure."""
+    most = {pool: most_gpus_ever(state.cluster, pool) for pool in body.pools}
+    if any(body.gpus <= gpus for gpus in most.values()):
+        return
+    largest = max(most.values(), default=0)
+    where = ", ".join(f"{pool!r} {gpus}" for pool, gpus in most.items())
+    raise Invalid(
+        "gpus",
+        f"{body.gpus} GPUs can never start: the most any of its pools could ever hold is "
+        f"{largest} (every node of the pool up and empty; GPUs per pool: {where})",
+    )
 
 
 def _fields(workload: WorkloadState) -> dict[str, Any]:
