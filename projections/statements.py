@@ -103,7 +103,8 @@ class Forecast:
     currency: str
     #: Billed from the month's start to ``as_of``.
     spent: Decimal
-    #: ``spent`` plus the last day's billing rate for the rest of the month.
+    #: ``spent`` plus the last day's billing rate (or, on a younger system, the rate since
+    #: billing began) for the rest of the month.
     at_current_rate: Decimal
     #: ``spent`` plus its entitlement now, at its effective rate, for the rest of the month.
     at_entitlement: Decimal
@@ -120,21 +121,34 @@ def forecast(
     currency: str = "",
 ) -> Forecast:
     """``budget``'s forecast from the month's lines so far (read at ``as_of``, the horizon).
-    ``entitled_cost_per_hour``: its share of the capacity now times its effective rate."""
+    ``entitled_cost_per_hour``: its share of the capacity now times its effective rate.
+
+    The current rate is what the last day billed, per second of it: the part of each line
+    inside ``[as_of - DAY, as_of)`` by its share of the line's seconds (a line of the hour in
+    progress, up to ``as_of``). Where billing began less than a day before
+    ``as_of`` (the earliest of ``lines``, every budget's), the rate is over that shorter span:
+    ten minutes of history give ten minutes' rate, not a day's diluted by 23 h 50 min that never
+    happened."""
     spent = ZERO
-    last_day = ZERO
+    last_day = Fraction(0)
+    began = as_of
     for line in lines:
+        began = min(began, line.start)
         if not in_subtree(line.budget, budget):
             continue
         spent += line.billed_cost
         currency = currency or line.currency
         if line.end > as_of - DAY and not line.correction:
-            # the part of the line inside the last day, by its share of the line's hours
-            hours = max(1, (line.end - line.start) // HOUR)
-            inside = max(0, (min(line.end, as_of) - max(line.start, as_of - DAY)) // HOUR)
-            last_day += line.billed_cost * Decimal(min(inside, hours)) / Decimal(hours)
-    remaining_h = Fraction(max(0, month_end - as_of), HOUR)
-    at_rate = spent + _decimal(Fraction(last_day) / 24 * remaining_h)
+            # a line of the hour in progress bills its use up to ``as_of``, not its whole hour
+            until = min(line.end, as_of)
+            length = max(1, until - line.start)
+            inside = max(0, until - max(line.start, as_of - DAY))
+            last_day += Fraction(line.billed_cost) * min(inside, length) / length
+    observed_s = min(DAY, max(0, as_of - began))
+    remaining_s = max(0, month_end - as_of)
+    rate = last_day / observed_s if observed_s else Fraction(0)
+    at_rate = spent + _decimal(rate * remaining_s)
+    remaining_h = Fraction(remaining_s, HOUR)
     at_entitlement = spent + _decimal(entitled_cost_per_hour * remaining_h)
     return Forecast(budget, currency, spent, at_rate, at_entitlement, as_of, month_end)
 

@@ -63,3 +63,27 @@ def test_the_forecast_runs_the_last_days_rate_and_the_entitlement_to_the_months_
     # the second day: 24 used/lost + 12 idle = 36 a day, for 28 more days
     assert ahead.at_current_rate == Decimal(72 + 36 * 28)
     assert ahead.at_entitlement == Decimal(72) + Decimal("1.5") * 28 * 24
+
+
+def test_the_forecast_at_the_current_rate_runs_ten_minutes_of_history_to_the_months_end() -> None:
+    """A system up ten minutes billed 2.00 EUR: at that rate (12.00 an hour) for the 10 hours
+    left the forecast is 122.00, not the 2.00 spent (the rate counted whole hours only, and a
+    line of the hour in progress had none)."""
+    book = PriceBook()
+    book.apply(
+        PriceSet(
+            pool="a100",
+            currency="EUR",
+            per_gpu_hour="6.00",
+            effective_at=datetime.fromtimestamp(T0 - DAY, UTC),
+            set_by="admin",
+        ),
+        0,
+    )
+    now = T0 + 600
+    lines = cost_lines([Charged("w1", 1, "lab/a", "a100", T0, True, 2 * 600)], book)
+    [line] = lines
+    assert (line.start, line.billed_cost) == (T0, Decimal(2))
+    ahead = forecast(lines, "lab/a", now, now + 10 * HOUR, Fraction(0))
+    assert ahead.spent == Decimal(2)
+    assert ahead.at_current_rate == Decimal(2 + 12 * 10)
