@@ -62,7 +62,11 @@ BucketOption = Annotated[
 ]
 FromOption = Annotated[
     str | None,
-    typer.Option("--from", help="first bucket (ISO date/time, UTC if naive); default: all data"),
+    typer.Option(
+        "--from",
+        help="first bucket (ISO date/time, UTC if naive, or 2h, 3d, 1w ago, yesterday, today); "
+        "default: all data",
+    ),
 ]
 ToOption = Annotated[
     str | None, typer.Option("--to", help="end, exclusive (rounded up to a bucket boundary)")
@@ -141,9 +145,11 @@ def _run(
         raise typer.BadParameter("one of csv, json, parquet", param_hint="--format")
     if fmt == "parquet" and out is None:
         raise typer.BadParameter("parquet is binary: give --out FILE", param_hint="--out")
+    from services.runtime.when import resolve
+
     try:
-        lo = None if start is None else times.parse_time(start)
-        hi = None if end is None else times.parse_time(end)
+        lo = None if start is None else times.parse_time(resolve(start))
+        hi = None if end is None else times.parse_time(resolve(end))
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from/--to") from error
     url = database_url_for(database_url, data_dir)

@@ -25,6 +25,7 @@ from services.client.commands.common import (
 )
 from services.client.constants import DEFAULT_API
 from services.client.terminal import FittedTable
+from services.runtime.when import resolve
 
 if TYPE_CHECKING:
     from services.api.models import WorkloadList
@@ -38,7 +39,12 @@ def history(
     pool: PoolFilter = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", "-S", help="only work that ended since (ISO date/time, UTC)"),
+        typer.Option(
+            "--since",
+            "-S",
+            help="only work that ended since: an ISO date/time (UTC if naive), or 2h, 3d, 1w "
+            "ago, yesterday, today",
+        ),
     ] = None,
     array: ArrayFilter = None,
     limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
@@ -58,7 +64,7 @@ def history(
             budget=budget,
             submitter=submitter_filter(c, user, me),
             pool=pool,
-            since=since,
+            since=None if since is None else resolve(since),
             limit=limit,
             array=array,
         ),
