@@ -48,10 +48,34 @@ __all__ = [
 
 # -- lookups that answer 404 --------------------------------------------------------------------
 def workload_or_404(state: LiveState, workload_id: str) -> WorkloadState:
-    workload = state.cluster.workloads.get(workload_id)
+    workload = state.cluster.workloads.get(resolve_workload_id(state, workload_id))
     if workload is None:
         raise NotFound(f"unknown workload {workload_id!r}")
     return workload
+
+
+#: The shortest prefix of a workload id a reader may type for the whole (git's default too).
+MIN_PREFIX = 4
+#: Candidates an ambiguous prefix names.
+_SHOWN = 5
+
+
+def resolve_workload_id(state: LiveState, typed: str) -> str:
+    """``typed``, or the one live workload whose id it begins (at least :data:`MIN_PREFIX`
+    characters), as git takes a unique prefix of a commit; an ambiguous prefix is a 404 that
+    names the candidates. Looked for only when no id is ``typed`` exactly, so a whole id
+    never costs a scan."""
+    workloads = state.cluster.workloads
+    if typed in workloads or len(typed) < MIN_PREFIX:
+        return typed
+    found = sorted(w for w in workloads if w.startswith(typed))
+    if len(found) > 1:
+        named = ", ".join(found[:_SHOWN]) + (", ..." if len(found) > _SHOWN else "")
+        raise NotFound(
+            f"workload id prefix {typed!r} is ambiguous: {len(found)} workloads begin with it "
+            f"({named}); type more of it"
+        )
+    return found[0] if found else typed
 
 
 def budget_or_404(state: LiveState, budget: str) -> None:
@@ -348,9 +372,10 @@ def queue_view(
 
 
 def why_view(state: LiveState, workload_id: str, now: float, window_s: int) -> m.WhyView:
-    """Why a workload is pending, or what happened to it (404 if unknown)."""
-    workload_or_404(state, workload_id)
-    return waiting.why_view(state, workload_id, now, window_s)
+    """Why a workload is pending, or what happened to it (404 if unknown; a unique prefix of
+    its id will do)."""
+    workload = workload_or_404(state, workload_id)
+    return waiting.why_view(state, workload.workload_id, now, window_s)
 
 
 # -- budgets ------------------------------------------------------------------------------------

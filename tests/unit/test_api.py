@@ -287,6 +287,27 @@ def test_a_spec_without_a_command_is_refused_where_the_executor_runs_one(world: 
     assert world.client.post("/workloads", json=body("sim", spec={}), headers=ANA).is_success
 
 
+def test_a_unique_prefix_of_a_workload_id_names_it_and_an_ambiguous_one_says_so(
+    world: World,
+) -> None:
+    """As git takes a commit's unique prefix: ``why 07da9312`` was a 404."""
+    for workload_id in ("07da9312-aaaa", "07da9312-bbbb", "5c1e77d0-cccc"):
+        assert world.client.post("/workloads", json=body(workload_id), headers=ANA).is_success
+    one = world.client.get("/workloads/5c1e", headers=ANA)
+    assert one.status_code == 200, one.text
+    assert one.json()["workload_id"] == "5c1e77d0-cccc"
+    why = world.client.get("/workloads/5c1e77/why", headers=ANA)
+    assert why.status_code == 200, why.text
+    assert why.json()["workload_id"] == "5c1e77d0-cccc"
+    both = world.client.get("/workloads/07da9312/why", headers=ANA)
+    assert both.status_code == 404
+    assert "ambiguous: 2 workloads begin with it (07da9312-aaaa, 07da9312-bbbb)" in both.text
+    assert world.client.get("/workloads/07da9312-b", headers=ANA).json()["workload_id"] == (
+        "07da9312-bbbb"
+    )
+    assert world.client.get("/workloads/5c1", headers=ANA).status_code == 404  # too short
+
+
 def test_a_spec_posing_as_a_clusters_native_work_is_refused(world: World) -> None:
     """Only a cluster's agent states a native origin (the Job whose pods it binds and
     suspends): through the API it would let a user act on another namespace's Job."""

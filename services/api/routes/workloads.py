@@ -133,10 +133,11 @@ def history(
 
 @router.get("/workloads/{workload_id}")
 def get_workload(workload_id: str, who: User, ctx: Context) -> WorkloadView:
-    """A workload; one that ended before the live window, from the read models (archived)."""
+    """A workload; one that ended before the live window, from the read models (archived).
+    A unique prefix of a live workload's id (4 characters or more) names it, as in git."""
     now = ctx.clock()
     with ctx.view.read() as state:
-        workload = state.cluster.workloads.get(workload_id)
+        workload = state.cluster.workloads.get(queries.resolve_workload_id(state, workload_id))
         if workload is not None:
             return queries.workload_view(state, workload, now, window_s=ctx.window_s)
     past = past_workload(ctx.read_model_engine(), workload_id)
