@@ -8,6 +8,7 @@ the bus would close an import cycle between packages.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -185,10 +186,20 @@ def audit_explain(
     kafka: KafkaOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="the chain as JSON: each event's payload too")
+    ] = False,
 ) -> None:
-    """The causal chain of one workload: submission, decisions, runs, charges, end."""
-    from services.audit.explain import explain
+    """The causal chain of one workload, in time order: submission, decisions, runs, charges,
+    end, one sentence each."""
+    from services.audit.explain import explain, explain_json
 
+    if as_json:
+        import orjson
+
+        document = explain_json(_log(events, kafka, topic_prefix), workload)
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
     for line in explain(_log(events, kafka, topic_prefix), workload):
         console.print(line, highlight=False, soft_wrap=True)
 

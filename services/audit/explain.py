@@ -70,27 +70,55 @@ def _causal(item: Envelope[Any]) -> int:
     return _CAUSAL.index(kind) if kind in _CAUSAL else len(_CAUSAL)
 
 
-def explain(log: Iterable[Envelope[Any] | BadLine], workload_id: str) -> Iterator[str]:
+def chain_of(log: Iterable[Envelope[Any] | BadLine], workload_id: str) -> list[Envelope[Any]]:
+    """The events that concern ``workload_id``, in event-time order to the microsecond (the
+    time each line prints); at equal times in the order one causes the next, then log order."""
     chain = sorted(
         (
-            (item.epoch_seconds, _causal(item), index, item)
+            (item.time, _causal(item), index, item)
             for index, item in enumerate(log)
             if not isinstance(item, BadLine) and _concerns(item, workload_id)
         ),
         key=lambda entry: entry[:3],
     )
-    charged = 0
-    for *_order, item in chain:
-        data = item.data
-        if isinstance(data, LedgerCharge):
-            charged += data.signed_amount
+    return [item for *_order, item in chain]
+
+
+def explain(log: Iterable[Envelope[Any] | BadLine], workload_id: str) -> Iterator[str]:
+    """The chain as sentences, one per event, then what it was charged in all."""
+    chain = chain_of(log, workload_id)
+    for item in chain:
         line = _line(item, workload_id)
         if line is not None:
             yield line
     if not chain:
         yield f"no event names {workload_id!r}"
     else:
+        charged = _charged(chain)
         yield f"total charged to its budget: {charged} GPU-s ({charged / 3600:.2f} GPU-hours)"
+
+
+def explain_json(log: Iterable[Envelope[Any] | BadLine], workload_id: str) -> dict[str, Any]:
+    """The chain for machines: each event's time, type, id, sentence and payload."""
+    chain = chain_of(log, workload_id)
+    return {
+        "workload_id": workload_id,
+        "events": [
+            {
+                "time": item.time.isoformat(),
+                "type": item.type,
+                "id": item.id,
+                "sentence": _line(item, workload_id),
+                "data": item.data.model_dump(mode="json"),
+            }
+            for item in chain
+        ],
+        "charged_gpu_s": _charged(chain),
+    }
+
+
+def _charged(chain: list[Envelope[Any]]) -> int:
+    return sum(item.data.signed_amount for item in chain if isinstance(item.data, LedgerCharge))
 
 
 def _concerns(item: Envelope[Any], workload_id: str) -> bool:
@@ -107,7 +135,6 @@ def _line(item: Envelope[Any], workload_id: str) -> str | None:
     """One event of the chain, with its event time (None: nothing to say about it)."""
     data = item.data
     when = item.time.isoformat()
-    kind = item.type.removeprefix("fairshare.").rsplit(".", 1)[0]
     mine = getattr(data, "workload_id", None) == workload_id
     if isinstance(data, WorkloadSubmitted):
         return (
@@ -138,11 +165,40 @@ def _line(item: Envelope[Any], workload_id: str) -> str | None:
             f"{when} charge {data.charge_id}: {data.gpu_seconds} GPU-s "
             f"({data.kind}) {data.debit_account} -> {data.credit_account}"
         )
-    if kind.startswith("workload."):
-        details = {
-            k: v
-            for k, v in data.model_dump(mode="json").items()
-            if k not in ("workload_id", "placement")
-        }
-        return f"{when} {kind.removeprefix('workload.')}: {details}"
+    return _run_sentence(when, data)
+
+
+def _nodes(placement: Any) -> str:
+    return ", ".join(f"{p.node} GPUs {', '.join(map(str, p.gpus))}" for p in placement.nodes)
+
+
+def _run_sentence(when: str, data: Any) -> str | None:
+    """What happened to a run, in words (None: not a fact about a run)."""
+    if isinstance(data, WorkloadPlaced):
+        funded = "funded by its budget" if data.allocated else "burst (unallocated, free)"
+        return (
+            f"{when} placement recorded (attempt {data.attempt}) in pool {data.pool} on "
+            f"{_nodes(data.placement)}, {funded}"
+        )
+    if isinstance(data, WorkloadStarted):
+        return f"{when} started (attempt {data.attempt}) on {_nodes(data.placement)}"
+    if isinstance(data, WorkloadPreempted):
+        return f"{when} stopped by its preemption (attempt {data.attempt}) after {data.ran_s} s"
+    if isinstance(data, WorkloadLost):
+        return (
+            f"{when} lost (attempt {data.attempt}) with node {data.node}: charged up to its last "
+            f"heartbeat, {data.last_heartbeat.isoformat()}"
+        )
+    if isinstance(data, WorkloadFinished):
+        code = "" if data.exit_code is None else f", exit code {data.exit_code}"
+        message = f": {data.message}" if data.message else ""
+        return f"{when} ended (attempt {data.attempt}): {data.outcome}{code}{message}"
+    if isinstance(data, WorkloadRequeued):
+        return (
+            f"{when} requeued after attempt {data.attempt} ({data.reason}): it waits again "
+            f"with its first submission time, {data.original_submit_time.isoformat()}"
+        )
+    if isinstance(data, WorkloadCancelled):
+        why = f": {data.reason}" if data.reason else ""
+        return f"{when} cancelled by {data.cancelled_by}{why}"
     return None

@@ -122,6 +122,7 @@ def test_explain_tells_the_story_of_a_preempted_workload(event_log: Path) -> Non
     out = result.stdout
     assert "submitted by trace" in out
     assert "placed (attempt 1)" in out
+    assert "stopped by its preemption (attempt 1)" in out
     assert "preempt command (attempt 1" in out
     assert "reason preempt-for" in out
     assert "requeued" in out

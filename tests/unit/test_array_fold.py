@@ -198,7 +198,7 @@ def test_explain_tells_an_element_s_story_from_its_array() -> None:
         "submitted by ana to lab/a as element 3 of array A (indices 0-9, at most 2 at once)"
         in lines[0]
     )
-    assert "placed" in lines[1]
+    assert "placement recorded (attempt 1) in pool p" in lines[1]
     assert list(explain(log, "A_10")) == ["no event names 'A_10'"]
 
 

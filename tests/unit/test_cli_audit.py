@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 from typer.testing import CliRunner
 
 from events.envelope import Envelope
@@ -31,13 +32,32 @@ def test_explain_is_in_event_time_order(tmp_path: Path) -> None:
     assert kinds == [
         "submitted",
         "placed",  # the place command
-        "placed",
+        "placement",  # the placement recorded
         "started",
         "charge",
         "charge",
         "preempt",
-        "preempted",
+        "stopped",
         "charge",  # the last charge, posted as the run ended
         "requeued",
     ]
     assert lines[-1].startswith("total charged to its budget:")
+    assert not [line for line in lines if "{" in line], "sentences, not Python dicts"
+
+
+def test_explain_json_gives_each_event_its_time_type_sentence_and_payload(tmp_path: Path) -> None:
+    log = tmp_path / "export.ndjson"
+    write_events(log, small_lab())
+    result = runner.invoke(app, ["audit", "explain", "robot-sim-1", "--events", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    document = orjson.loads(result.stdout)
+    events = document["events"]
+    assert [e["time"] for e in events] == sorted(e["time"] for e in events)
+    assert events[0]["type"] == "fairshare.workload.submitted.v1"
+    assert events[0]["data"]["workload_id"] == "robot-sim-1"
+    assert all(e["sentence"] for e in events)
+    assert document["charged_gpu_s"] == sum(
+        e["data"]["amount"] * (-1 if e["data"]["debit_account"].startswith("capacity:") else 1)
+        for e in events
+        if e["type"] == "fairshare.ledger.charge.v1"
+    )
