@@ -15,7 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
+from services.audit.local_log import DataDirOption, local_or_given
 from services.runtime.cli_options import (
+    DEFAULT_DATA_DIR,
     KafkaConfigOption,
     KafkaOption,
     PrefixOption,
@@ -31,13 +33,27 @@ EventsOption = Annotated[
 ]
 
 
+_NO_LOG = (
+    "[red]give --events FILE or --kafka BOOTSTRAP[/] (no `fairshare up` log in {data_dir}: "
+    "pass --data-dir DIR for one kept elsewhere; a remote Kafka: --kafka BOOTSTRAP "
+    "--kafka-config FILE, FILE the librdkafka properties of an auditor's principal)"
+)
+
+
 def _log(
-    events: Path | None, kafka: str | None, topic_prefix: str, strict: bool = True
+    events: Path | None,
+    kafka: str | None,
+    topic_prefix: str,
+    strict: bool = True,
+    data_dir: Path = DEFAULT_DATA_DIR,
 ) -> Iterable[Any]:
-    """The whole log, from a file or (with --kafka) from the live topics; ``strict=False``
-    decodes an export file's hot types leanly (``services.audit.sources``)."""
+    """The whole log, from a file or (with --kafka, or a local ``fairshare up``'s data dir)
+    from the live topics; ``strict=False`` decodes an export file's hot types leanly
+    (``services.audit.sources``)."""
     from services.audit.sources import log_from_file, log_from_kafka
 
+    if events is None:
+        kafka = local_or_given(kafka, data_dir)
     if events is not None:
         if not events.is_file():
             err_console.print(f"[red]--events:[/] {events} is not a file")
@@ -59,7 +75,7 @@ def _log(
                 f"dead-letter topic), first: {invalid[0].reason}"
             )
         return [item for item in log if not isinstance(item, BadLine)]
-    err_console.print("[red]give --events FILE or --kafka BOOTSTRAP[/]")
+    err_console.print(_NO_LOG.format(data_dir=data_dir))
     raise typer.Exit(2)
 
 
@@ -69,6 +85,7 @@ def audit_replay(
     kafka: KafkaOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
     database_url: Annotated[
         str | None,
         typer.Option(help="compare with the ledger stored in these read models instead"),
@@ -114,10 +131,10 @@ def audit_replay(
     from services.audit.sources import audit_log
 
     if period is not None:
-        _audit_period(period, kafka, topic_prefix)
+        _audit_period(period, local_or_given(kafka, data_dir), topic_prefix)
         return
 
-    log: Iterable[Any] = _log(events, kafka, topic_prefix, strict)
+    log: Iterable[Any] = _log(events, kafka, topic_prefix, strict, data_dir)
     if shuffle is not None:
         log = shuffled(log, shuffle)
     result = audit_log(log, database_url, log_order=read_order)
@@ -167,11 +184,12 @@ def audit_verify(
     kafka: KafkaOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
     """Check the ledger's invariants over the log."""
     from services.audit.verify import verify
 
-    checked, problems = verify(_log(events, kafka, topic_prefix))
+    checked, problems = verify(_log(events, kafka, topic_prefix, data_dir=data_dir))
     for problem in problems:
         console.print(f"[red]violation:[/] {problem}", highlight=False)
     console.print(f"{checked} charges checked, {len(problems)} violation(s)")
@@ -186,6 +204,7 @@ def audit_explain(
     kafka: KafkaOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
     as_json: Annotated[
         bool, typer.Option("--json", help="the chain as JSON: each event's payload too")
     ] = False,
@@ -197,10 +216,10 @@ def audit_explain(
     if as_json:
         import orjson
 
-        document = explain_json(_log(events, kafka, topic_prefix), workload)
+        document = explain_json(_log(events, kafka, topic_prefix, data_dir=data_dir), workload)
         sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    for line in explain(_log(events, kafka, topic_prefix), workload):
+    for line in explain(_log(events, kafka, topic_prefix, data_dir=data_dir), workload):
         console.print(line, highlight=False, soft_wrap=True)
 
 
@@ -210,14 +229,16 @@ def events_export(
     kafka: KafkaOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
-    """Copy every event from Kafka (up to its current end) into a file an auditor can take."""
+    """Copy every event from Kafka (up to its current end) into a file an auditor can take.
+    Without --kafka: the Kafka of the `fairshare up` in --data-dir, as its audit principal."""
     from events import Topics
     from services.brokers import BrokerStartError, external_broker
     from services.bus.export import export_events
 
     try:
-        broker = external_broker(kafka)
+        broker = external_broker(local_or_given(kafka, data_dir))
     except BrokerStartError as error:
         err_console.print(f"[red]no broker:[/] {error}")
         raise typer.Exit(2) from error

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from services.audit.local_log import DataDirOption, local_or_given
 from services.runtime.cli_options import (
+    DEFAULT_DATA_DIR,
     KafkaConfigOption,
     KafkaOption,
     PrefixOption,
@@ -28,12 +30,13 @@ def audit_decisions(
     kafka: KafkaOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "fairshare.",
+    data_dir: DataDirOption = DEFAULT_DATA_DIR,
 ) -> None:
     """Re-derive every scheduling pass from the log and check its commands and the
     preemption rules; exit 1 naming the rule broken. ``--events``: a simulator's log
     (``fairshare simulate --events-out``), in decision order; ``--kafka``: the live topics,
     each pass cut at the input position its records name."""
-    result = _audit(events, kafka, topic_prefix)
+    result = _audit(events, kafka, topic_prefix, data_dir)
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for problem in result.problems:
@@ -51,13 +54,20 @@ def audit_decisions(
         raise typer.Exit(1)
 
 
-def _audit(events: Path | None, kafka: str | None, topic_prefix: str) -> DecisionAudit:
+def _audit(
+    events: Path | None, kafka: str | None, topic_prefix: str, data_dir: Path
+) -> DecisionAudit:
     from services.audit.decisions import audit_decisions
     from services.audit.decisions_live import audit_live_decisions
     from services.audit.sources import deliveries_from_kafka, log_from_file
 
+    if events is None:
+        kafka = local_or_given(kafka, data_dir)
     if (events is None) == (kafka is None):
-        err_console.print("[red]give --events FILE or --kafka BOOTSTRAP[/] (one of them)")
+        err_console.print(
+            "[red]give --events FILE or --kafka BOOTSTRAP[/] (one of them; without either, "
+            f"the log of the `fairshare up` in --data-dir, and there is none in {data_dir})"
+        )
         raise typer.Exit(2)
     if events is not None:
         if not events.is_file():

@@ -91,6 +91,18 @@ def test_up_on_a_secured_kafka_runs_every_service_as_its_own_principal(tmp_path:
         assert export.returncode == 0, export.stdout + export.stderr
         assert len(exported.read_text().splitlines()) > 10
 
+        # Beside a local `fairshare up`, neither the port nor the audit principal need saying.
+        local = run_fairshare("audit", "verify", "--data-dir", str(tmp_path), env=env, timeout=120)
+        assert local.returncode == 0, local.stdout + local.stderr
+        assert "as its audit principal" in local.stderr
+        local_export = tmp_path / "local.ndjson"
+        exported_here = run_fairshare(
+            "events", "export", "--out", str(local_export), "--data-dir", str(tmp_path),
+            env=env, timeout=120,
+        )  # fmt: skip
+        assert exported_here.returncode == 0, exported_here.stdout + exported_here.stderr
+        assert len(local_export.read_text().splitlines()) > 10
+
         anonymous = run_fairshare("events", "export", "--out", "-", "--kafka", bootstrap, env=env)
         assert anonymous.returncode == 2, "no one reads the log without a principal"
     finally:

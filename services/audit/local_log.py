@@ -1,0 +1,50 @@
+"""The log of a local ``fairshare up``, for the audit and export commands typed beside it.
+
+``fairshare up``'s broker is secured with credentials it writes only into its data dir, and its
+port is its own choice: without this every ``audit ... --kafka`` or ``events export`` against a
+local stack needed both, from a file written nowhere in the docs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.runtime.cli_options import err_console
+
+#: Where a local ``fairshare up`` keeps its broker: read when neither --events nor --kafka is
+#: given (the same option and variable as ``up``'s).
+DataDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        envvar="FAIRSHARE_DATA_DIR",
+        help="without --events or --kafka: the log of the `fairshare up` kept here, read as "
+        "its audit principal",
+    ),
+]
+
+
+def local_or_given(kafka: str | None, data_dir: Path, quiet: bool = False) -> str | None:
+    """``--kafka`` if given; else the Kafka of the ``fairshare up`` kept in ``data_dir``,
+    connected to as its audit principal (unless ``--kafka-config`` named another); else None.
+    ``fairshare up``'s broker is secured with credentials it writes only into its data dir,
+    so without this every audit of a local stack needed the path of a file written nowhere."""
+    if kafka:
+        return kafka
+    from services.brokers.local import local_kafka
+    from services.bus.connection import configured_file, use_config_file
+
+    found = local_kafka(data_dir)
+    if found is None:
+        return None
+    who = ""
+    if found.client_config is not None and configured_file() is None:
+        use_config_file(found.client_config)
+        who = f", as its audit principal ({found.client_config})"
+    if not quiet:
+        err_console.print(
+            f"reading the log of `fairshare up` in {data_dir}: {found.bootstrap}{who}"
+        )
+    return found.bootstrap
