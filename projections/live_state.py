@@ -56,9 +56,10 @@ from events.models import (
     SigningKeyRevoked,
     UsageSnapshot,
 )
+from events.models.ledger import parse_charge_id
 from events.native_work import native_cluster
 from events.serde import decode_structured, encode_structured
-from events.times import DAY, DEFAULT_WINDOW_S
+from events.times import DAY, DEFAULT_WINDOW_S, HOUR
 from projections.bindings import GroupBindings
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
@@ -185,6 +186,9 @@ class LiveState:
     #: (debited to its budget) and unallocated (free burst occupancy).
     charged_gpu_s: dict[str, int] = field(default_factory=dict)
     free_gpu_s: dict[str, int] = field(default_factory=dict)
+    #: Per workload, its latest charged attempt and the end of its latest charged hour: what
+    #: its running attempt used since is not charged yet (``figures.OpenRun.uncharged``).
+    charged_through: dict[str, tuple[int, float]] = field(default_factory=dict)
     #: Latest event time seen (epoch seconds).
     latest_time: float = 0.0
     events: int = 0
@@ -276,6 +280,17 @@ class LiveState:
                 self.command_ids.discard(record.command_id)
             self.charged_gpu_s.pop(workload_id, None)
             self.free_gpu_s.pop(workload_id, None)
+            self.charged_through.pop(workload_id, None)
+
+    def _charged_through(self, charge: LedgerCharge) -> None:
+        parsed = parse_charge_id(charge.charge_id)
+        if parsed is None:
+            return
+        _workload, attempt, hour, _revision = parsed
+        through = (attempt, float(hour + HOUR))
+        known = self.charged_through.get(charge.workload_id)
+        if known is None or through > known:
+            self.charged_through[charge.workload_id] = through
 
     def _retry_waiting(self) -> None:
         progress = True
@@ -390,6 +405,7 @@ class LiveState:
             elif isinstance(data, LedgerCharge):
                 totals = self.charged_gpu_s if data.kind == "allocated" else self.free_gpu_s
                 totals[data.workload_id] = totals.get(data.workload_id, 0) + data.signed_gpu_seconds
+                self._charged_through(data)
             elif isinstance(data, SchedulerSettings):
                 self.settings = data
             elif isinstance(data, UsageSnapshot):

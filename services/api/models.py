@@ -343,6 +343,10 @@ class WorkloadView(Answer):
     #: (unallocated) GPU-seconds, as far as the ledger has posted them.
     charged_gpu_s: int = 0
     burst_gpu_s: int = 0
+    #: GPU-seconds its running attempt has used since its charges stop (the ledger posts
+    #: closed hours; the hour in progress is charged when it closes): what ``/budgets`` adds
+    #: to the charges as delivered. Allocated or burst as the run is; 0 unless it runs.
+    running_gpu_s: int = 0
     #: It ended before the live window: answered from the read models, which keep no spec,
     #: placement or exit code (the log does: ``fairshare audit explain``).
     archived: bool = False

@@ -23,7 +23,7 @@ from projections.budget_tree import ROOT, BudgetTree, parent_of
 from projections.cluster_state import ClusterState
 from projections.cluster_types import TERMINAL, NodeState, WorkloadState
 from projections.contract import contract_end
-from projections.figures import Bins, BudgetSeries, PoolFigures, wanted
+from projections.figures import Bins, BudgetSeries, OpenRun, PoolFigures, wanted
 from projections.live_state import LiveState
 from scheduling.fairshare_order import FairShareOrder
 from services.api import estimates, waiting
@@ -159,6 +159,7 @@ def workload_view(
         contract_left_s=contract_left,
         charged_gpu_s=state.charged_gpu_s.get(workload.workload_id, 0),
         burst_gpu_s=state.free_gpu_s.get(workload.workload_id, 0),
+        running_gpu_s=running_gpu_s(state, workload, now),
         time_limit_s=workload.time_limit_s,
         run_time_limit_s=limit.limit_s,
         time_limit_ends_at=limit.ends_at,
@@ -167,6 +168,19 @@ def workload_view(
         array_index=workload.array_index,
         held_by_array=state.cluster.indexes.held_by_array(workload),
     )
+
+
+def running_gpu_s(state: LiveState, workload: WorkloadState, now: float | None) -> int:
+    """What the workload's running attempt has used and no charge holds yet, by the rule
+    ``/budgets`` counts delivered with (``figures.OpenRun.uncharged``)."""
+    if now is None or workload.status != "running" or workload.started_at is None:
+        return 0
+    attempt, through = state.charged_through.get(workload.workload_id, (0, 0.0))
+    charged_until = through if attempt == workload.attempt else 0.0
+    run = OpenRun(
+        workload.budget, workload.allocated, workload.gpus, workload.started_at, charged_until
+    )
+    return round(run.uncharged(workload.started_at, now))
 
 
 def matches(

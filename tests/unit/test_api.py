@@ -19,6 +19,7 @@ from events.models import (
     DecisionRecord,
     EventData,
     InputPosition,
+    LedgerCharge,
     MembershipGranted,
     NodeCordoned,
     NodeGpus,
@@ -306,6 +307,33 @@ def test_a_unique_prefix_of_a_workload_id_names_it_and_an_ambiguous_one_says_so(
         "07da9312-bbbb"
     )
     assert world.client.get("/workloads/5c1", headers=ANA).status_code == 404  # too short
+
+
+def test_a_running_workload_shows_what_it_used_since_its_charges_stop(world: World) -> None:
+    """r1 (4 GPUs) started 600 s ago and no hour of it is charged yet: ``show`` said
+    ``charged_gpu_s 0`` while ``/budgets`` counted its use. Once an hour of it is charged, the
+    running part counts from that hour's end; pending work has none."""
+    r1 = world.client.get("/workloads/r1", headers=BO).json()
+    assert (r1["charged_gpu_s"], r1["running_gpu_s"]) == (0, 4 * 600)
+    started = NOW.timestamp() - 600
+    hour = int(started) // 3600 * 3600
+    charge = LedgerCharge(
+        charge_id=f"charge:r1:1:{hour}:0",
+        workload_id="r1",
+        budget="lab/b",
+        pool="p",
+        bucket_start=datetime.fromtimestamp(hour, UTC),
+        kind="allocated",
+        debit_account="budget:lab/b",
+        credit_account="capacity:p",
+        gpu_seconds=4 * int(hour + 3600 - started),
+        amount=4 * int(hour + 3600 - started),
+    )
+    assert hour + 3600 == NOW.timestamp()  # the hour r1 started in has closed: charged
+    world.fact(charge, NOW)
+    r1 = world.client.get("/workloads/r1", headers=BO).json()
+    assert (r1["charged_gpu_s"], r1["running_gpu_s"]) == (4 * 600, 0)
+    assert world.client.get("/workloads/pb1", headers=BO).json()["running_gpu_s"] == 0
 
 
 def test_a_spec_posing_as_a_clusters_native_work_is_refused(world: World) -> None:
