@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from services.audit.local_log import DataDirOption, local_or_given
 from services.runtime.cli_options import (
     DEFAULT_DATA_DIR,
+    DataDirOption,
     KafkaConfigOption,
     KafkaOption,
     PrefixOption,
@@ -50,6 +50,7 @@ def _log(
     """The whole log, from a file or (with --kafka, or a local ``fairshare up``'s data dir)
     from the live topics; ``strict=False`` decodes an export file's hot types leanly
     (``services.audit.sources``)."""
+    from services.audit.local_log import local_or_given
     from services.audit.sources import log_from_file, log_from_kafka
 
     if events is None:
@@ -131,6 +132,8 @@ def audit_replay(
     from services.audit.sources import audit_log
 
     if period is not None:
+        from services.audit.local_log import local_or_given
+
         _audit_period(period, local_or_given(kafka, data_dir), topic_prefix)
         return
 
@@ -234,6 +237,7 @@ def events_export(
     """Copy every event from Kafka (up to its current end) into a file an auditor can take.
     Without --kafka: the Kafka of the `fairshare up` in --data-dir, as its audit principal."""
     from events import Topics
+    from services.audit.local_log import local_or_given
     from services.brokers import BrokerStartError, external_broker
     from services.bus.export import export_events
 

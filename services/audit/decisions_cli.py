@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from services.audit.local_log import DataDirOption, local_or_given
 from services.runtime.cli_options import (
     DEFAULT_DATA_DIR,
+    DataDirOption,
     KafkaConfigOption,
     KafkaOption,
     PrefixOption,
@@ -59,6 +59,7 @@ def _audit(
 ) -> DecisionAudit:
     from services.audit.decisions import audit_decisions
     from services.audit.decisions_live import audit_live_decisions
+    from services.audit.local_log import local_or_given
     from services.audit.sources import deliveries_from_kafka, log_from_file
 
     if events is None:

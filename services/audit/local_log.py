@@ -7,23 +7,8 @@ local stack needed both, from a file written nowhere in the docs."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from services.runtime.cli_options import err_console
-
-#: Where a local ``fairshare up`` keeps its broker: read when neither --events nor --kafka is
-#: given (the same option and variable as ``up``'s).
-DataDirOption = Annotated[
-    Path,
-    typer.Option(
-        "--data-dir",
-        envvar="FAIRSHARE_DATA_DIR",
-        help="without --events or --kafka: the log of the `fairshare up` kept here, read as "
-        "its audit principal",
-    ),
-]
 
 
 def local_or_given(kafka: str | None, data_dir: Path, quiet: bool = False) -> str | None:

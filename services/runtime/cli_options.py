@@ -91,6 +91,18 @@ MetricsHostOption = Annotated[
 #: Where local state goes by default (broker data, the SQLite file, logs).
 DEFAULT_DATA_DIR = Path(os.environ.get("FAIRSHARE_DATA_DIR", ".fairshare"))
 
+#: Where a local ``fairshare up`` keeps its broker: read when neither --events nor --kafka is
+#: given (the same option and variable as ``up``'s).
+DataDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        envvar="FAIRSHARE_DATA_DIR",
+        help="without --events or --kafka: the log of the `fairshare up` kept here, read as "
+        "its audit principal",
+    ),
+]
+
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 

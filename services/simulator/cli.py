@@ -20,9 +20,20 @@ simulate_app = typer.Typer()
 
 ABLATE_HELP = (
     "also run fair share with each of these rules off, as policy fairshare-no-RULE "
-    "(comma-separated, or all): gang-turn, holds, starving, bound, churn-margin, "
+    "(comma-separated, or all): gang-turn, holds, turn-holds, starving, bound, churn-margin, "
     "debug-lane, spread-stops, drain-past-bound"
 )
+
+
+SeedOption = Annotated[int, typer.Option(help="seed of the maintenance (and late losses)")]
+LateLossesOption = Annotated[
+    float,
+    typer.Option(
+        help="runs an agent reports lost per node a day, each dated up to 30 min before it "
+        "reports it (a heartbeat in between confirmed time the loss takes back: the ledger's "
+        "corrections; 0: none)"
+    ),
+]
 
 
 @simulate_app.command()
@@ -73,17 +84,8 @@ def simulate(
         float,
         typer.Option(help="fraction of nodes sent for repair per day, at random times (0: none)"),
     ] = 0.0,
-    seed: Annotated[
-        int, typer.Option(help="seed of the maintenance scenario (and of --late-losses)")
-    ] = 0,
-    late_losses: Annotated[
-        float,
-        typer.Option(
-            help="runs an agent reports lost per node a day, each dated up to 30 min before "
-            "it reports it (a heartbeat in between confirmed time the loss takes back: the "
-            "ledger's corrections; 0: none)"
-        ),
-    ] = 0.0,
+    seed: SeedOption = 0,
+    late_losses: LateLossesOption = 0.0,
     estimate_every: Annotated[
         int,
         typer.Option(

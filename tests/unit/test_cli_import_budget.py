@@ -46,7 +46,8 @@ SERVER_PACKAGES = frozenset(
 #: Our modules a client command may import: the CLI, the client, and the logging setup of the
 #: root options. Anything else of ``services`` (the API's app, the scheduler core, the read
 #: models, the reports...), and ``events`` and ``projections``, is server side.
-CLIENT_SIDE = ("services.cli", "services.client", "services.runtime.logs")
+#: services.runtime.when: relative times (`--since 2d`), standard library only.
+CLIENT_SIDE = ("services.cli", "services.client", "services.runtime.logs", "services.runtime.when")
 OUR_PACKAGES = ("services", "events", "projections")
 
 #: Runs the command in argv[1:] through ``services.cli.app``, ``{api}`` in it being the

@@ -25,7 +25,6 @@ from services.client.commands.common import (
 )
 from services.client.constants import DEFAULT_API
 from services.client.terminal import FittedTable
-from services.runtime.when import resolve
 
 if TYPE_CHECKING:
     from services.api.models import WorkloadList
@@ -55,6 +54,8 @@ def history(
 ) -> None:
     """Finished work, the latest end first (like sacct): status, exit code, elapsed time and
     GPU-hours charged. Work that will be requeued is not finished."""
+    from services.runtime.when import resolve
+
     answer = ask(
         ctx,
         api,
