@@ -50,22 +50,103 @@ class WorkloadArraySubmitted(EventData):
     topic: ClassVar[TopicKind] = TopicKind.WORKLOADS
     subject_field: ClassVar[str] = "array_id"
 
-    array_id: ArrayId
-    #: The elements' indices, as an expression (canonical when the API wrote it).
-    indices: ArrayIndices
-    #: At most this many elements placed or running at once (None: no limit).
-    max_running: int | None = Field(default=None, ge=1, le=MAX_ARRAY_ELEMENTS)
+    array_id: ArrayId = Field(
+        description=(
+            "The client's id for the array (idempotent submit); the record's subject. Its "
+            "elements are the workloads <array_id>_<index>. Stated by the api from the request "
+            "(or an admin)."
+        )
+    )
+    indices: ArrayIndices = Field(
+        description=(
+            "The elements' indices, as an expression (0-999, 0-99:2, 1,3,5-7; at most 100,000 "
+            "indices; canonical when the api wrote it). Every reader expands it the same way "
+            "(events.models.arrays.elements). Stated by the api from the request (or an admin)."
+        )
+    )
+    max_running: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ARRAY_ELEMENTS,
+        description=(
+            "At most this many elements placed or running at once (None: no limit); the "
+            "scheduler's fold keeps the others out of its queues (projections/array_gates.py). "
+            "Stated by the api from the request (or an admin)."
+        ),
+    )
     # -- what every element is (the fields of WorkloadSubmitted, but its id) ----------------
-    budget: BudgetPath
-    pools: tuple[PoolName, ...] = Field(min_length=1, max_length=64)
-    gpus: GpuCount
-    gang: GangShape = "single-node"
-    min_runtime_s: MinRuntimeSeconds
-    resumable: bool = True
-    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-    submitter: Identifier
-    spec: Spec = Field(default_factory=dict)
-    time_limit_s: TimeLimitSeconds | None = None
+    budget: BudgetPath = Field(
+        description=(
+            "Every element's budget: as a submission's budget (the leaf that funds it). Stated by "
+            "the api from the request (or an admin)."
+        )
+    )
+    pools: tuple[PoolName, ...] = Field(
+        min_length=1,
+        max_length=64,
+        description=(
+            "Every element's acceptable pools, in order of preference, each once. Stated by the "
+            "api from the request (or an admin)."
+        ),
+    )
+    gpus: GpuCount = Field(
+        description=(
+            "GPUs per run of every element (the gang's total). Stated by the api from the request "
+            "(or an admin)."
+        )
+    )
+    gang: GangShape = Field(
+        default="single-node",
+        description=(
+            "Every element's gang shape: as a submission's gang (design 2.5). Stated by the api "
+            "from the request (or an admin)."
+        ),
+    )
+    min_runtime_s: MinRuntimeSeconds = Field(
+        description=(
+            "Every element's contract, in seconds from each run's start: 0 = unallocated (burst, "
+            "free), > 0 = allocated (charged to the budget); as a submission's. Stated by the api "
+            "from the request (or an admin)."
+        )
+    )
+    resumable: bool = Field(
+        default=True,
+        description=(
+            "Whether each element's preempted or lost runs are requeued. Stated by the api from "
+            "the request (or an admin)."
+        ),
+    )
+    priority: int = Field(
+        default=0,
+        ge=-1_000_000,
+        le=1_000_000,
+        description=(
+            "Every element's priority within its budget (higher first); elements of equal "
+            "priority and submit time queue in index order. Stated by the api from the request "
+            "(or an admin)."
+        ),
+    )
+    submitter: Identifier = Field(
+        description=(
+            "Who submitted the array (the api caller's user id): each element's. Stated by the "
+            "api from the request (or an admin)."
+        )
+    )
+    spec: Spec = Field(
+        default_factory=dict,
+        description=(
+            "Every element's spec, as a submission's (the agent's business); the agent tells each "
+            "run its index (FAIRSHARE_ARRAY_INDEX). Stated by the api from the request (or an "
+            "admin)."
+        ),
+    )
+    time_limit_s: TimeLimitSeconds | None = Field(
+        default=None,
+        description=(
+            "Every element's time limit in seconds per run (None: the pool's default); as a "
+            "submission's. Stated by the api from the request (or an admin)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _distinct_pools(self) -> WorkloadArraySubmitted:

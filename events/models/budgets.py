@@ -23,12 +23,43 @@ class BudgetCreated(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "budget"
 
-    budget: BudgetPath
-    weight: Weight = 1.0
-    #: Weights that replace ``weight`` in specific pools.
-    pool_weights: dict[PoolName, Weight] = Field(default_factory=dict)
-    created_by: Identifier
-    description: ShortText = ""
+    budget: BudgetPath = Field(
+        description=(
+            "The new budget's path in the organisation tree (e.g. lab/robotics/sim2real); its "
+            "parent is the path minus its last segment (top-level budgets are the root's "
+            "children). The record's subject. Only a leaf budget funds workloads. Stated by the "
+            "api (or an admin)."
+        )
+    )
+    weight: Weight = Field(
+        default=1.0,
+        description=(
+            "The budget's weight among its siblings, from the event time on, in every pool "
+            "without a pool weight: its share is weight / (sum of its open siblings' weights, its "
+            "own included) x its parent's share (design 2.1). Positive and finite. Stated by the "
+            "api (or an admin)."
+        ),
+    )
+    pool_weights: dict[PoolName, Weight] = Field(
+        default_factory=dict,
+        description=(
+            "Weights that replace weight in specific pools: pool name -> weight. Stated by the "
+            "api (or an admin)."
+        ),
+    )
+    created_by: Identifier = Field(
+        description=(
+            "The user who created the budget (a manager of its parent, or an admin), as the api "
+            "authenticated them; informational. Stated by the api (or an admin)."
+        )
+    )
+    description: ShortText = Field(
+        default="",
+        description=(
+            "Free text describing the budget; shown, never interpreted. Stated by the api (or an "
+            "admin)."
+        ),
+    )
 
 
 class BudgetClosed(EventData):
@@ -38,9 +69,23 @@ class BudgetClosed(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "budget"
 
-    budget: BudgetPath
-    closed_by: Identifier
-    reason: ShortText = ""
+    budget: BudgetPath = Field(
+        description=(
+            "The budget closed, and with it its subtree: from the event time on it accepts no new "
+            "work and has no share (its siblings' shares grow), and its group bindings stop "
+            "counting. Its history stays in the log. The record's subject. Stated by the api (or "
+            "an admin)."
+        )
+    )
+    closed_by: Identifier = Field(
+        description=(
+            "The user who closed it (a manager of its parent, or an admin); informational. Stated "
+            "by the api (or an admin)."
+        )
+    )
+    reason: ShortText = Field(
+        default="", description="Free text: why; informational. Stated by the api (or an admin)."
+    )
 
 
 class BudgetWeightChanged(EventData):
@@ -50,11 +95,35 @@ class BudgetWeightChanged(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "budget"
 
-    budget: BudgetPath
-    weight: Weight
-    pool: PoolName | None = None
-    changed_by: Identifier
-    reason: ShortText = ""
+    budget: BudgetPath = Field(
+        description=(
+            "The budget re-weighted (a child of its manager's budget); the record's subject. "
+            "Stated by the api (or an admin)."
+        )
+    )
+    weight: Weight = Field(
+        description=(
+            "Its new weight among its siblings, positive and finite, from the event time on (the "
+            "tree keeps the history: a past share uses the weight in force then). Stated by the "
+            "api (or an admin)."
+        )
+    )
+    pool: PoolName | None = Field(
+        default=None,
+        description=(
+            "None: the weight in every pool that has no weight of its own for the budget; a pool: "
+            "the budget's weight in that pool only. Stated by the api (or an admin)."
+        ),
+    )
+    changed_by: Identifier = Field(
+        description=(
+            "The user (a manager of the parent, or an admin) who changed it. Informational. "
+            "Stated by the api (or an admin)."
+        )
+    )
+    reason: ShortText = Field(
+        default="", description="Free text: why; informational. Stated by the api (or an admin)."
+    )
 
 
 class MembershipGranted(EventData):
@@ -64,10 +133,30 @@ class MembershipGranted(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "budget"
 
-    budget: BudgetPath
-    user: Identifier
-    role: Role
-    granted_by: Identifier
+    budget: BudgetPath = Field(
+        description=(
+            "The budget whose whole subtree the role covers; the record's subject. Stated by the "
+            "api (or an admin)."
+        )
+    )
+    user: Identifier = Field(
+        description=(
+            "The user granted the role, as the api names users. Stated by the api (or an admin)."
+        )
+    )
+    role: Role = Field(
+        description=(
+            "member: may submit to the subtree's leaves; manager: may also re-weight the budget's "
+            "children, grant and revoke roles in it and bind groups to its leaves (design 2.1). "
+            "The api checks it on every request. Stated by the api (or an admin)."
+        )
+    )
+    granted_by: Identifier = Field(
+        description=(
+            "The user (a manager of the budget, or an admin) who granted it. Informational. "
+            "Stated by the api (or an admin)."
+        )
+    )
 
 
 class MembershipRevoked(EventData):
@@ -75,10 +164,27 @@ class MembershipRevoked(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "budget"
 
-    budget: BudgetPath
-    user: Identifier
-    role: Role
-    revoked_by: Identifier
+    budget: BudgetPath = Field(
+        description=(
+            "The budget the role was held on; the record's subject. Stated by the api (or an "
+            "admin)."
+        )
+    )
+    user: Identifier = Field(
+        description="The user who loses the role. Stated by the api (or an admin)."
+    )
+    role: Role = Field(
+        description=(
+            "The role taken back (member or manager); other roles the user holds stay. Stated by "
+            "the api (or an admin)."
+        )
+    )
+    revoked_by: Identifier = Field(
+        description=(
+            "The user (a manager of the budget, or an admin) who revoked it. Informational. "
+            "Stated by the api (or an admin)."
+        )
+    )
 
 
 #: The kinds of group outside Fairshare that a budget's manager may bind to the budget: a
@@ -116,13 +222,34 @@ class _GroupBinding(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "budget"
 
-    #: A leaf budget.
-    budget: BudgetPath
-    #: The cluster whose group this is (a namespace or a Slurm account is one cluster's).
-    cluster: Identifier
-    kind: GroupKind = KUBERNETES_NAMESPACE
-    #: The group's name in its cluster (a namespace's name, a Slurm account's name).
-    group: Identifier
+    budget: BudgetPath = Field(
+        description=(
+            "A leaf budget, the record's subject: the budget the group's work may charge "
+            "(group_bound) or may no longer charge (group_unbound). Stated by the api (or an "
+            "admin)."
+        )
+    )
+    cluster: Identifier = Field(
+        description=(
+            "The cluster whose group this is (a namespace or a Slurm account is one cluster's): "
+            "that cluster's agent picks the budget of the group's native work by the bindings "
+            "(projections.bindings). Stated by the api (or an admin)."
+        )
+    )
+    kind: GroupKind = Field(
+        default=KUBERNETES_NAMESPACE,
+        description=(
+            "The kind of group: kubernetes-namespace (the default, so facts written before the "
+            "field read as a namespace's) or slurm-account; selects the check of group's name. "
+            "Stated by the api (or an admin)."
+        ),
+    )
+    group: Identifier = Field(
+        description=(
+            "The group's name in its cluster: a namespace's name (a DNS-1123 label) or a Slurm "
+            "account's name as Slurm stores it (lower case). Stated by the api (or an admin)."
+        )
+    )
 
     @model_validator(mode="after")
     def _group_named(self) -> Self:
@@ -143,8 +270,21 @@ class GroupBound(_GroupBinding):
 
     event_type: ClassVar[str] = "fairshare.budget.group_bound.v1"
 
-    default: bool = False
-    bound_by: Identifier
+    default: bool = Field(
+        default=False,
+        description=(
+            "Whether the budget becomes the group's default, charged by its work that names no "
+            "budget (a Slurm account's binding always is); a later default replaces the earlier "
+            "one, which stays bound. Restating a binding restates it. Stated by the api (or an "
+            "admin)."
+        ),
+    )
+    bound_by: Identifier = Field(
+        description=(
+            "The user (a manager of the budget, or an admin) who bound the group. Informational. "
+            "Stated by the api (or an admin)."
+        )
+    )
 
 
 class GroupUnbound(_GroupBinding):
@@ -152,4 +292,9 @@ class GroupUnbound(_GroupBinding):
 
     event_type: ClassVar[str] = "fairshare.budget.group_unbound.v1"
 
-    unbound_by: Identifier
+    unbound_by: Identifier = Field(
+        description=(
+            "The user (a manager of the budget, or an admin) who unbound the group. "
+            "Informational. Stated by the api (or an admin)."
+        )
+    )

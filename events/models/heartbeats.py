@@ -22,14 +22,56 @@ from events.types import GpuIndex, Identifier
 class GpuReading(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    index: GpuIndex
-    #: The workload holding this GPU, or None when idle.
-    occupant: Identifier | None = None
-    #: The occupant's attempt number, so a heartbeat is never charged to another run.
-    attempt: int | None = Field(default=None, ge=1)
-    utilisation_pct: float = Field(ge=0, le=100, allow_inf_nan=False)
-    memory_used_bytes: int = Field(ge=0)
-    memory_total_bytes: int | None = Field(default=None, ge=0)
+    index: GpuIndex = Field(
+        description=(
+            "The GPU's index on its node (0 .. the node's GPU count - 1), as placements name "
+            "GPUs; each index once per statement. Stated by the node's agent, as every field of a "
+            "reading."
+        )
+    )
+    occupant: Identifier | None = Field(
+        default=None,
+        description=(
+            "The workload the agent sees holding this GPU; None when idle; the cluster's foreign "
+            "occupant (e.g. slurm:foreign, kubernetes:foreign) for work Fairshare did not place. "
+            "In a heartbeat, a reading with occupant and attempt confirms that run's occupancy up "
+            "to the event time, for charging (spec 8.4); a liveness signal's confirms nothing. "
+            "Stated by the node's agent."
+        ),
+    )
+    attempt: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "The occupant's attempt (run number), so a heartbeat is never charged to another run: "
+            "only a reading with both occupant and attempt confirms (spec 8.4). Given only with "
+            "an occupant. Stated by the node's agent."
+        ),
+    )
+    utilisation_pct: float = Field(
+        ge=0,
+        le=100,
+        allow_inf_nan=False,
+        description=(
+            "The GPU's utilisation in percent (0-100) as the agent measured it; informational: no "
+            "charge or decision reads it. Stated by the node's agent."
+        ),
+    )
+    memory_used_bytes: int = Field(
+        ge=0,
+        description=(
+            "GPU memory in use, in bytes, at most memory_total_bytes; informational: no charge or "
+            "decision reads it. Stated by the node's agent."
+        ),
+    )
+    memory_total_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "The GPU's memory, in bytes; None when the agent does not know it. Stated by the "
+            "node's agent; informational."
+        ),
+    )
 
     def problem(self) -> str | None:
         """Checked by the heartbeat for all its readings in one pass (one Python call per
@@ -48,11 +90,34 @@ class GpuHeartbeat(EventData):
     topic: ClassVar[TopicKind] = TopicKind.HEARTBEATS
     subject_field: ClassVar[str] = "node"
 
-    node: Identifier
-    cluster: Identifier
-    #: Monotonic per node agent; lets consumers spot gaps and duplicates.
-    sequence: int = Field(ge=0)
-    gpus: tuple[GpuReading, ...]
+    node: Identifier = Field(
+        description=(
+            "The node reporting; the record's subject. Readers take the event time as its "
+            "last-seen time (down detection). Stated by the node's agent."
+        )
+    )
+    cluster: Identifier = Field(
+        description=(
+            "The node's cluster: must be the stating agent's own (spec 7.6). Stated by the node's "
+            "agent."
+        )
+    )
+    sequence: int = Field(
+        ge=0,
+        description=(
+            "Counter of the node's statements, increasing per node agent and shared with its "
+            "liveness signals (one reading, one number): lets consumers spot gaps and duplicates; "
+            "it also derives the envelope's id. Stated by the node's agent."
+        ),
+    )
+    gpus: tuple[GpuReading, ...] = Field(
+        description=(
+            "One reading per GPU of the node, distinct indices. The ledger folds only these "
+            "occupancy confirmations: each run named with its attempt is confirmed up to the "
+            "event time, and its closed hour buckets are posted (spec 8.4, 8.5). Stated by the "
+            "node's agent."
+        )
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> GpuHeartbeat:

@@ -15,7 +15,7 @@ import binascii
 import hashlib
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from events.models.base import EventData
 from events.topics import TopicKind
@@ -68,13 +68,52 @@ class SigningKeyRegistered(EventData):
     topic: ClassVar[TopicKind] = TopicKind.KEYS
     subject_field: ClassVar[str] = "key_id"
 
-    key_id: KeyId
-    public_key: PublicKeyText
-    role: SignerRole
-    cluster: Identifier | None = None
-    registered_by: Identifier
-    required_from: UtcDateTime
-    description: ShortText = ""
+    key_id: KeyId = Field(
+        description=(
+            "The key's id: the first 16 bytes of SHA-256 of the raw public key, in hex (32 "
+            "characters, spec 7.1); must be public_key's. The record's subject, and what records "
+            "the key signs name as their signer. Stated by an admin."
+        )
+    )
+    public_key: PublicKeyText = Field(
+        description=(
+            "The raw 32-byte Ed25519 public key in standard base64 (44 characters, its one "
+            "spelling): readers verify with it the signatures of records whose signer is key_id "
+            "(spec 5.5, 6.6). Stated by an admin."
+        )
+    )
+    role: SignerRole = Field(
+        description=(
+            "Who the key speaks for: admin (key facts, operators), api, scheduler, charging, or "
+            "agent (one cluster's agent). Decides which types the records it signs may state "
+            "(spec 3.3, 7.4). A key id registered again with another role is refused. Stated by "
+            "an admin."
+        )
+    )
+    cluster: Identifier | None = Field(
+        default=None,
+        description=(
+            "For an agent's key, the cluster it speaks for: its records must be about that "
+            "cluster's nodes and runs (spec 7.6). None for every other role. Stated by an admin."
+        ),
+    )
+    registered_by: Identifier = Field(
+        description=("The operator who registered the key; informational. Stated by an admin.")
+    )
+    required_from: UtcDateTime = Field(
+        description=(
+            "From this event time on (UTC, compared to the microsecond), the records this role "
+            "(this cluster's agent) states must be signed; unsigned ones dated before it stay "
+            "believed. An identity's is the earliest of its keys' (spec 7.2, 7.5). The epoch for "
+            "a log signed from its first record. Stated by an admin."
+        )
+    )
+    description: ShortText = Field(
+        default="",
+        description=(
+            "Free text about the key (where it is kept, ...); informational. Stated by an admin."
+        ),
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SigningKeyRegistered:
@@ -97,6 +136,17 @@ class SigningKeyRevoked(EventData):
     topic: ClassVar[TopicKind] = TopicKind.KEYS
     subject_field: ClassVar[str] = "key_id"
 
-    key_id: KeyId
-    revoked_by: Identifier
-    reason: ShortText = ""
+    key_id: KeyId = Field(
+        description=(
+            "The key revoked, the record's subject: records it signs dated at or after this event "
+            "time (to the microsecond) are refused; those dated before stay believed (spec 7.2). "
+            "Stated by an admin."
+        )
+    )
+    revoked_by: Identifier = Field(
+        description="The operator who revoked it; informational. Stated by an admin."
+    )
+    reason: ShortText = Field(
+        default="",
+        description=("Free text: why (rotation, compromise); informational. Stated by an admin."),
+    )

@@ -65,23 +65,100 @@ class LedgerCharge(EventData):
     topic: ClassVar[TopicKind] = TopicKind.LEDGER
     subject_field: ClassVar[str] = "workload_id"
 
-    charge_id: DerivedId
-    workload_id: Identifier
-    budget: BudgetPath
-    pool: PoolName
-    #: Start of the hour bucket (UTC, on the hour).
-    bucket_start: UtcDateTime
-    kind: ChargeKind
-    #: Allocated: ``budget:<path>``; unallocated: ``free:<pool>``.
-    debit_account: str = Field(min_length=1)
-    #: ``capacity:<pool>``, for allocated and unallocated work alike (the two accounts are
-    #: swapped on a correction that decreases a charge).
-    credit_account: str = Field(min_length=1)
-    gpu_seconds: GpuSeconds = Field(le=3600 * 1_000_000)
-    #: What is charged: allocated GPU-seconds cost their amount, unallocated cost nothing.
-    amount: GpuSeconds
-    #: For a correction: the charge id it adjusts. Corrections are new entries, never edits.
-    corrects: DerivedId | None = None
+    charge_id: DerivedId = Field(
+        description=(
+            "The charge's id, derived by charging, never random: "
+            "charge:<workload>:<attempt>:<hour start, epoch s>:<revision>, revision 0 for the "
+            "first posting of the run's hour bucket and 1, 2, ... for its corrections (spec 8.6). "
+            "Posted at most once: charging posts nothing for an id already on the ledger, "
+            "consumers dedupe by it, and the audit pairs recorded and recomputed charges by it "
+            "(spec 9.2). The envelope's id is derived from it (spec 2.8). Stated by charging."
+        )
+    )
+    workload_id: Identifier = Field(
+        description=(
+            "The workload whose run is charged (the record's subject and Kafka key); with the "
+            "attempt in charge_id it names the run. Stated by charging."
+        )
+    )
+    budget: BudgetPath = Field(
+        description=(
+            "The leaf budget of the run's workload: its first submission's budget, else its "
+            "start's (spec 8.2). Allocated work debits budget:<budget>. Unallocated (burst) work "
+            "names its submitter's budget here for reports and usage only: it debits free:<pool>, "
+            "never this budget (spec 8.3). Usage snapshots and reports count the charge under "
+            "this budget. Stated by charging."
+        )
+    )
+    pool: PoolName = Field(
+        description=(
+            "The pool the run ran in (its start's): names the capacity:<pool> account credited, "
+            "and free:<pool> for unallocated work. Usage, reports and prices are per pool. Stated "
+            "by charging."
+        )
+    )
+    bucket_start: UtcDateTime = Field(
+        description=(
+            "Start of the hour bucket charged, UTC, on the hour: the entry covers the run's "
+            "occupancy in [bucket_start, bucket_start + 3600 s) of event time, counted in whole "
+            "seconds (spec 4.3, 8.5). Equals the <hour start> of charge_id. Usage windows, prices "
+            "(one per hour) and closed periods place the charge by it, not by the record's event "
+            "time. Stated by charging."
+        )
+    )
+    kind: ChargeKind = Field(
+        description=(
+            "allocated: the run's start said allocated (its contract min_runtime_s > 0), and its "
+            "GPU-seconds are charged to its budget; unallocated: burst work, recorded at no "
+            "charge (spec 8.3). Stated by charging from the run's start; only allocated charges "
+            "count in fair-share usage."
+        )
+    )
+    debit_account: str = Field(
+        min_length=1,
+        description=(
+            "The account debited: budget:<budget> for allocated work, free:<pool> for unallocated "
+            "work; on a correction that decreases the bucket the accounts are reversed and it is "
+            "capacity:<pool> (spec 8.7). A capacity: debit makes the entry count negatively "
+            "wherever GPU-seconds are summed (signed_seconds). Stated by charging."
+        ),
+    )
+    credit_account: str = Field(
+        min_length=1,
+        description=(
+            "The account credited: capacity:<pool>, for allocated and unallocated work alike; on "
+            "a correction that decreases the bucket the accounts are swapped and it is "
+            "budget:<budget> (allocated) or free:<pool> (unallocated) (spec 8.7). Stated by "
+            "charging."
+        ),
+    )
+    gpu_seconds: GpuSeconds = Field(
+        le=3600 * 1_000_000,
+        description=(
+            "Integer GPU-seconds this entry moves: the run's GPUs (all nodes) x whole seconds of "
+            "occupancy in the bucket, for allocated and unallocated work alike. For revision 0, "
+            "the bucket's amount up to the run's confirmation or end; for a correction (revision "
+            ">= 1), the change, not the new total: never negative, a decrease has the accounts "
+            "reversed instead (spec 8.5, 8.7). Usage windows, reports and the audit sum it, "
+            "signed by the debit account. Stated by charging."
+        ),
+    )
+    amount: GpuSeconds = Field(
+        description=(
+            "GPU-seconds charged: equal to gpu_seconds for allocated work, 0 for unallocated "
+            "(burst) work, which is free (spec 8.3, 8.6). Account balances (closed periods' "
+            "opening and closing, the audit's) move by it, so burst work moves no balance. Stated "
+            "by charging."
+        )
+    )
+    corrects: DerivedId | None = Field(
+        default=None,
+        description=(
+            "For a correction (revision >= 1): the charge_id of revision 0 of the same run and "
+            "hour bucket, not of the previous revision; null for revision 0 (spec 8.6). "
+            "Corrections are new entries: posted charges are never edited. Stated by charging."
+        ),
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LedgerCharge:

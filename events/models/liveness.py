@@ -27,11 +27,34 @@ class NodeAlive(EventData):
     topic: ClassVar[TopicKind] = TopicKind.LIVENESS
     subject_field: ClassVar[str] = "node"
 
-    node: Identifier
-    cluster: Identifier
-    #: Monotonic per node agent, shared with its heartbeats (one reading, one sequence).
-    sequence: int = Field(ge=0)
-    gpus: tuple[GpuReading, ...]
+    node: Identifier = Field(
+        description=(
+            "The node whose agent is alive; the record's subject. The scheduler and the api take "
+            "the event time as its last-seen time (down detection, a lost run's end). Stated by "
+            "the node's agent."
+        )
+    )
+    cluster: Identifier = Field(
+        description=(
+            "The node's cluster: must be the stating agent's own (spec 7.6). Stated by the node's "
+            "agent."
+        )
+    )
+    sequence: int = Field(
+        ge=0,
+        description=(
+            "Counter of the node's statements, increasing per node agent and shared with its "
+            "heartbeats (one reading, one number); it also derives the envelope's id. Stated by "
+            "the node's agent."
+        ),
+    )
+    gpus: tuple[GpuReading, ...] = Field(
+        description=(
+            "The node's GPU readings at the event time, as a heartbeat's; they confirm no "
+            "occupancy: the ledger never reads a liveness signal (spec 8.1, 9.3). Stated by the "
+            "node's agent."
+        )
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> NodeAlive:

@@ -12,8 +12,16 @@ class NodeGpus(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    node: Identifier
-    gpus: tuple[GpuIndex, ...] = Field(min_length=1)
+    node: Identifier = Field(
+        description="A node of the placement's pool, each once; chosen by the scheduler."
+    )
+    gpus: tuple[GpuIndex, ...] = Field(
+        min_length=1,
+        description=(
+            "The indices of the GPUs the run holds on that node, distinct; a GPU is never "
+            "assigned to two runs at once (the fold refuses it). Chosen by the scheduler."
+        ),
+    )
 
     @model_validator(mode="after")
     def _distinct_gpus(self) -> NodeGpus:
@@ -27,7 +35,15 @@ class Placement(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    nodes: tuple[NodeGpus, ...] = Field(min_length=1)
+    nodes: tuple[NodeGpus, ...] = Field(
+        min_length=1,
+        description=(
+            "The nodes and GPUs of the gang, chosen by the scheduler (its place command and "
+            "fairshare.workload.placed.v1 state them; the agent repeats them on the run's start). "
+            "Their GPU count is the run's GPUs, which charging multiplies by its seconds (spec "
+            "8.2)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _distinct_nodes(self) -> Placement:

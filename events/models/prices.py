@@ -12,7 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, ClassVar
 
-from pydantic import StringConstraints, field_validator
+from pydantic import Field, StringConstraints, field_validator
 
 from events.models.base import EventData
 from events.times import HOUR
@@ -31,13 +31,53 @@ class PriceSet(EventData):
     topic: ClassVar[TopicKind] = TopicKind.BUDGETS
     subject_field: ClassVar[str] = "pool"
 
-    pool: PoolName
-    currency: CurrencyCode
-    per_gpu_hour: MoneyText
-    effective_at: UtcDateTime
-    budget: BudgetPath | None = None
-    set_by: Identifier
-    reason: ShortText = ""
+    pool: PoolName = Field(
+        description=(
+            "The pool priced; the record's subject and key. Stated by the api (or an admin)."
+        )
+    )
+    currency: CurrencyCode = Field(
+        description=(
+            "ISO 4217 code of per_gpu_hour's currency (three capitals). One billing currency per "
+            "deployment, the first price's: the api refuses another, and the read models skip a "
+            "price in another. Stated by the api (or an admin)."
+        )
+    )
+    per_gpu_hour: MoneyText = Field(
+        description=(
+            'Price of one GPU-hour (3600 GPU-seconds) in currency, as a decimal string ("2.35": '
+            "at most 9 integer digits and 6 decimals, never a float). Costs price each ledger "
+            "charge at the price in force in its hour bucket (projections/price_book.py, design "
+            "2.11). Stated by the api (or an admin)."
+        )
+    )
+    effective_at: UtcDateTime = Field(
+        description=(
+            "When the price takes effect, UTC, on the hour (charges are hourly, so each hour "
+            "bucket has one price); it holds until the next price for the same pool and budget "
+            "subtree. Stated by the api (or an admin)."
+        )
+    )
+    budget: BudgetPath | None = Field(
+        default=None,
+        description=(
+            "None: the pool's list price. A budget path: a negotiated (effective) rate for that "
+            "budget's subtree; a charge is billed at the deepest subtree's rate in force, with "
+            "its list cost beside it. Stated by the api (or an admin)."
+        ),
+    )
+    set_by: Identifier = Field(
+        description=(
+            "The user (an admin, through the api or the CLI) who set the price; informational. "
+            "Stated by the api (or an admin)."
+        )
+    )
+    reason: ShortText = Field(
+        default="",
+        description=(
+            "Free text: why the price was set; informational. Stated by the api (or an admin)."
+        ),
+    )
 
     @field_validator("effective_at")
     @classmethod
