@@ -250,3 +250,34 @@ def test_client_commands_merge_into_another_app(world: World) -> None:
     )
     assert result.exit_code == 0, result.stderr
     assert "granted" in result.stdout
+
+
+def test_budgets_list_shows_the_tree_weights_shares_and_members(world: World) -> None:
+    code, out, err = run(world, "budgets", "list")
+    assert code == 0, err
+    lines = out.splitlines()
+    lab = next(line for line in lines if line.split()[0] == "lab")
+    assert "chen (manager)" in lab
+    a = next(line for line in lines if line.split()[0] == "a")  # lab/a, indented under lab
+    assert a.index("a") > lab.index("lab")
+    assert "ana (member)" in a
+    assert "p 50.0%" in a
+    code, out, _ = run(world, "budgets", "list", "--json")
+    assert code == 0
+    assert {b["budget"] for b in json.loads(out)["budgets"]} >= {"lab", "lab/a", "lab/b"}
+
+
+def test_budgets_members_lists_roles_in_a_subtree(world: World) -> None:
+    code, out, err = run(world, "budgets", "members", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["members"]
+    assert {"budget": "lab", "user": "chen", "role": "manager"} in rows
+    assert {"budget": "lab/a", "user": "ana", "role": "member"} in rows
+    code, out, _ = run(world, "budgets", "members", "lab/b", "--json")
+    assert [r["user"] for r in json.loads(out)["members"]] == ["bo"]
+    code, out, _ = run(world, "budgets", "members", "lab/b")
+    assert "bo" in out
+    assert "member" in out
+    code, _, err = run(world, "budgets", "members", "nope")
+    assert code == 1
+    assert "unknown budget 'nope'" in err

@@ -44,6 +44,8 @@ COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("uncordon", nodes.uncordon),
 )
 BUDGET_COMMANDS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("list", budgets.list_budgets),
+    ("members", budgets.members),
     ("create", budgets.create),
     ("close", budgets.close),
     ("set-weight", budgets.set_weight),

@@ -1,8 +1,9 @@
-"""Budget commands: ``share`` (sshare; ``--cost``: the month's money), ``budgets
-create|close``, ``budgets set-weight``, ``budgets add-member`` and ``budgets revoke-member``
-(sacctmgr's part of it); ``budgets bind-namespace``, ``unbind-namespace`` and ``namespaces``
-(which Kubernetes namespaces may charge which budgets); ``budgets bind-account``,
-``unbind-account`` and ``accounts`` (which Slurm accounts charge which budgets)."""
+"""Budget commands: ``share`` (sshare; ``--cost``: the month's money), ``budgets list`` and
+``budgets members`` (the tree and who holds which role), ``budgets create|close``, ``budgets
+set-weight``, ``budgets add-member`` and ``budgets revoke-member`` (sacctmgr's part of it);
+``budgets bind-namespace``, ``unbind-namespace`` and ``namespaces`` (which Kubernetes
+namespaces may charge which budgets); ``budgets bind-account``, ``unbind-account`` and
+``accounts`` (which Slurm accounts charge which budgets)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,79 @@ def share(
         typer.echo(json.dumps(both, indent=2, ensure_ascii=True))
     else:
         console().print(_share_table(report, money))
+
+
+def list_budgets(
+    ctx: typer.Context,
+    pool: PoolFilter = None,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The budget tree (like sacctmgr show account): each budget's weight, its share of each
+    pool, its members and whether it is closed. Usage and money: ``fairshare share``."""
+    answer = ask(ctx, api, token, ca, lambda c: c.budgets(pool))
+    emit(answer, as_json, lambda o: o.print(_tree_table(answer)))
+
+
+def _tree_table(answer: BudgetReport) -> FittedTable:
+    table = FittedTable(
+        "BUDGET", "WEIGHT", "SHARE", "MEMBERS", "STATE", whole=("BUDGET",), drop=("STATE",)
+    )
+    for b in answer.budgets:
+        shares = [
+            f"{pool} {figures.share:.1%}"
+            for pool, figures in sorted(b.pools.items())
+            if figures.share is not None
+        ]
+        weights = [num(b.weight)] + [f"{p} {num(w)}" for p, w in sorted(b.pool_weights.items())]
+        members = [f"{user} ({', '.join(roles)})" for user, roles in sorted(b.members.items())]
+        table.add_row(
+            (
+                "  " * b.depth + b.budget.rsplit("/", 1)[-1] if b.depth else b.budget,
+                ", ".join(weights),
+                shares or "-",
+                members or "-",
+                "closed" if b.closed else "open",
+            )
+        )
+    return table
+
+
+def members(
+    ctx: typer.Context,
+    budget: Annotated[
+        str | None, typer.Argument(help="a budget: its subtree (default: every budget)")
+    ] = None,
+    api: ApiOption = DEFAULT_API,
+    token: TokenOption = None,
+    ca: CaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Who may do what where: one row per budget, user and role, in a budget's subtree. A
+    role on a budget holds on its whole subtree (a manager of lab manages lab/vision)."""
+    answer = ask(ctx, api, token, ca, lambda c: c.budgets(None))
+    inside = [
+        b for b in answer.budgets if budget is None or b.budget == budget or
+        b.budget.startswith(f"{budget}/")
+    ]  # fmt: skip
+    if budget is not None and not inside:
+        console(stderr=True).print(plain(f"unknown budget {budget!r}"))
+        raise typer.Exit(1)
+    rows = [
+        {"budget": b.budget, "user": user, "role": role}
+        for b in inside
+        for user, roles in sorted(b.members.items())
+        for role in roles
+    ]
+    if as_json:
+        typer.echo(json.dumps({"members": rows}, indent=2, ensure_ascii=True))
+        return
+    table = FittedTable("BUDGET", "USER", "ROLE", whole=("BUDGET", "USER"))
+    for row in rows:
+        table.add_row((row["budget"], row["user"], row["role"]))
+    console().print(table)
 
 
 def _with_money(client: FairshareClient, pool: str | None) -> tuple[BudgetReport, StatementList]:
