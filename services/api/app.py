@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from events.times import DEFAULT_WINDOW_S
 from services.api.application import Application, Clock
 from services.api.auth import Principal
+from services.api.docs_pages import serve_docs
 from services.api.errors import (
     Conflict,
     DomainError,
@@ -89,7 +90,8 @@ def create_app(
     table, or the tokens file re-read as it changes); the reports and the dashboard read the
     read models of ``engine`` (or ``$FAIRSHARE_DATABASE_URL``)."""
     app = FastAPI(
-        redoc_url=None,  # its CDN script is not allowed by the CSP; /docs serves the same
+        docs_url=None,  # served below from the package's own copies (docs_pages.py)
+        redoc_url=None,
         title="Fairshare API",
         version="1",
         description="GPU time by budgets: submit and inspect workloads, budgets and nodes. "
@@ -116,6 +118,7 @@ def create_app(
     install_security_headers(app)  # last added = outermost: every answer, 413s too, has them
     app.add_middleware(RequestMetrics)  # outermost of all: every answer is timed
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
+    serve_docs(app)
     for router in ROUTERS:
         app.include_router(router)
     _serve_reports_and_dashboard(app, view, clock, engine)

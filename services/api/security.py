@@ -9,10 +9,12 @@ filter that keeps a token pasted into a URL out of the logs.
 * ``X-Content-Type-Options: nosniff``: JSON is never run as a script, nor a log as HTML.
 * ``X-Frame-Options: DENY``: the old browsers' ``frame-ancestors 'none'``.
 
-Swagger UI at ``/docs`` (FastAPI's page) loads its code from a CDN and starts it with one inline
-script: that page alone gets a policy naming the CDN and the exact hash of each inline script
-it serves (computed from the page, which FastAPI builds from the app's own settings), so it
-keeps working without allowing inline script in general.
+Swagger UI at ``/docs`` loads its code from the API itself (``docs_pages.py``) and starts it
+with one inline script: that page alone gets a policy naming the exact hash of each inline
+script it serves (computed from the page, which FastAPI builds from the app's own settings), so
+it works without allowing inline script in general. ReDoc at ``/redoc`` styles itself with
+``<style>`` elements it makes as it runs: that page alone allows inline styles (never inline
+script), and workers from ``blob:`` (its search). Neither page names another origin.
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.api.docs_pages import DOCS, REDOC
+
 _COMMON = "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 #: Every answer but the Swagger UI page.
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     f"connect-src 'self'; {_COMMON}"
 )
-#: Where FastAPI's Swagger UI page loads its script, style and icon from.
-SWAGGER_CDN = "https://cdn.jsdelivr.net"
-SWAGGER_ICON = "https://fastapi.tiangolo.com"
+#: The ReDoc page (``docs_pages.REDOC``): inline styles, its search worker; script from here.
+REDOC_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    f"img-src 'self' data:; worker-src 'self' blob:; connect-src 'self'; {_COMMON}"
+)
 
 HEADERS = {
     "Referrer-Policy": "no-referrer",
@@ -51,19 +57,19 @@ def install_security_headers(app: FastAPI) -> None:
     if getattr(app.state, "security_headers", False):
         return
     app.state.security_headers = True
-    app.add_middleware(SecurityHeaders, docs_path=app.docs_url)
+    app.add_middleware(SecurityHeaders, docs_path=DOCS, redoc_path=REDOC)
 
 
 def docs_policy(page: bytes) -> str:
-    """The policy of the Swagger UI page: its CDN, and each of its inline scripts by hash."""
+    """The policy of the Swagger UI page: the API's origin, and each of its inline scripts by
+    hash."""
     hashes = " ".join(
         "'sha256-" + base64.b64encode(hashlib.sha256(script).digest()).decode() + "'"
         for script in _INLINE_SCRIPT.findall(page)
     )
     return (
-        f"default-src 'self'; script-src 'self' {SWAGGER_CDN} {hashes}; "
-        f"style-src 'self' {SWAGGER_CDN}; img-src 'self' data: {SWAGGER_ICON}; "
-        f"connect-src 'self'; {_COMMON}"
+        f"default-src 'self'; script-src 'self' {hashes}; style-src 'self'; "
+        f"img-src 'self' data:; connect-src 'self'; {_COMMON}"
     )
 
 
@@ -71,9 +77,12 @@ class SecurityHeaders:
     """ASGI middleware (not a ``BaseHTTPMiddleware``: it must not buffer or re-wrap streamed
     answers, and must see the ones an exception handler made)."""
 
-    def __init__(self, app: ASGIApp, docs_path: str | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, docs_path: str | None = None, redoc_path: str | None = None
+    ) -> None:
         self.app = app
         self.docs_path = docs_path
+        self.redoc_path = redoc_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,10 +91,13 @@ class SecurityHeaders:
         if self.docs_path is not None and scope["path"] == self.docs_path:
             await self.app(scope, receive, _DocsPage(send))
             return
+        policy = CONTENT_SECURITY_POLICY
+        if self.redoc_path is not None and scope["path"] == self.redoc_path:
+            policy = REDOC_POLICY
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                _set(message, CONTENT_SECURITY_POLICY)
+                _set(message, policy)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
