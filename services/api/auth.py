@@ -8,7 +8,10 @@ demo's) and :mod:`services.api.tokens_file` (the file of hashes). The rules:
 * only a manager of a subtree (``manager`` on the node or an ancestor) re-weights the node's
   children and adds members to it; the top-level budgets are children of the root, which only
   admins manage;
-* only admins cordon and uncordon nodes; admins may do everything.
+* only admins cordon and uncordon nodes; admins may do everything;
+* a budget's money (its statement and forecast) is seen by whoever holds a role on it or
+  above it (a member of lab/vision sees lab/vision's, a manager of lab all of lab's), by
+  admins, and by finance tokens (which see every budget's money and may change nothing).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "may_cancel",
     "may_manage",
     "may_operate_nodes",
+    "may_see_money",
     "may_set_weight",
     "may_submit",
 ]
@@ -71,3 +75,13 @@ def may_operate_nodes(who: Principal) -> str | None:
     if who.admin:
         return None
     return f"{who.user} is not an admin: only admins cordon and uncordon nodes"
+
+
+def may_see_money(who: Principal, tree: BudgetTree, budget: str) -> str | None:
+    """Whether ``who`` may read ``budget``'s money: a role on it or above it, admin or
+    finance. Other teams' bills are theirs and their managers' (a member saw every team's)."""
+    if who.admin or who.finance:
+        return None
+    if tree.is_member(who.user, budget, "member") or tree.is_member(who.user, budget, "manager"):
+        return None
+    return f"{who.user} holds no role on {budget} (nor above it): its money is not theirs to see"

@@ -176,6 +176,9 @@ def tokens_add(
     user: Annotated[str, typer.Argument(help="who the token is for")],
     file: TokensFileOption = DEFAULT_TOKENS_FILE,
     admin: Annotated[bool, typer.Option("--admin", help="an admin token")] = False,
+    finance: Annotated[
+        bool, typer.Option("--finance", help="a finance token: reads every budget's money")
+    ] = False,
     expires_in: ExpiresInOption = None,
     no_expiry: NoExpiryOption = False,
 ) -> None:
@@ -188,12 +191,12 @@ def tokens_add(
 
     lifetime = _lifetime(expires_in, no_expiry)
     try:
-        token = add_token(file, user, admin=admin, expires_in_s=lifetime)
+        token = add_token(file, user, admin=admin, finance=finance, expires_in_s=lifetime)
     except TokenFileError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from error
     typer.echo(token)
-    role = "an admin token" if admin else "a token"
+    role = "an admin token" if admin else "a finance token" if finance else "a token"
     typer.echo(
         f"added {role} for {user} to {file}; {_expiry_note(lifetime)} (only its hash is "
         "stored: pass the token on now)",
@@ -246,7 +249,7 @@ def tokens_list(file: TokensFileOption = DEFAULT_TOKENS_FILE) -> None:
     now = time.time()
     undated = 0
     for record in document.tokens:
-        role = "admin" if record.admin else "user"
+        role = "admin" if record.admin else "finance" if record.finance else "user"
         expires_at = record.expires_at
         if record.expires is None:
             undated += 1

@@ -39,6 +39,9 @@ class Principal:
 
     user: str
     admin: bool = False
+    #: Reads every budget's money (statements, forecasts), as admins do, and changes nothing
+    #: an admin may: a finance team's or a controller's token (docs/security.md, roles).
+    finance: bool = False
 
 
 def hash_token(token: str) -> str:
@@ -125,9 +128,11 @@ DEMO_TOKENS: dict[str, Principal] = {
     "ana-token": Principal("ana"),
     "bo-token": Principal("bo"),
     "chen-token": Principal("chen"),
+    "finance-token": Principal("fin", finance=True),
 }
 
 
 def default_tokens() -> TokenTable:
-    """The demo's tokens (``admin-token``, ``ana-token``, ``bo-token``, ``chen-token``)."""
+    """The demo's tokens (``admin-token``, ``ana-token``, ``bo-token``, ``chen-token``,
+    ``finance-token``)."""
     return TokenTable.of_tokens(DEMO_TOKENS)

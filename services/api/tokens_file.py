@@ -6,12 +6,12 @@
      "tokens": [{"user": "ana", "admin": false, "sha256": "<64 hex digits>",
                  "added": "2026-12-01T10:00:00Z", "expires": "2027-03-01T10:00:00Z"}]}
 
-``fairshare tokens add USER [--admin] [--expires-in 30d | --no-expiry]`` creates or extends it
-and prints the new token once: nothing can show it again, so a lost token is replaced, not
-recovered. A token expires :data:`DEFAULT_EXPIRY_S` (90 days) after it is added unless told
-otherwise: a token that leaked unnoticed, or whose holder left, stops working by itself.
-``"expires": "never"`` is written only on request (``--no-expiry``, for a service's token that
-its operator rotates). A user may hold several tokens (to rotate one without a gap);
+``fairshare tokens add USER [--admin | --finance] [--expires-in 30d | --no-expiry]`` creates
+or extends it and prints the new token once: nothing can show it again, so a lost token is
+replaced, not recovered. A token expires :data:`DEFAULT_EXPIRY_S` (90 days) after it is added
+unless told otherwise: a token that leaked unnoticed, or whose holder left, stops working by
+itself. ``"expires": "never"`` is written only on request (``--no-expiry``, for a service's
+token that its operator rotates). A user may hold several tokens (to rotate one without a gap);
 ``fairshare tokens renew USER`` replaces all of a user's with one fresh token, ``fairshare
 tokens remove USER`` drops them.
 
@@ -83,6 +83,8 @@ class TokenRecord(BaseModel):
 
     user: Identifier
     admin: bool = False
+    #: Reads every budget's money (``Principal.finance``); absent in older files: false.
+    finance: bool = False
     sha256: Sha256Hex
     added: str = ""
     #: A UTC instant (``...Z``), ``"never"``, or None: written before tokens expired (version 1).
@@ -152,7 +154,9 @@ def read_document(path: str | Path) -> TokensDocument:
 def table_of(document: TokensDocument) -> TokenTable:
     """The table the API authenticates with, dates included."""
     expires = {r.sha256: r.expires_at for r in document.tokens if r.expires_at is not None}
-    return TokenTable({r.sha256: Principal(r.user, r.admin) for r in document.tokens}, expires)
+    return TokenTable(
+        {r.sha256: Principal(r.user, r.admin, r.finance) for r in document.tokens}, expires
+    )
 
 
 def load_tokens(path: str | Path) -> TokenTable:
@@ -161,7 +165,7 @@ def load_tokens(path: str | Path) -> TokenTable:
 
 
 def _new_record(
-    user: str, admin: bool, expires_in_s: float | None, now: float | None
+    user: str, admin: bool, expires_in_s: float | None, now: float | None, finance: bool = False
 ) -> tuple[str, TokenRecord]:
     token = new_token()
     added = time.time() if now is None else now
@@ -169,6 +173,7 @@ def _new_record(
         record = TokenRecord(
             user=user,
             admin=admin,
+            finance=finance,
             sha256=hash_token(token),
             added=timestamp(added),
             expires=NEVER if expires_in_s is None else timestamp(added + expires_in_s),
@@ -183,6 +188,7 @@ def add_token(
     user: str,
     *,
     admin: bool = False,
+    finance: bool = False,
     expires_in_s: float | None = DEFAULT_EXPIRY_S,
     now: float | None = None,
 ) -> str:
@@ -191,7 +197,7 @@ def add_token(
     the caller shows it once."""
     path = Path(path)
     document = read_document(path) if path.exists() else TokensDocument()
-    token, record = _new_record(user, admin, expires_in_s, now)
+    token, record = _new_record(user, admin, expires_in_s, now, finance)
     document.tokens.append(record)
     write_document(path, document)
     return token
@@ -213,13 +219,14 @@ def renew_token(
     old = [r for r in document.tokens if r.user == user]
     if not old:
         raise TokenFileError(f"tokens: {user} holds no token in {path} (add one instead)")
-    kinds = {r.admin for r in old}
+    kinds = {(r.admin, r.finance) for r in old}
     if len(kinds) > 1:
         raise TokenFileError(
-            f"tokens: {user} holds both admin and user tokens in {path}: renewing cannot tell "
-            "which one to issue; remove them and add the one meant"
+            f"tokens: {user} holds tokens of several kinds (admin, finance, user) in {path}: "
+            "renewing cannot tell which one to issue; remove them and add the one meant"
         )
-    token, record = _new_record(user, kinds.pop(), expires_in_s, now)
+    admin, finance = kinds.pop()
+    token, record = _new_record(user, admin, expires_in_s, now, finance)
     kept = [r for r in document.tokens if r.user != user]
     write_document(path, TokensDocument(tokens=[*kept, record]))
     return token
@@ -317,6 +324,11 @@ class TokensFile:
             )
 
 
+def _not_finance(document: TokensDocument) -> dict[str, Any]:
+    """The ``finance`` keys to leave out of the written file: those that are false."""
+    return {"tokens": {i: {"finance"} for i, r in enumerate(document.tokens) if not r.finance}}
+
+
 def write_document(path: Path, document: TokensDocument) -> None:
     """Replace the file atomically (temporary file in the same folder, fsync, rename),
     readable and writable by its owner only: the API re-reading it sees the old version or
@@ -326,8 +338,11 @@ def write_document(path: Path, document: TokensDocument) -> None:
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w") as out:
-            # always the current version: a version 1 file changed now may hold dated tokens
-            out.write(document.model_copy(update={"version": 2}).model_dump_json(indent=2) + "\n")
+            # always the current version: a version 1 file changed now may hold dated tokens;
+            # "finance" only where true, so that an API from before the role reads the file
+            current = document.model_copy(update={"version": 2})
+            text = current.model_dump_json(indent=2, exclude=_not_finance(current))
+            out.write(text + "\n")
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)

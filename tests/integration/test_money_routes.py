@@ -11,6 +11,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
+from events import new_event
+from events.models import MembershipGranted
 from services.client import FairshareClient, register
 from services.devtools.demo_data import project
 from services.reports.costs import budget_money
@@ -30,7 +33,8 @@ from tests.databases import fresh_database
 from tests.priced_lab import BUDGETS, MONTH, priced_app, priced_lab
 
 pytestmark = [pytest.mark.database]
-ANA = {"Authorization": "Bearer ana-token"}
+#: Every budget's money: a finance token (a member sees only the budgets they hold a role on).
+FIN = {"Authorization": "Bearer finance-token"}
 KINDS = ["usage", "burst", "lost", "idle", "corrections"]
 
 
@@ -47,7 +51,7 @@ def client(engine: Engine) -> TestClient:
 
 
 def _get(client: TestClient, path: str, **params: str) -> dict[str, Any]:
-    answer = client.get(path, params=params, headers=ANA)
+    answer = client.get(path, params=params, headers=FIN)
     assert answer.status_code == 200, answer.text
     found: dict[str, Any] = answer.json()
     return found
@@ -141,7 +145,7 @@ def test_statements_hold_every_budget_as_its_own_route_answers(client: TestClien
 @pytest.mark.parametrize("month", ["2026-13", "2026-1", "26-11", "november", "1969-12", "2100-01"])
 def test_a_bad_month_is_422(client: TestClient, month: str) -> None:
     for path in ("/budgets/lab/statement", "/statements"):
-        answer = client.get(path, params={"month": month}, headers=ANA)
+        answer = client.get(path, params={"month": month}, headers=FIN)
         assert answer.status_code == 422, (path, month, answer.text)
         assert answer.json()["detail"][0]["loc"] == ["query", "month"]
 
@@ -149,18 +153,55 @@ def test_a_bad_month_is_422(client: TestClient, month: str) -> None:
 def test_unknown_budgets_tokens_and_databases_are_refused(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    unknown = client.get("/budgets/lab/nowhere/statement", params={"month": MONTH}, headers=ANA)
+    unknown = client.get("/budgets/lab/nowhere/statement", params={"month": MONTH}, headers=FIN)
     assert unknown.status_code == 404
     assert "lab/nowhere" in unknown.json()["detail"]
     assert client.get("/budgets/lab/statement").status_code == 401
     assert client.get("/statements").status_code == 401
     # the budget's own figures are still its route's (the statement route comes first)
-    assert client.get("/budgets/lab", headers=ANA).json()["budget"] == "lab"
+    assert client.get("/budgets/lab", headers=FIN).json()["budget"] == "lab"
     monkeypatch.delenv("FAIRSHARE_DATABASE_URL", raising=False)
     bare = TestClient(priced_app(priced_lab(), None))
-    missing = bare.get("/budgets/lab/statement", params={"month": MONTH}, headers=ANA)
+    missing = bare.get("/budgets/lab/statement", params={"month": MONTH}, headers=FIN)
     assert missing.status_code == 503
     assert "FAIRSHARE_DATABASE_URL" in missing.json()["detail"]
+
+
+def test_a_budgets_money_is_seen_by_its_roles_admins_and_finance(engine: Engine) -> None:
+    """A member of lab/vision saw every team's costs. Now: a role on a budget or above it
+    (ana, member of lab/vision: lab/vision's; chen, manager of lab: all of lab's), admins and
+    finance tokens (everything); another's statement is a 403 naming why."""
+    at = datetime.fromisoformat("2026-11-01T00:00:00+00:00")
+    roles = [
+        new_event(
+            MembershipGranted(budget=budget, user=user, role=role, granted_by="admin"),
+            source="tests",
+            time=at,
+        )
+        for budget, user, role in (("lab/vision", "ana", "member"), ("lab", "chen", "manager"))
+    ]
+    client = TestClient(priced_app([*priced_lab(), *roles], engine))
+
+    def seen(token: str) -> list[str]:
+        answer = client.get(
+            "/statements", params={"month": MONTH, "workloads": "false"},
+            headers={"Authorization": f"Bearer {token}"},
+        )  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        return [s["budget"] for s in answer.json()["statements"]]
+
+    assert seen("ana-token") == ["lab/vision"]
+    assert seen("chen-token") == ["lab", "lab/robotics", "lab/vision"]
+    assert seen("bo-token") == []
+    assert seen("admin-token") == seen("finance-token") == BUDGETS
+    ana = {"Authorization": "Bearer ana-token"}
+    mine = client.get("/budgets/lab/vision/statement", params={"month": MONTH}, headers=ana)
+    assert mine.status_code == 200, mine.text
+    other = client.get("/budgets/ops/statement", params={"month": MONTH}, headers=ana)
+    assert other.status_code == 403
+    assert "ana holds no role on ops" in other.json()["detail"]
+    above = client.get("/budgets/lab/statement", params={"month": MONTH}, headers=ana)
+    assert above.status_code == 403, "a member of a child does not see the parent's total"
 
 
 def _cli(client: TestClient) -> typer.Typer:
@@ -171,7 +212,7 @@ def _cli(client: TestClient) -> typer.Typer:
 
 def _run(client: TestClient, *args: str) -> str:
     done = CliRunner().invoke(
-        _cli(client), list(args), env={"FAIRSHARE_TOKEN": "ana-token", "COLUMNS": "200"}
+        _cli(client), list(args), env={"FAIRSHARE_TOKEN": "finance-token", "COLUMNS": "200"}
     )
     assert done.exit_code == 0, done.output
     return done.stdout
@@ -240,7 +281,7 @@ def test_the_printed_statement_reads_as_a_statement(client: TestClient) -> None:
     assert "FORECAST AT RATE" in share
     assert "money 2026-11" in share
     unknown = CliRunner().invoke(
-        _cli(client), ["statement", "nowhere"], env={"FAIRSHARE_TOKEN": "ana-token"}
+        _cli(client), ["statement", "nowhere"], env={"FAIRSHARE_TOKEN": "finance-token"}
     )
     assert unknown.exit_code == 1
     assert "unknown budget" in unknown.stderr

@@ -186,7 +186,7 @@ def test_renew_refuses_a_user_with_both_kinds(tmp_path: Path) -> None:
     path = tmp_path / "tokens.json"
     add_token(path, "ana")
     add_token(path, "ana", admin=True)
-    with pytest.raises(TokenFileError, match="both admin and user tokens"):
+    with pytest.raises(TokenFileError, match="tokens of several kinds"):
         renew_token(path, "ana")
     assert len(read_document(path).tokens) == 2
 
@@ -341,3 +341,16 @@ def test_a_ca_file_that_cannot_be_read_is_an_api_error(tmp_path: Path) -> None:
     not_pem.write_text("no certificate here")
     with pytest.raises(ApiError, match="cannot use the CA certificate"):
         FairshareClient("https://127.0.0.1:1", "t", ca=not_pem)
+
+
+def test_a_finance_token_is_written_only_where_it_is_one_and_renews_as_one(tmp_path: Path) -> None:
+    """``finance`` is left out of the file where false, so an API from before the role reads
+    the files written now; a finance token renews as a finance token."""
+    path = tmp_path / "tokens.json"
+    add_token(path, "ana")
+    token = add_token(path, "fin", finance=True)
+    written = json.loads(path.read_text())["tokens"]
+    assert ["finance" in r for r in written] == [False, True]
+    assert load_tokens(path).authenticate(token).finance  # type: ignore[union-attr]
+    renewed = renew_token(path, "fin")
+    assert load_tokens(path).authenticate(renewed).finance  # type: ignore[union-attr]

@@ -25,10 +25,10 @@ from sqlalchemy.exc import DBAPIError
 from events.times import HOUR
 from projections.budget_tree import ROOT
 from projections.costs import IdleMethod
-from services.api import queries
+from services.api import auth, queries
 from services.api.application import Application
 from services.api.deps import Context, User
-from services.api.errors import Invalid, Unavailable
+from services.api.errors import Forbidden, Invalid, Unavailable
 from services.api.money import (
     LINE_KINDS,
     ForecastView,
@@ -87,6 +87,9 @@ def budget_statement(
     name, start, end = _month(month, ctx)
     with ctx.view.read() as state:
         queries.budget_or_404(state, budget)
+        refusal = auth.may_see_money(who, state.tree, budget)
+    if refusal is not None:
+        raise Forbidden(refusal, user=who.user)
     engine = _engine(ctx)
     money = _money(engine, budget, start, end, idle)
     return statement_view(budget, name, idle, money, workloads)
@@ -100,11 +103,16 @@ def statements(
     idle: IdleQuery = "share",
     workloads: WorkloadsQuery = True,
 ) -> StatementList:
-    """Every budget's statement for a month (each as ``/budgets/{path}/statement`` answers
-    it), in path order; ``workloads=false`` leaves the workloads out."""
+    """Every budget's statement for a month that the caller may see (each as
+    ``/budgets/{path}/statement`` answers it), in path order; ``workloads=false`` leaves the
+    workloads out."""
     name, start, end = _month(month, ctx)
     with ctx.view.read() as state:
-        budgets = sorted(path for path in state.tree.nodes if path != ROOT)
+        budgets = sorted(
+            path
+            for path in state.tree.nodes
+            if path != ROOT and auth.may_see_money(who, state.tree, path) is None
+        )
     engine = _engine(ctx)
     found = _read(lambda: budgets_money(engine, budgets, start, end, idle))
     views = [statement_view(path, name, idle, found[path], workloads) for path in budgets]
