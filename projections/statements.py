@@ -75,6 +75,15 @@ class Statement:
 LINE_KINDS = ("usage", "burst", "lost", "idle", "corrections")
 
 
+def idle_gpu_s(line: CostLine) -> int:
+    """The idle GPU-seconds behind an idle line: what it bills at the list price it was
+    priced at. An idle line carries no GPU-seconds of its own (no workload ran them), and a
+    statement showed "0.00 GPU-h" beside the money they cost."""
+    if line.list_unit_price <= 0:
+        return 0
+    return round(line.billed_cost / line.list_unit_price * HOUR)
+
+
 def statement(
     lines: Iterable[CostLine], budget: str, start: int, end: int, currency: str = ""
 ) -> Statement:
@@ -85,12 +94,13 @@ def statement(
             continue
         kind = "corrections" if line.correction else line.kind
         target = kinds[kind]
-        target.gpu_s += line.gpu_s
+        gpu_s = idle_gpu_s(line) if line.kind == "idle" else line.gpu_s
+        target.gpu_s += gpu_s
         target.billed += line.billed_cost
         target.list_value += line.list_cost
         key = line.workload_id or f"(idle of {line.budget} in {line.pool})"
         money = target.workloads.setdefault(key, WorkloadMoney(key, line.budget, line.pool))
-        money.gpu_s += line.gpu_s
+        money.gpu_s += gpu_s
         money.billed += line.billed_cost
         money.list_value += line.list_cost
         currency = currency or line.currency

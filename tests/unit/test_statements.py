@@ -46,6 +46,9 @@ def test_a_statement_sums_its_subtrees_lines_by_kind_down_to_workloads() -> None
     assert lab.lines["burst"].list_value == Decimal(4)
     # 96 GPU-h of capacity at 1.00, 48 billed: 48 idle, half each by share
     assert lab.lines["idle"].billed == Decimal(48)
+    # the idle GPU-hours behind that money (at the list price, 1.00): it said 0.00 GPU-h
+    assert lab.lines["idle"].gpu_s == 48 * HOUR
+    assert sum(w.gpu_s for w in lab.lines["idle"].workloads.values()) == 48 * HOUR
     assert list(lab.lines["usage"].workloads) == ["w1"]
     assert lab.billed == Decimal(96)
     assert lab.by_pool() == {"a100": Decimal(96)}
