@@ -274,8 +274,12 @@ def test_the_printed_statement_reads_as_a_statement(client: TestClient) -> None:
         "forecast to 2026-12-01T00:00:00Z",
         "robot-sim-1",
         "vision-train-1",
+        "as of 2026-11-02T12:00:00Z",
     ):
         assert words in text, words
+    header = "\n".join(text.splitlines()[:3])
+    assert "log position" not in header, "a time heads it; the log position is a footnote"
+    assert "Read from the read models at log position" in text.splitlines()[-1]
     share = _run(client, "share", "--cost")
     assert "SPENT" in share
     assert "FORECAST AT RATE" in share

@@ -157,10 +157,7 @@ def _title(answer: BudgetReport) -> str:
     source = answer.delivered_owed
     if source is None:
         return title + "; delivered/owed: no read models"
-    return (
-        f"{title}; delivered/owed from the read models, {source.from_} to {source.to} "
-        f"(at {source.log_position or 'the start of the log'})"
-    )
+    return f"{title}; delivered/owed from the read models, {source.from_} to {source.to}"
 
 
 def _share_table(answer: BudgetReport, money: StatementList | None = None) -> FittedTable:

@@ -131,7 +131,7 @@ def print_statement(out: Console, view: StatementView, detail: BudgetDetail | No
     state = "sealed" if view.sealed else f"open, to {view.forecast.as_of}"
     out.print(plain(f"Statement of {view.budget} for {view.period.month} ({currency})"))
     out.print(plain(f"period {view.period.start} to {view.period.end} ({state})"))
-    out.print(plain(f"idle allocated by {view.idle_method}; log position {view.log_position}"))
+    out.print(plain(f"idle allocated by {view.idle_method}; as of {view.forecast.as_of}"))
     if detail is not None:
         out.print()
         out.print(_share_table(detail))
@@ -152,6 +152,14 @@ def print_statement(out: Console, view: StatementView, detail: BudgetDetail | No
         if line.workloads:
             out.print()
             out.print(_workloads_table(line))
+    out.print()
+    out.print(
+        plain(
+            "Read from the read models at log position "
+            f"{view.log_position or '(the start of the log)'}: an audit re-derives these "
+            "figures from the log up to there."
+        )
+    )
 
 
 def _share_table(detail: BudgetDetail) -> FittedTable:

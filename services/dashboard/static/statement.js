@@ -59,8 +59,11 @@ function render(s, detail) {
     ["state", s.sealed ? "sealed (final)" : `open, billed to ${s.forecast.as_of}`],
     ["currency", currency || "no price set: nothing is billed"],
     ["idle allocated by", s.idle_method],
-    ["log position", s.log_position || "-"],
+    ["as of", s.forecast.as_of],
   ];
+  $("#position").textContent = "Read from the read models at log position " +
+    (s.log_position || "(the start of the log)") +
+    ": an audit re-derives these figures from the log up to there.";
   $("#facts").innerHTML = facts.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
   $("#share-part").hidden = !detail;
   if (detail) {
