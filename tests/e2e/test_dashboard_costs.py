@@ -61,8 +61,11 @@ def test_the_cost_panel_shows_each_budgets_money_and_forecast(server: str, brows
         assert (
             row.locator("td.at-entitlement").text_content() == forecast["at_entitlement"]["display"]
         )
-        # the range is this morning: its money is the month's
+        # the range is this morning: its money is the month's, shown once ("spent this
+        # month"), not again in a "billed 2026-11" column beside it
         assert row.locator("td.range").text_content() == statements[budget]["billed"]["display"]
+        assert not row.locator("td.range").is_visible()
+        assert row.locator("td.spent").is_visible()
         assert row.locator("a").get_attribute("href") == (
             f"/dashboard/statement?budget={budget.replace('/', '%2F')}&month={MONTH}"
         )
@@ -77,6 +80,7 @@ def test_the_cost_panel_shows_each_budgets_money_and_forecast(server: str, brows
     for i, budget in enumerate(drawn["labels"]):
         billed = Decimal(statements[budget]["by_pool"]["a100"]["exact"])
         assert drawn["sets"]["a100"][i] == pytest.approx(float(billed), abs=1e-6)
+    assert not page.locator("#cost-range-head").is_visible()
     summary = page.text_content("#cost-summary") or ""
     assert "EUR" in summary
     assert MONTH in summary

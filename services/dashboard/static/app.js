@@ -538,6 +538,8 @@ function renderCosts(data) {
   const total = (b) => Object.values(inRange[b] || {}).reduce((t, x) => t + x, 0);
   const span = months.length > 1 ? `${months[0]} to ${months[months.length - 1]}` : months[0];
   $("#cost-range-head").textContent = `billed ${span}`;
+  // Within the month of now the range's money is the month's spent: one column, not two.
+  $("#costs").classList.toggle("this-month-only", months.length === 1 && months[0] === now);
   const rows = depthFirst(current.statements.map((s) => ({
     ...s, parent: s.budget.includes("/") ? s.budget.slice(0, s.budget.lastIndexOf("/")) : "",
   }))).map((s) => {
