@@ -33,6 +33,7 @@ from services.api.errors import (
     TooLarge,
     Unavailable,
 )
+from services.api.gauges import ViewGauges
 from services.api.metrics import RequestMetrics, metrics_endpoint
 from services.api.routes import (
     budgets,
@@ -98,6 +99,7 @@ def create_app(
         "Every accepted write is an event on the log.",
     )
     app.state.view = view
+    app.state.gauges = ViewGauges(view, clock, window_s)
     app.state.publisher = publisher
     app.state.tokens = tokens
     app.state.application = Application(

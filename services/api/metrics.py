@@ -70,6 +70,10 @@ class RequestMetrics:
 
 
 def metrics_endpoint(request: Request) -> Response:
-    """This process's metrics, in the format the scraper asked for (OpenMetrics or text)."""
+    """This process's metrics and the gauges of its view (``gauges.py``), in the format the
+    scraper asked for (OpenMetrics or text)."""
+    from services.api.gauges import WithGauges
+
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encoder(REGISTRY), media_type=content_type)
+    gauges = getattr(request.app.state, "gauges", None)
+    return Response(encoder(WithGauges(REGISTRY, gauges)), media_type=content_type)

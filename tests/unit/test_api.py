@@ -336,6 +336,42 @@ def test_a_running_workload_shows_what_it_used_since_its_charges_stop(world: Wor
     assert world.client.get("/workloads/pb1", headers=BO).json()["running_gpu_s"] == 0
 
 
+def test_metrics_graph_the_pools_budgets_and_queues_as_the_api_answers_them(
+    world: World,
+) -> None:
+    """The API's /metrics had request and lag metrics only: an operator could not graph
+    capacity, held GPUs, a budget's usage or what it is owed now, nor the queue by reason."""
+    text = world.client.get("/metrics").text
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(("fairshare_pool_", "fairshare_budget_", "fairshare_queue_"))
+    }
+    assert samples['fairshare_pool_capacity_gpus{pool="p"}'] == 12
+    assert samples['fairshare_pool_held_gpus{kind="allocated",pool="p"}'] == 6  # r1 4, r2 2
+    budgets = world.client.get("/budgets", headers=ANA).json()["budgets"]
+    for b in budgets:
+        figures = b["pools"]["p"]
+        labels = f'budget="{b["budget"]}",pool="p"'
+        assert samples[f"fairshare_budget_usage_gpu_seconds{{{labels}}}"] == figures["usage_gpu_s"]
+        assert samples[f"fairshare_budget_demand_gpus{{{labels}}}"] == figures["demand_gpus"]
+        assert samples[f"fairshare_budget_owed_gpus{{{labels}}}"] == figures["entitled_gpus"]
+    queue = world.client.get("/queue", headers=ANA).json()["pools"][0]
+    by_reason: dict[str, int] = {}
+    for entry in queue["pending"]:
+        by_reason[entry["reason"]] = by_reason.get(entry["reason"], 0) + 1
+    assert {
+        key.split('reason="')[1].rstrip('"}'): value
+        for key, value in samples.items()
+        if key.startswith("fairshare_queue_length")
+    } == by_reason
+    openmetrics = world.client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+    ).text
+    assert openmetrics.count("# EOF") == 1
+    assert "fairshare_queue_length" in openmetrics
+
+
 def test_a_spec_posing_as_a_clusters_native_work_is_refused(world: World) -> None:
     """Only a cluster's agent states a native origin (the Job whose pods it binds and
     suspends): through the API it would let a user act on another namespace's Job."""

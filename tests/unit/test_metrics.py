@@ -23,6 +23,7 @@ from events.models import DecisionRecord, PlaceCommand, PreemptCommand
 from projections.charging_state import ChargingState
 from services.api import create_app, default_tokens
 from services.api import metrics as api_metrics
+from services.api.gauges import ViewGauges
 from services.api.view import VIEW_KINDS, LiveView
 from services.bus.follower import Follower
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
@@ -79,6 +80,15 @@ class _Everything(Collector):
         yield from REGISTRY.collect()
         yield from _figures().collect()
         yield from _charging_lag().collect()
+        yield from _api_gauges().collect()
+
+
+def _api_gauges() -> ViewGauges:
+    """The API's gauges over the API tests' world (a pool, budgets, a queue)."""
+    from tests.unit.test_api import NOW, build_world
+
+    world = build_world()
+    return ViewGauges(world.view, lambda: NOW.timestamp(), 7 * 86_400)
 
 
 def _families() -> list[Metric]:
