@@ -64,6 +64,10 @@ def styled(style: str, label: str, *parts: object) -> Text:
     return Text.assemble((label, style), plain(*parts))
 
 
+#: In a column of sentences (``prose``), a token longer than this (an id or a path quoted in
+#: the sentence, whole in its own column) may fold; every other column keeps its longest word.
+PROSE_WORD = 12
+
 #: Cell padding: one space before each column, as squeue separates its columns (and a line
 #: starts with one, so that `` id `` finds an id in any column).
 _PADDING = (0, 0, 0, 1)
@@ -76,6 +80,8 @@ class FittedTable:
 
     Ids and budget paths (the columns named in ``whole``) are never cut, folded or wrapped:
     a reader pastes them into the next command, and ``demo-…`` is every workload of a demo.
+    Nor is any word of another column (a status, a reason code): only in a column of
+    sentences (``prose``) may a long token (an id quoted there) fold.
     A cell that is a list or a tuple holds one item a line (a node's workloads, a gang's
     nodes), so that in such a column each id is whole too. When the width cannot give every
     other column at least its longest word, the columns named in ``drop`` go, in that order
@@ -94,13 +100,15 @@ class FittedTable:
         drop: Sequence[str] = (),
         title: str | None = None,
         show_header: bool = True,
+        prose: Collection[str] = (),
     ) -> None:
-        unknown = sorted((set(whole) | set(drop)) - set(headers))
+        unknown = sorted((set(whole) | set(drop) | set(prose)) - set(headers))
         if unknown:
             raise ValueError(f"not columns of this table: {unknown}")
         self.headers = headers
         self.whole = frozenset(headers.index(header) for header in whole)
         self.drop = tuple(headers.index(header) for header in drop)
+        self.prose = frozenset(headers.index(header) for header in prose)
         self.title = title
         self.show_header = show_header
         self.rows: list[tuple[Text, ...]] = []
@@ -118,7 +126,15 @@ class FittedTable:
             if sum(spans[k][0] for k in shown) <= options.max_width:
                 break
             shown.remove(i)
-        yield self._table(shown, spans, _fit([spans[i] for i in shown], options.max_width))
+        widths = _fit([spans[i] for i in shown], options.max_width)
+        table = self._table(shown, spans, widths)
+        wide = sum(widths) if widths is not None else 0
+        if wide > options.max_width:
+            # wider than the terminal even at each column's least: laid out at that width (the
+            # terminal wraps the lines), never squeezed into cut words and ids
+            yield from console.render(table, options.update_width(wide))
+            return
+        yield table
 
     def _span(self, console: Console, options: ConsoleOptions, i: int) -> tuple[int, int]:
         """The least and the most width of column ``i``, padding included: a whole column's
@@ -129,6 +145,8 @@ class FittedTable:
             return widest, widest
         measured = [Measurement.get(console, options, text) for text in texts]
         least = max(m.minimum for m in measured)
+        if i in self.prose:
+            least = min(least, PROSE_WORD)
         return least + _PAD, max(m.maximum for m in measured) + _PAD
 
     def _table(
@@ -153,7 +171,8 @@ class FittedTable:
                 least = spans[i][0] - _PAD
                 table.add_column(self.headers[i], no_wrap=True, min_width=least, width=width)
             else:
-                table.add_column(self.headers[i], overflow="fold", width=width)
+                least = spans[i][0] - _PAD  # never below its longest word
+                table.add_column(self.headers[i], overflow="fold", width=width, min_width=least)
         for row in self.rows:
             table.add_row(*(row[i] for i in shown))
         return table
@@ -162,10 +181,14 @@ class FittedTable:
 def _fit(spans: Sequence[tuple[int, int]], room: int) -> list[int] | None:
     """Widths in ``room`` for columns of (least, most) widths: each its least, and the spare to
     the others, those that need the least more first (so a short status is whole and a
-    sentence wraps in what is left). None when they all fit at their most, or not even at
-    their least: then Rich lays the table out."""
+    sentence wraps in what is left). None when they all fit at their most: then Rich lays the
+    table out. When not even their least fits, each gets its least, wider than ``room``: the
+    line is longer than the terminal, which wraps it, and no word is cut (Rich's own layout
+    folded a column down to a letter a line: "unallocate/d")."""
     least = sum(low for low, _ in spans)
-    if least > room or sum(high for _, high in spans) <= room:
+    if least > room:
+        return [low for low, _ in spans]
+    if sum(high for _, high in spans) <= room:
         return None
     widths = [low for low, _ in spans]
     spare = room - least

@@ -160,6 +160,20 @@ def test_ids_stay_whole_even_when_they_alone_are_wider_than_the_terminal() -> No
     assert "NOTE" not in lines[0]
 
 
+def test_no_word_is_cut_when_even_the_least_widths_overflow_the_terminal() -> None:
+    """With nothing left to drop and the columns' longest words wider than the terminal,
+    Rich's own layout folded a reason a letter a line ("unallocate/d", "array-limi/t") and
+    cut ids with an ellipsis. Now each column gets its longest word and the terminal wraps
+    the line."""
+    table = FittedTable("ID", "PATH", "REASON", "WHY", "STATUS", whole=("ID", "PATH"))
+    table.add_row((RUNNING, BUDGET, "unallocated", "array-limit reached", "preempted"))
+    lines = render(table, 50)
+    words = {word for line in lines for word in line.split()}
+    for word in (RUNNING, BUDGET, "unallocated", "array-limit", "preempted", "REASON", "STATUS"):
+        assert word in words, (word, lines)
+    assert not [line for line in lines if "\u2026" in line], "nothing cut short"
+
+
 def test_a_short_column_stays_whole_while_a_longer_one_wraps() -> None:
     """Rich alone narrows the widest columns first, down to equal widths, and would fold
     ``succeeded`` here to make room for a header that can wrap."""

@@ -83,6 +83,7 @@ def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTa
         "REASON",
         *(["WHY"] if long else []),
         whole=("POOL", "WORKLOAD", "BUDGET", "USER"),
+        prose=("WHY",) if long else (),
         # with -l, WHY says in words what REASON says in a code
         drop=(*(["REASON"] if long else []), "RANK", "CONTRACT", "POS", "NAME", "GPUS"),
     )
