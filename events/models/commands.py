@@ -180,6 +180,20 @@ class DecisionRecord(_Record):
         return self
 
 
+#: The descriptions of the fields every command has (place and preempt alike).
+_EPOCH = (
+    "The issuing scheduler's lease epoch, a fencing token: agents and the cluster fold ignore a "
+    "command whose epoch is below one already seen on a command for the same cluster and pool, "
+    "so a deposed leader cannot act (0: no lease, or a v1 record upcast). Stated by the "
+    "scheduler."
+)
+_COMMAND_CLUSTER = (
+    "The cluster whose agent carries the command out (its nodes'); the record's subject and "
+    "Kafka key, so every reader sees one cluster's commands in one order. Stated by the "
+    "scheduler."
+)
+
+
 class PlaceCommand(EventData):
     event_type: ClassVar[str] = "fairshare.command.place.v2"
     topic: ClassVar[TopicKind] = TopicKind.COMMANDS
@@ -192,23 +206,8 @@ class PlaceCommand(EventData):
             "by the scheduler."
         )
     )
-    epoch: int = Field(
-        default=0,
-        ge=0,
-        description=(
-            "The issuing scheduler's lease epoch, a fencing token: agents and the cluster fold "
-            "ignore a command whose epoch is below one already seen on a command for the same "
-            "cluster and pool, so a deposed leader cannot act (0: no lease, or a v1 record "
-            "upcast). Stated by the scheduler."
-        ),
-    )
-    cluster: Identifier = Field(
-        description=(
-            "The cluster whose agent carries the command out (its nodes'); the record's subject "
-            "and Kafka key, so every reader sees one cluster's commands in one order. Stated by "
-            "the scheduler."
-        )
-    )
+    epoch: int = Field(default=0, ge=0, description=_EPOCH)
+    cluster: Identifier = Field(description=_COMMAND_CLUSTER)
     pool: PoolName = Field(
         description=(
             "The pool the run is placed in; the epoch fence is per cluster and pool. Stated by "
@@ -287,23 +286,8 @@ class PreemptCommand(EventData):
             "fairshare.workload.preempted.v1 names it. Stated by the scheduler."
         )
     )
-    epoch: int = Field(
-        default=0,
-        ge=0,
-        description=(
-            "The issuing scheduler's lease epoch, a fencing token: agents and the cluster fold "
-            "ignore a command whose epoch is below one already seen on a command for the same "
-            "cluster and pool, so a deposed leader cannot act (0: no lease, or a v1 record "
-            "upcast). Stated by the scheduler."
-        ),
-    )
-    cluster: Identifier = Field(
-        description=(
-            "The cluster whose agent carries the command out (its nodes'); the record's subject "
-            "and Kafka key, so every reader sees one cluster's commands in one order. Stated by "
-            "the scheduler."
-        )
-    )
+    epoch: int = Field(default=0, ge=0, description=_EPOCH)
+    cluster: Identifier = Field(description=_COMMAND_CLUSTER)
     pool: PoolName = Field(
         description=(
             "The pool the run is in; the epoch fence is per cluster and pool. Stated by the "

@@ -12,9 +12,8 @@ from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from tests.processes import run_fairshare
 
 
-@pytest.fixture(scope="module")
-def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("audit")
+def _simulated_log(tmp: Path, *extra: str) -> Path:
+    """A 400-job Philly slice simulated on 32 GPUs, fair share only, its full log written."""
     lines = (TRACES / "philly-2017-09.csv").read_text().splitlines()[:401]
     trace = tmp / "slice.csv"
     trace.write_text("\n".join(lines) + "\n")
@@ -29,6 +28,7 @@ def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "32",
         "--policy",
         "fairshare",
+        *extra,
         "--out",
         str(tmp / "out"),
         "--no-plots",
@@ -37,6 +37,11 @@ def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert result.returncode == 0, result.stderr
     return log
+
+
+@pytest.fixture(scope="module")
+def event_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _simulated_log(tmp_path_factory.mktemp("audit"))
 
 
 def _lines(log: Path) -> list[dict[str, object]]:
@@ -137,31 +142,7 @@ def test_a_log_with_corrections_audits_identically_in_log_order_and_shuffled(
     simulated ledger post corrections. Its charges re-derive identically from the log as
     written and from shuffled reads of it (the audit folds in the canonical order of
     docs/spec/log-v1.md 8.9); folded as read, a shuffle breaks them; every pass re-derives."""
-    lines = (TRACES / "philly-2017-09.csv").read_text().splitlines()[:401]
-    trace = tmp_path / "slice.csv"
-    trace.write_text("\n".join(lines) + "\n")
-    log = tmp_path / "events.ndjson"
-    simulated = run_fairshare(
-        "simulate",
-        "--trace",
-        str(trace),
-        "--budgets",
-        str(TRACES / "philly-budgets.csv"),
-        "--gpus",
-        "32",
-        "--policy",
-        "fairshare",
-        "--late-losses",
-        "2",
-        "--seed",
-        "3",
-        "--out",
-        str(tmp_path / "out"),
-        "--no-plots",
-        "--events-out",
-        str(log),
-    )
-    assert simulated.returncode == 0, simulated.stderr
+    log = _simulated_log(tmp_path, "--late-losses", "2", "--seed", "3")
     charges = [e["data"] for e in _lines(log) if e["type"] == "fairshare.ledger.charge.v1"]
     assert any(c["corrects"] for c in charges), "the late losses corrected confirmed hours"
     for order in ([], ["--shuffle", "1"], ["--shuffle", "2"]):

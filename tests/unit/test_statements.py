@@ -15,18 +15,24 @@ from projections.statements import forecast, statement
 T0 = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp())
 
 
-def _lines() -> list:  # type: ignore[type-arg]
+def _book(per_gpu_hour: str) -> PriceBook:
+    """One list price for pool a100, in EUR, from the day before T0."""
     book = PriceBook()
     book.apply(
         PriceSet(
             pool="a100",
             currency="EUR",
-            per_gpu_hour="1.00",
+            per_gpu_hour=per_gpu_hour,
             effective_at=datetime.fromtimestamp(T0 - DAY, UTC),
             set_by="admin",
         ),
         0,
     )
+    return book
+
+
+def _lines() -> list:  # type: ignore[type-arg]
+    book = _book("1.00")
     rows = [Charged("w1", 1, "lab/a", "a100", T0 + h * HOUR, True, 3600) for h in range(48)]
     rows += [Charged("w2", 1, "lab/b", "a100", T0 + h * HOUR, False, 3600) for h in range(4)]
     rows += [Charged("w3", 1, "ops/c", "a100", T0 - HOUR, True, 1800, True)]
@@ -72,17 +78,7 @@ def test_the_forecast_at_the_current_rate_runs_ten_minutes_of_history_to_the_mon
     """A system up ten minutes billed 2.00 EUR: at that rate (12.00 an hour) for the 10 hours
     left the forecast is 122.00, not the 2.00 spent (the rate counted whole hours only, and a
     line of the hour in progress had none)."""
-    book = PriceBook()
-    book.apply(
-        PriceSet(
-            pool="a100",
-            currency="EUR",
-            per_gpu_hour="6.00",
-            effective_at=datetime.fromtimestamp(T0 - DAY, UTC),
-            set_by="admin",
-        ),
-        0,
-    )
+    book = _book("6.00")
     now = T0 + 600
     lines = cost_lines([Charged("w1", 1, "lab/a", "a100", T0, True, 2 * 600)], book)
     [line] = lines
