@@ -281,8 +281,8 @@ def ready_lines(config: UpConfig, pids: str) -> list[str]:
     link carries no token: the page has a sign-in form, and a URL is no place for a secret."""
     if config.tokens_file is None:
         tokens = (
-            "tokens   demo only: admin-token (admin), ana-token, bo-token, chen-token; "
-            "sign in to the dashboard with admin-token"
+            "tokens   demo only: admin-token (admin), ana-token, bo-token, chen-token, "
+            "finance-token (every budget's money); sign in to the dashboard with admin-token"
         )
     else:
         tokens = (
