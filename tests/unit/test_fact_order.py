@@ -106,9 +106,10 @@ def run_facts(draw: st.DrawFn, index: int) -> list[tuple[EventData, float]]:
 
 def _log(runs: list[list[tuple[EventData, float]]], duplicates: list[int]) -> Log:
     log: Log = []
-    for facts in runs:
+    for i, facts in enumerate(runs):
         for k, (data, t) in enumerate(facts):
-            event_id = derived_event_id("test", data.subject(), type(data).event_type, str(k))
+            # unique per record, as a log's ids are (runs share nodes: the subject is not enough)
+            event_id = derived_event_id("test", str(i), type(data).event_type, str(k))
             log.append(new_event(data, source="fairshare/test", time=_at(t), event_id=event_id))
     log += [log[i % len(log)] for i in duplicates]  # redelivered records
     return log
