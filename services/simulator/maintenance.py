@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 DAY = 86_400.0
@@ -59,18 +60,27 @@ def repair_requests(
     ``random.random`` only, whose sequence Python keeps stable for a given seed."""
     if config.requests is not None:
         return sorted((at, node) for at, node in config.requests if start <= at < end)
-    if not config.enabled or not nodes or end <= start:
+    if not config.enabled:
         return []
-    per_second = config.rate * len(nodes) / DAY
-    draw = random.Random(config.seed)
-    requests: list[tuple[float, str]] = []
+    return list(arrivals_on_nodes(config.rate, nodes, start, end, random.Random(config.seed)))
+
+
+def arrivals_on_nodes(
+    rate: float, nodes: list[str], start: float, end: float, draw: random.Random
+) -> Iterator[tuple[float, str]]:
+    """(time, node) of a Poisson process of ``rate x len(nodes)`` events a day in ``[start,
+    end)``, each on a node drawn uniformly, in time order: two draws of ``draw`` each (the
+    caller may draw more between them, the same generator going on). Repair requests and the
+    world's late losses (world.py) come from it."""
+    if rate <= 0 or not nodes or end <= start:
+        return
+    per_second = rate * len(nodes) / DAY
     at = start
     while True:
         at += -math.log(1.0 - draw.random()) / per_second
         if at >= end:
-            return requests
-        node = nodes[min(len(nodes) - 1, int(draw.random() * len(nodes)))]
-        requests.append((at, node))
+            return
+        yield at, nodes[min(len(nodes) - 1, int(draw.random() * len(nodes)))]
 
 
 @dataclass

@@ -42,6 +42,7 @@ from events.times import fold_instant, utc_from_epoch
 from projections.budget_tree import BudgetTree
 from projections.cluster_state import ClusterState
 from projections.cluster_types import TERMINAL
+from services.simulator.maintenance import arrivals_on_nodes
 
 #: Who states the world's facts in a simulated log.
 WORLD_ACTOR = "simulator"
@@ -110,18 +111,11 @@ class LateLossConfig:
         """The late losses in ``[start, end)``: a Poisson process of ``rate x len(nodes)`` a
         day, each on a node drawn uniformly (``random.Random(seed)``, stable across Python
         versions for a given seed)."""
-        if self.rate <= 0 or not nodes or end <= start:
-            return []
-        per_second = self.rate * len(nodes) / 86_400.0
         draw = random.Random(self.seed)
-        facts: list[LateLossAt] = []
-        at = start
-        while True:
-            at += -math.log(1.0 - draw.random()) / per_second
-            if at >= end:
-                return facts
-            node = nodes[min(len(nodes) - 1, int(draw.random() * len(nodes)))]
-            facts.append(LateLossAt(node, at, draw.uniform(1.0, self.dated_max_s)))
+        return [
+            LateLossAt(node, at, draw.uniform(1.0, self.dated_max_s))
+            for at, node in arrivals_on_nodes(self.rate, nodes, start, end, draw)
+        ]
 
     def describe(self) -> str:
         if self.rate <= 0:
