@@ -33,13 +33,6 @@ EventsOption = Annotated[
 ]
 
 
-_NO_LOG = (
-    "[red]give --events FILE or --kafka BOOTSTRAP[/] (no `fairshare up` log in {data_dir}: "
-    "pass --data-dir DIR for one kept elsewhere; a remote Kafka: --kafka BOOTSTRAP "
-    "--kafka-config FILE, FILE the librdkafka properties of an auditor's principal)"
-)
-
-
 def _log(
     events: Path | None,
     kafka: str | None,
@@ -50,7 +43,7 @@ def _log(
     """The whole log, from a file or (with --kafka, or a local ``fairshare up``'s data dir)
     from the live topics; ``strict=False`` decodes an export file's hot types leanly
     (``services.audit.sources``)."""
-    from services.audit.local_log import local_or_given
+    from services.audit.local_log import NO_LOG, local_or_given
     from services.audit.sources import log_from_file, log_from_kafka
 
     if events is None:
@@ -76,7 +69,7 @@ def _log(
                 f"dead-letter topic), first: {invalid[0].reason}"
             )
         return [item for item in log if not isinstance(item, BadLine)]
-    err_console.print(_NO_LOG.format(data_dir=data_dir))
+    err_console.print(NO_LOG.format(data_dir=data_dir))
     raise typer.Exit(2)
 
 

@@ -59,17 +59,17 @@ def _audit(
 ) -> DecisionAudit:
     from services.audit.decisions import audit_decisions
     from services.audit.decisions_live import audit_live_decisions
-    from services.audit.local_log import local_or_given
+    from services.audit.local_log import NO_LOG, local_or_given
     from services.audit.sources import deliveries_from_kafka, log_from_file
 
+    if events is not None and kafka is not None:
+        err_console.print("[red]give --events FILE or --kafka BOOTSTRAP[/] (one of them)")
+        raise typer.Exit(2)
     if events is None:
         kafka = local_or_given(kafka, data_dir)
-    if (events is None) == (kafka is None):
-        err_console.print(
-            "[red]give --events FILE or --kafka BOOTSTRAP[/] (one of them; without either, "
-            f"the log of the `fairshare up` in --data-dir, and there is none in {data_dir})"
-        )
-        raise typer.Exit(2)
+        if kafka is None:
+            err_console.print(NO_LOG.format(data_dir=data_dir))
+            raise typer.Exit(2)
     if events is not None:
         if not events.is_file():
             err_console.print(f"[red]--events:[/] {events} is not a file")

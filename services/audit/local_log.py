@@ -10,8 +10,15 @@ from pathlib import Path
 
 from services.runtime.cli_options import err_console
 
+#: What to pass when there is no log to read (``{data_dir}``: where none was found).
+NO_LOG = (
+    "[red]give --events FILE or --kafka BOOTSTRAP[/] (no `fairshare up` log in {data_dir}: "
+    "pass --data-dir DIR for one kept elsewhere; a remote Kafka: --kafka BOOTSTRAP "
+    "--kafka-config FILE, FILE the librdkafka properties of an auditor's principal)"
+)
 
-def local_or_given(kafka: str | None, data_dir: Path, quiet: bool = False) -> str | None:
+
+def local_or_given(kafka: str | None, data_dir: Path) -> str | None:
     """``--kafka`` if given; else the Kafka of the ``fairshare up`` kept in ``data_dir``,
     connected to as its audit principal (unless ``--kafka-config`` named another); else None.
     ``fairshare up``'s broker is secured with credentials it writes only into its data dir,
@@ -28,8 +35,5 @@ def local_or_given(kafka: str | None, data_dir: Path, quiet: bool = False) -> st
     if found.client_config is not None and configured_file() is None:
         use_config_file(found.client_config)
         who = f", as its audit principal ({found.client_config})"
-    if not quiet:
-        err_console.print(
-            f"reading the log of `fairshare up` in {data_dir}: {found.bootstrap}{who}"
-        )
+    err_console.print(f"reading the log of `fairshare up` in {data_dir}: {found.bootstrap}{who}")
     return found.bootstrap
