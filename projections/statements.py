@@ -49,6 +49,43 @@ class StatementLine:
     list_value: Decimal = ZERO
     workloads: dict[str, WorkloadMoney] = field(default_factory=dict)
 
+    @property
+    def unit_price(self) -> Decimal | None:
+        """Billed per GPU-hour: the line's price, averaged where prices changed in the period."""
+        return per_gpu_hour(self.billed, self.gpu_s)
+
+    @property
+    def list_unit_price(self) -> Decimal | None:
+        """The list value per GPU-hour (what burst and discounts are measured against)."""
+        return per_gpu_hour(self.list_value, self.gpu_s)
+
+
+def per_gpu_hour(amount: Decimal, gpu_s: int) -> Decimal | None:
+    """``amount`` per GPU-hour of ``gpu_s`` (None for a line with no GPU-hours: no price can
+    be read from it). One function, so the API, the CLI and the page print one price."""
+    if gpu_s <= 0:
+        return None
+    return (amount * HOUR / gpu_s).quantize(_QUANTUM)
+
+
+#: Why a budget is billed idle capacity, per allocation method: printed on every statement, so a
+#: reader of a budget created yesterday and billed idle today sees the rule, not a surprise.
+IDLE_RULES: dict[str, str] = {
+    "share": (
+        "idle: each pool-hour's capacity at list price, less what its use paid, is split by "
+        "entitlement (each budget's share of the capacity in that hour, from the instant it "
+        "exists): a budget pays for capacity held for it whether it used it or not"
+    ),
+    "use": (
+        "idle: each pool-hour's capacity at list price, less what its use paid, is split by "
+        "what each budget was billed in that pool-hour: a budget that used nothing pays no idle"
+    ),
+    "platform": (
+        "idle: capacity nobody paid for is the platform's cost, on its own account: no budget "
+        "is billed idle"
+    ),
+}
+
 
 @dataclass
 class Statement:
@@ -95,14 +132,16 @@ def statement(
         kind = "corrections" if line.correction else line.kind
         target = kinds[kind]
         gpu_s = idle_gpu_s(line) if line.kind == "idle" else line.gpu_s
+        # idle is billed at the list price: its list value is what it bills
+        listed = line.billed_cost if line.kind == "idle" else line.list_cost
         target.gpu_s += gpu_s
         target.billed += line.billed_cost
-        target.list_value += line.list_cost
+        target.list_value += listed
         key = line.workload_id or f"(idle of {line.budget} in {line.pool})"
         money = target.workloads.setdefault(key, WorkloadMoney(key, line.budget, line.pool))
         money.gpu_s += gpu_s
         money.billed += line.billed_cost
-        money.list_value += line.list_cost
+        money.list_value += listed
         currency = currency or line.currency
     return Statement(budget, currency, start, end, kinds)
 

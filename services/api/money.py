@@ -60,6 +60,10 @@ class StatementLineView(Answer):
     gpu_h: float
     billed: Money
     list_value: Money
+    #: Billed per GPU-hour (the mean where prices changed in the period; null with no GPU-h).
+    unit_price: Money | None
+    #: The list value per GPU-hour (null with no GPU-h).
+    list_unit_price: Money | None
     #: The workloads behind the line, the most billed first (null: not asked for).
     workloads: list[WorkloadMoneyView] | None
 
@@ -92,6 +96,8 @@ class StatementView(Answer):
     #: The billing currency (null while no price is set: every amount is 0).
     currency: str | None
     idle_method: str
+    #: Why the idle line bills what it does: the allocation method's rule, in a sentence.
+    idle_rule: str
     #: True once the month is sealed: its statement no longer changes.
     sealed: bool
     #: Where the read models had read the log to (``topic/partition@offset;...``).

@@ -116,6 +116,13 @@ def test_the_statement_page_shows_the_money_and_opens_each_line(server: str, bro
     for kind, line in lines.items():
         shown = page.locator(f'details.kind[data-kind="{kind}"] .billed').text_content()
         assert shown == line["billed"]["display"], kind
+        unit = page.locator(f'details.kind[data-kind="{kind}"] .unit').text_content()
+        assert unit == (line["unit_price"]["display"] if line["unit_price"] else "-"), kind
+    # the idle line names its GPU-hours and price, and the page says why it is billed
+    idle = lines["idle"]
+    assert idle["gpu_s"] > 0 and idle["unit_price"] is not None
+    assert page.text_content("#idle-rule") == lab["idle_rule"]
+    assert "entitlement" in lab["idle_rule"]
     # a line opens on its workloads
     lost = page.locator('details.kind[data-kind="lost"]')
     assert not lost.locator('tr[data-workload="robot-sim-1"]').is_visible()

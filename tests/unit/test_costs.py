@@ -200,3 +200,38 @@ def test_billed_adds_up_to_the_ledger_priced_with_the_prices_in_force_to_the_cen
     assert lines == cost_lines(
         rows, made, lost={(w, 1): s for w, s in lost.items()}, capacity=cap, idle_method=method
     )  # type: ignore[arg-type]
+
+
+def test_a_budget_created_a_minute_before_the_hour_ends_pays_idle_for_that_minute_alone() -> (
+    None
+):
+    """A budget is billed idle capacity from the instant it exists (its entitlement), never
+    for the hours before: the rule each statement prints (``IDLE_RULES``)."""
+    from projections.budget_tree import BudgetTree
+    from projections.figures import Bins, PoolHistory, pool_figures
+    from projections.steps import Steps
+
+    tree = BudgetTree()
+    tree.create("lab", 1.0, float(T0))
+    tree.create("lab/old", 1.0, float(T0))
+    tree.create("lab/new", 1.0, float(T0 + 2 * HOUR - 60))
+    history = PoolHistory("a100", capacity=Steps.constant(8.0))
+    bins = Bins(tuple(float(T0 + i * HOUR) for i in range(3)), float(T0 + 2 * HOUR))
+    figures = pool_figures(history, tree, bins, tree.leaves())
+    capacity = {
+        ("a100", T0 + i * HOUR): Capacity(
+            8 * HOUR,
+            {
+                leaf: series.entitled[i]
+                for leaf, series in figures.budgets.items()
+                if leaf in ("lab/old", "lab/new") and series.entitled[i] > 0
+            },
+        )
+        for i in range(2)
+    }
+    lines = cost_lines([], book(("3.00", T0, None)), capacity=capacity)
+    idle = {line.budget: line.billed_cost for line in lines if line.kind == "idle"}
+    # the first hour: all of it to the old budget; the second: the new one's half share for
+    # its one minute (4 GPUs x 60 s of the hour's 8 x 3600 entitled GPU-s: 1/120 of 24.00 EUR)
+    assert sum(idle.values()) == Decimal("48.000000")
+    assert idle["lab/new"] == Decimal("0.200000")

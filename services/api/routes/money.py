@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from events.times import HOUR
 from projections.budget_tree import ROOT
 from projections.costs import IdleMethod
+from projections.statements import IDLE_RULES
 from services.api import auth, queries
 from services.api.application import Application
 from services.api.deps import Context, User
@@ -133,6 +134,7 @@ def statement_view(
         period=_period(month, statement.start, statement.end),
         currency=statement.currency or None,
         idle_method=idle,
+        idle_rule=IDLE_RULES[idle],
         sealed=money.sealed,
         log_position=money.log_position,
         billed=Money.of(statement.billed),
@@ -175,8 +177,14 @@ def _line(line: StatementLine, budget: str, workloads: bool) -> StatementLineVie
         gpu_h=_hours(line.gpu_s),
         billed=Money.of(line.billed),
         list_value=Money.of(line.list_value),
+        unit_price=_price(line.unit_price),
+        list_unit_price=_price(line.list_unit_price),
         workloads=shown,
     )
+
+
+def _price(amount: Decimal | None) -> Money | None:
+    return None if amount is None else Money.of(amount)
 
 
 def _hours(gpu_s: int) -> float:

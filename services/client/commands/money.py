@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from services.api.models import BudgetDetail
-    from services.api.money import StatementLineView, StatementList, StatementView
+    from services.api.money import Money, StatementLineView, StatementList, StatementView
     from services.client.api import FairshareClient
 
 StatementFormat = Literal["text", "json", "csv"]
@@ -140,6 +140,7 @@ def print_statement(out: Console, view: StatementView, detail: BudgetDetail | No
     out.print()
     pools = ", ".join(f"{pool} {money.display}" for pool, money in view.by_pool.items())
     out.print(plain(f"billed per pool: {pools or '-'}"))
+    out.print(plain(view.idle_rule))
     forecast = view.forecast
     out.print(
         plain(
@@ -187,18 +188,27 @@ def _share_table(detail: BudgetDetail) -> FittedTable:
 
 
 def _lines_table(view: StatementView) -> FittedTable:
-    table = FittedTable("LINE", "GPU-h", "BILLED", "LIST VALUE", whole=("LINE",))
+    table = FittedTable(
+        "LINE", "GPU-h", "PER GPU-h", "BILLED", "LIST PER GPU-h", "LIST VALUE", whole=("LINE",)
+    )
     for line in view.lines:
         table.add_row(
             (
                 LINE_NAMES.get(line.kind, line.kind),
                 hours(line.gpu_s, 2),
+                _price(line.unit_price),
                 line.billed.display,
+                _price(line.list_unit_price),
                 line.list_value.display,
             )
         )
-    table.add_row(("total billed", "", view.billed.display, ""))
+    table.add_row(("total billed", "", "", view.billed.display, "", ""))
     return table
+
+
+def _price(amount: Money | None) -> str:
+    """A unit price to the cent ('-' on a line with no GPU-hours to price)."""
+    return "-" if amount is None else amount.display
 
 
 def _workloads_table(line: StatementLineView) -> FittedTable:

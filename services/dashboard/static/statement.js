@@ -64,6 +64,7 @@ function render(s, detail) {
   $("#position").textContent = "Read from the read models at log position " +
     (s.log_position || "(the start of the log)") +
     ": an audit re-derives these figures from the log up to there.";
+  $("#idle-rule").textContent = s.idle_rule;
   $("#facts").innerHTML = facts.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(v)}</dd>`).join("");
   $("#share-part").hidden = !detail;
   if (detail) {
@@ -78,7 +79,10 @@ function render(s, detail) {
     `<details class="kind" data-kind="${esc(line.kind)}"><summary class="line">` +
     `<span class="name">${esc(NAMES[line.kind] || line.kind)}` +
     ` <small class="muted">(${(line.workloads || []).length})</small></span>` +
-    `<span class="num gpuh">${gpuh(line.gpu_s)}</span><span class="num billed">${esc(line.billed.display)}</span>` +
+    `<span class="num gpuh">${gpuh(line.gpu_s)}</span>` +
+    `<span class="num unit" title="list ${esc(line.list_unit_price ? line.list_unit_price.display : "-")} per GPU-h">` +
+    `${esc(line.unit_price ? line.unit_price.display : "-")}</span>` +
+    `<span class="num billed">${esc(line.billed.display)}</span>` +
     `<span class="num list">${esc(line.list_value.display)}</span></summary>` +
     `${workloadsTable(line)}</details>`).join("");
   $("#total").textContent = s.billed.display;
