@@ -9,6 +9,9 @@ simulation) and asks :func:`pool_figures`; the rules below are the only ones:
 * **wanted** (:func:`wanted_gpus`): allocated work wants its GPUs in every acceptable pool
   while it waits (pending, or stopped and awaiting its requeue), in its own pool while it holds
   them, nowhere once it has ended; unallocated (burst) work is owed nothing, so wants nothing.
+  A waiting workload wants nothing in a pool that could never hold it (more GPUs than every
+  node ever registered there): a 100,000-GPU gang on a 16-GPU pool is refused at the door, and
+  one already in the log (foreign work, an older release) must not dominate demand and owed.
 * **capacity** (:func:`in_capacity`): a node's GPUs count unless it is down. A cordoned or
   drained node is still the pool's, out of service for a while; a down node is not there. The
   scheduler's entitlement (share x capacity) counts the same way.
@@ -28,7 +31,7 @@ An inner budget's figures are the sums of its leaves'.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -58,18 +61,36 @@ def wanted_gpus(
     pools: Sequence[str],
     pool: str | None,
     awaiting_requeue: bool,
+    registered: Callable[[str], int] | None = None,
 ) -> dict[str, int]:
     """GPUs a workload wants now, per pool (the rule in the module docstring).
 
     ``awaiting_requeue``: it was stopped (preempted or lost), is resumable and its requeue has
-    not been read yet; it still wants its GPUs."""
+    not been read yet; it still wants its GPUs. ``registered``: GPUs of every node ever
+    registered in a pool (None: not known, every pool counts); a waiting workload wants none
+    in a pool with fewer, once the pool has any."""
     if not allocated:
         return {}
     if status in HOLDING and pool is not None:
         return {pool: gpus}
     if status == "pending" or awaiting_requeue:
-        return dict.fromkeys(pools, gpus)
+        return {p: gpus for p in pools if _could_hold(registered, p, gpus)}
     return {}
+
+
+def _could_hold(registered: Callable[[str], int] | None, pool: str, gpus: int) -> bool:
+    """A pool with no node registered yet is not judged (its nodes may be read later)."""
+    if registered is None:
+        return True
+    ever = registered(pool)
+    return ever == 0 or gpus <= ever
+
+
+def registered_gpus(cluster: ClusterState, pool: str) -> int:
+    """GPUs of every node ever registered in ``pool`` in the live fold: the largest gang it
+    could ever hold (a gang larger than its largest node spreads over whole nodes)."""
+    index = cluster.indexes.pools.get(pool)
+    return 0 if index is None else index.registered
 
 
 def wanted(cluster: ClusterState, workload: WorkloadState | None) -> dict[str, int]:
@@ -83,6 +104,7 @@ def wanted(cluster: ClusterState, workload: WorkloadState | None) -> dict[str, i
         pools=workload.pools,
         pool=workload.pool,
         awaiting_requeue=workload.workload_id in cluster.awaiting_requeue,
+        registered=lambda pool: registered_gpus(cluster, pool),
     )
 
 

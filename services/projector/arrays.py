@@ -37,7 +37,7 @@ from events.models.arrays import elements
 from events.registry import default_registry
 from projections.figures import wanted_gpus
 from services.read_models import usage_upkeep
-from services.read_models.demand_upkeep import Change, apply_changes
+from services.read_models.demand_upkeep import Change, apply_changes, registered_gpus
 from services.read_models.tables import (
     demand_intervals,
     early_facts,
@@ -184,6 +184,7 @@ def _open_demand(
         pools=e.pools,
         pool=None,
         awaiting_requeue=False,
+        registered=lambda pool: registered_gpus(connection, pool),
     )
     if not wants:
         return

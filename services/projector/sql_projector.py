@@ -47,7 +47,7 @@ from events.times import HOUR
 from projections.figures import wanted_gpus
 from services.projector import arrays
 from services.read_models import usage_upkeep
-from services.read_models.demand_upkeep import Change, apply_changes
+from services.read_models.demand_upkeep import Change, apply_changes, registered_gpus
 from services.read_models.tables import (
     budget_weights,
     budgets,
@@ -256,8 +256,12 @@ def _settle(connection: Connection, workload_id: str, attempt: int) -> None:
     )
 
 
-def _wanted(row: Any) -> dict[str, int]:
-    """The demand rule (:func:`projections.figures.wanted_gpus`) on a workloads row."""
+def _wanted(
+    connection: Connection, row: Any, registered: Callable[[str], int] | None = None
+) -> dict[str, int]:
+    """The demand rule (:func:`projections.figures.wanted_gpus`) on a workloads row, each
+    pool's registered GPUs read from the nodes table (or given: a node's registration asks
+    what was wanted before it)."""
     if row is None:
         return {}
     return wanted_gpus(
@@ -269,6 +273,7 @@ def _wanted(row: Any) -> dict[str, int]:
         awaiting_requeue=row.status in ("preempted", "lost")
         and row.resumable
         and not row.cancel_requested,
+        registered=registered or (lambda pool: registered_gpus(connection, pool)),
     )
 
 
@@ -295,54 +300,62 @@ def _keeping_demand(effect: Effect) -> Effect:
     changes, with the leaf's demand histograms (:mod:`services.read_models.demand_upkeep`)."""
 
     def wrapped(connection: Connection, e: Any, at: int, event_id: str) -> None:
-        before = _wanted(_workload_row(connection, e.workload_id))
+        before = _wanted(connection, _workload_row(connection, e.workload_id))
         effect(connection, e, at, event_id)
         row = _workload_row(connection, e.workload_id)
-        after = _wanted(row)
-        if before == after:
-            return
-        closing = select(
-            demand_intervals.c.pool, demand_intervals.c.budget, demand_intervals.c.gpus
-        )
-        changes: list[Change] = [
-            (str(pool), str(budget), -int(gpus), at)
-            for pool, budget, gpus in connection.execute(
-                closing.where(
-                    demand_intervals.c.workload_id == e.workload_id,
-                    demand_intervals.c.end_at.is_(None),
-                )
-            )
-        ]
-        connection.execute(
-            update(demand_intervals)
-            .where(
-                demand_intervals.c.workload_id == e.workload_id, demand_intervals.c.end_at.is_(None)
-            )
-            .values(end_at=at)
-        )
-        last = connection.execute(
-            select(func.max(demand_intervals.c.seq)).where(
-                demand_intervals.c.workload_id == e.workload_id
-            )
-        ).scalar()
-        seq = 0 if last is None else int(last)
-        for pool, gpus in sorted(after.items()):
-            seq += 1
-            connection.execute(
-                _insert(connection, demand_intervals).values(
-                    workload_id=e.workload_id,
-                    seq=seq,
-                    pool=pool,
-                    budget=row.budget,
-                    gpus=gpus,
-                    start_at=at,
-                    end_at=None,
-                )
-            )
-            changes.append((pool, str(row.budget), gpus, at))
-        apply_changes(connection, changes, _insert)
+        _restate_demand(connection, e.workload_id, row, before, _wanted(connection, row), at)
 
     return wrapped
+
+
+def _restate_demand(
+    connection: Connection,
+    workload_id: str,
+    row: Any,
+    before: dict[str, int],
+    after: dict[str, int],
+    at: int,
+) -> None:
+    """The workload's open demand intervals closed and ``after``'s opened at ``at``, with the
+    leaf's demand histograms, when what it wants changed."""
+    if before == after:
+        return
+    closing = select(demand_intervals.c.pool, demand_intervals.c.budget, demand_intervals.c.gpus)
+    changes: list[Change] = [
+        (str(pool), str(budget), -int(gpus), at)
+        for pool, budget, gpus in connection.execute(
+            closing.where(
+                demand_intervals.c.workload_id == workload_id,
+                demand_intervals.c.end_at.is_(None),
+            )
+        )
+    ]
+    connection.execute(
+        update(demand_intervals)
+        .where(demand_intervals.c.workload_id == workload_id, demand_intervals.c.end_at.is_(None))
+        .values(end_at=at)
+    )
+    last = connection.execute(
+        select(func.max(demand_intervals.c.seq)).where(
+            demand_intervals.c.workload_id == workload_id
+        )
+    ).scalar()
+    seq = 0 if last is None else int(last)
+    for pool, gpus in sorted(after.items()):
+        seq += 1
+        connection.execute(
+            _insert(connection, demand_intervals).values(
+                workload_id=workload_id,
+                seq=seq,
+                pool=pool,
+                budget=row.budget,
+                gpus=gpus,
+                start_at=at,
+                end_at=None,
+            )
+        )
+        changes.append((pool, str(row.budget), gpus, at))
+    apply_changes(connection, changes, _insert)
 
 
 def _started(connection: Connection, e: WorkloadStarted, at: int, _id: str) -> None:
@@ -466,6 +479,7 @@ def _workload_update(
 
 
 def _node_registered(connection: Connection, e: NodeRegistered, at: int, event_id: str) -> None:
+    before = registered_gpus(connection, e.pool)
     _node_history(connection, event_id, e.node, e.pool, e.gpus, "up", at)
     connection.execute(
         _insert(connection, nodes)
@@ -480,6 +494,38 @@ def _node_registered(connection: Connection, e: NodeRegistered, at: int, event_i
         )
         .on_conflict_do_update(index_elements=["node"], set_={"state": "up", "changed_at": at})
     )
+    _now_holdable(connection, e.pool, before, registered_gpus(connection, e.pool), at)
+
+
+def _now_holdable(connection: Connection, pool: str, before: int, after: int, at: int) -> None:
+    """Waiting work whose demand in the pool this node changes: what the pool could not hold
+    before and can now opens; what a pool first judged is too large for closes (the rule keeps
+    work that could never start out of demand, and does not judge a pool with no node). From
+    the later of the registration and the workload's waiting since, so a log read in another
+    order gives the same intervals."""
+    if after <= before:
+        return
+    waiting = select(
+        workloads.c.workload_id, workloads.c.submitted_at, workloads.c.ended_at, *_ROW
+    ).where(workloads.c.status.in_(("pending", "preempted", "lost")))
+    if before > 0:
+        waiting = waiting.where(workloads.c.gpus > before, workloads.c.gpus <= after)
+    for row in connection.execute(waiting).all():
+        if pool not in tuple(row.pools):
+            continue
+
+        def old(name: str) -> int:
+            return before if name == pool else registered_gpus(connection, name)
+
+        since = row.ended_at if row.status != "pending" and row.ended_at else row.submitted_at
+        _restate_demand(
+            connection,
+            str(row.workload_id),
+            row,
+            _wanted(connection, row, old),
+            _wanted(connection, row),
+            max(at, int(since or 0)),
+        )
 
 
 def _node_state(state: str) -> Callable[[Connection, Any, int, str], None]:

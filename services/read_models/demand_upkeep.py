@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from events.times import HOUR
 from projections.demand_hours import by_hour, histogram
 from projections.steps import Steps
-from services.read_models.tables import demand_hours, demand_intervals, demand_levels
+from services.read_models.tables import demand_hours, demand_intervals, demand_levels, nodes
 
 #: (pool, leaf budget, GPUs added or removed, at)
 Change = tuple[str, str, int, int]
@@ -127,3 +127,11 @@ def backfill(connection: Connection, insert: Any) -> int:
         statement = insert(connection, demand_levels)
         connection.execute(statement.values(pool=pool, budget=budget, level=level, since=since))
     return len(keys)
+
+
+def registered_gpus(connection: Connection, pool: str) -> int:
+    """GPUs of every node ever registered in ``pool`` (a node keeps its pool and GPUs): the
+    bound the demand rule keeps work that could never start under
+    (:func:`projections.figures.wanted_gpus`)."""
+    total = connection.execute(select(func.sum(nodes.c.gpus)).where(nodes.c.pool == pool))
+    return int(total.scalar() or 0)

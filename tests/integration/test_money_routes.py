@@ -102,7 +102,8 @@ def test_a_statement_is_budget_money_down_to_the_workloads(
             listed = _exact(line["list_value"]) * 3600 / line["gpu_s"]
             assert _exact(line["list_unit_price"]) == pytest.approx(listed, abs=Decimal("1e-6"))
         else:
-            assert line["unit_price"] is None and line["list_unit_price"] is None
+            assert line["unit_price"] is None
+            assert line["list_unit_price"] is None
     assert sum(_exact(line["billed"]) for line in answer["lines"]) == _exact(answer["billed"])
     assert sum(_exact(m) for m in answer["by_pool"].values()) == _exact(answer["billed"])
     lines = {line["kind"]: line for line in answer["lines"]}
@@ -117,9 +118,8 @@ def test_a_statement_is_budget_money_down_to_the_workloads(
     # the idle line shows the GPU-hours behind it, at the list price, and says why it is billed
     assert lines["idle"]["gpu_s"] > 0
     assert lines["idle"]["unit_price"] == lines["idle"]["list_unit_price"]
-    assert "entitlement" in answer["idle_rule"] and "from the instant it exists" in (
-        answer["idle_rule"]
-    )
+    assert "entitlement" in answer["idle_rule"]
+    assert "from the instant it exists" in answer["idle_rule"]
     forecast = answer["forecast"]
     assert _exact(forecast["spent"]) == money.forecast.spent == money.statement.billed
     assert _exact(forecast["at_current_rate"]) == money.forecast.at_current_rate
@@ -292,10 +292,12 @@ def test_the_printed_statement_reads_as_a_statement(client: TestClient) -> None:
     ):
         assert words in text, words
     # every line with GPU-hours names its unit price; the idle rule is printed
-    assert "PER GPU-h" in text and "LIST PER GPU-h" in text
+    assert "PER GPU-h" in text
+    assert "LIST PER GPU-h" in text
     idle_row = next(row for row in text.splitlines() if row.strip().startswith("idle capacity"))
     gpu_h, per_hour = idle_row.split()[3:5]
-    assert float(gpu_h) > 0 and per_hour != "-", idle_row
+    assert float(gpu_h) > 0, idle_row
+    assert per_hour != "-", idle_row
     assert "split by entitlement" in " ".join(text.split())
     header = "\n".join(text.splitlines()[:3])
     assert "log position" not in header, "a time heads it; the log position is a footnote"

@@ -267,6 +267,29 @@ def test_a_gang_no_pool_could_ever_hold_is_refused_naming_the_most(world: World)
     assert either.is_success, either.text
 
 
+def test_work_already_in_the_log_that_no_pool_could_hold_is_kept_out_of_demand(
+    world: World,
+) -> None:
+    """A 100,000-GPU gang that came in before the door refused it (foreign work, an older
+    release) waits "can never start" and wants nothing: ``/budgets``' demand and what lab/a is
+    owed stay as they were, and ``why`` still names it. Once a pool could hold a waiting
+    gang (a node registers), it wants its GPUs again."""
+    before = world.client.get("/budgets", params={"pool": "p"}, headers=ANA).json()
+    world.fact(submitted("huge", budget="lab/a", pools=("p",), gpus=100_000, submitter="ana"), NOW)
+    world.fact(submitted("j16", budget="lab/a", pools=("p",), gpus=16, submitter="ana"), NOW)
+    after = world.client.get("/budgets", params={"pool": "p"}, headers=ANA).json()
+    a = {b["budget"]: b for b in after["budgets"]}["lab/a"]["pools"]["p"]
+    a0 = {b["budget"]: b for b in before["budgets"]}["lab/a"]["pools"]["p"]
+    assert (a["demand_gpus"], a["entitled_gpus"]) == (a0["demand_gpus"], a0["entitled_gpus"])
+    why = world.client.get("/workloads/huge/why", headers=ANA)
+    assert why.status_code == 200, why.text
+    assert "never" in why.text, why.text
+    world.fact(NodeRegistered(node="n4", cluster="c", pool="p", gpus=4, gpu_type="H100"), NOW)
+    grown = world.client.get("/budgets", params={"pool": "p"}, headers=ANA).json()
+    a = {b["budget"]: b for b in grown["budgets"]}["lab/a"]["pools"]["p"]
+    assert a["demand_gpus"] == a0["demand_gpus"] + 16
+
+
 def test_a_spec_without_a_command_is_refused_where_the_executor_runs_one(world: World) -> None:
     """The local agent and Slurm run the spec's command: with none, the run would fail once
     placed. The simulated executor (pool p) runs anything."""

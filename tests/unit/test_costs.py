@@ -202,9 +202,7 @@ def test_billed_adds_up_to_the_ledger_priced_with_the_prices_in_force_to_the_cen
     )  # type: ignore[arg-type]
 
 
-def test_a_budget_created_a_minute_before_the_hour_ends_pays_idle_for_that_minute_alone() -> (
-    None
-):
+def test_a_budget_created_a_minute_before_the_hour_ends_pays_idle_for_that_minute_alone() -> None:
     """A budget is billed idle capacity from the instant it exists (its entitlement), never
     for the hours before: the rule each statement prints (``IDLE_RULES``)."""
     from projections.budget_tree import BudgetTree
