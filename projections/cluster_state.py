@@ -101,6 +101,8 @@ class FencedCommandError(ClusterStateError):
 #: estimates", IEEE TPDS 2007: the mean of a user's last two jobs predicts better than the
 #: limits users declare).
 RECENT_RUNTIMES = 2
+#: How many of a pool's last runtimes (any submitter) stand in for a submitter with none yet.
+RECENT_POOL_RUNTIMES = 20
 
 
 class ClusterState:
@@ -542,7 +544,7 @@ class ClusterState:
         self._placed_first(workload, e.attempt)
         if workload.attempt == e.attempt and workload.status in ACTIVE:
             if workload.started_at is not None:
-                self._note_runtime(workload.submitter, now - workload.started_at)
+                self._note_runtime(workload.submitter, workload.pool, now - workload.started_at)
             self._end(workload, e.outcome, now)
             workload.exit_code, workload.end_message = e.exit_code, e.message
 
@@ -556,9 +558,23 @@ class ClusterState:
             found = self.__dict__["_recent_runtimes"] = {}
         return found
 
-    def _note_runtime(self, submitter: str, seconds: float) -> None:
+    @property
+    def recent_pool_runtimes(self) -> dict[str, tuple[float, ...]]:
+        """Per pool, how long its last runs that finished by themselves lasted, whoever
+        submitted them (the last :data:`RECENT_POOL_RUNTIMES`): what a start estimate expects
+        of a submitter with no history of their own (a fresh system is not a day out because
+        nobody has finished a run yet). Made on first use, as :attr:`recent_runtimes`."""
+        found = self.__dict__.get("_recent_pool_runtimes")
+        if found is None:
+            found = self.__dict__["_recent_pool_runtimes"] = {}
+        return found
+
+    def _note_runtime(self, submitter: str, pool: str | None, seconds: float) -> None:
         kept = self.recent_runtimes.get(submitter, ())
         self.recent_runtimes[submitter] = (*kept, max(0.0, seconds))[-RECENT_RUNTIMES:]
+        if pool is not None:
+            by_pool = self.recent_pool_runtimes.get(pool, ())
+            self.recent_pool_runtimes[pool] = (*by_pool, max(0.0, seconds))[-RECENT_POOL_RUNTIMES:]
 
     def _on_preempted(self, e: WorkloadPreempted, now: float) -> None:
         workload = self._workload(e.workload_id)

@@ -3,8 +3,17 @@
 Nobody knows when running work will really end. It ends at the latest at its start plus its
 time limit (``time_limits.py``), but limits are what work may last, rarely what it does: a run
 is expected to last the mean of its submitter's last two runs that finished by themselves
-(``ClusterState.recent_runtimes``), between its contract and its limit, and its limit when
-its submitter has no history yet or it has outlived that (Tsafrir, Etsion and Feitelson 2007).
+(``ClusterState.recent_runtimes``; Tsafrir, Etsion and Feitelson 2007), else the median of
+its pool's last runs (``recent_pool_runtimes``), else, on a system where no run has finished
+yet, its contract; always between its contract and its limit. A run that has outlived its
+prediction is expected to last as long again as it has (a run's age is the best guess of what
+is left when nothing else is known), never past its limit. The limit stays a bound: the
+default 24 hours once put every one-minute job of a fresh system a day out.
+
+Each estimate says what it rests on (:class:`Basis`), the weakest prediction among the runs it
+waited on: ``now`` (it fits now), ``history`` (every such run predicted from its submitter's
+own runs), ``pool`` (some from the pool's), ``guess`` (some from a contract or a run's age
+alone: likely early).
 Run forward from ``now`` on a copy of what matters of the state (each pool's free GPUs per
 node), work ends at those instants, and
 at ``now`` and at each end the pass's rules place what fits: per pool, debug-lane work first,
@@ -31,6 +40,8 @@ import heapq
 import itertools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
+from statistics import median
 
 from events.times import DEFAULT_WINDOW_S
 from projections.budget_tree import BudgetTree
@@ -45,6 +56,31 @@ from scheduling.time_limits import TimeLimits, expected_end, limit_s
 #: How far ahead an estimate looks (a week: beyond it, too much else will have happened).
 HORIZON_S = 7 * 86400.0
 
+
+class Basis(IntEnum):
+    """What an estimate rests on, surest first (a larger value is a weaker prediction)."""
+
+    NOW = 0
+    HISTORY = 1
+    POOL = 2
+    GUESS = 3
+
+    @property
+    def word(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class StartEstimate:
+    """When a pending workload should start (None: not within the horizon) and how sure."""
+
+    at: float | None
+    basis: Basis
+
+
+#: What a workload placed in a step holds until the caller sets its instant.
+_PLACED = StartEstimate(None, Basis.NOW)
+
 #: Where a run sits: (index of the node in its pool, GPUs taken there).
 _Parts = tuple[tuple[int, int], ...]
 
@@ -57,7 +93,7 @@ class _Queue:
     waiting: list[WorkloadState]
     head: int = 0
 
-    def first(self, started: dict[str, float]) -> WorkloadState | None:
+    def first(self, started: Mapping[str, object]) -> WorkloadState | None:
         waiting = self.waiting
         while self.head < len(waiting) and waiting[self.head].workload_id in started:
             self.head += 1  # placed (here, or in another pool it lists)
@@ -119,6 +155,7 @@ class _End:
     parts: _Parts = field(compare=False)
     leaf: str = field(compare=False)
     held: int = field(compare=False)
+    basis: Basis = field(compare=False, default=Basis.HISTORY)
 
 
 def estimate_starts(
@@ -132,11 +169,42 @@ def estimate_starts(
     window_s: int = DEFAULT_WINDOW_S,
     targets: Collection[str] | None = None,
     horizon_s: float = HORIZON_S,
+    to_limits: bool = False,
 ) -> dict[str, float | None]:
+    """:func:`explained_starts`' instants alone."""
+    found = explained_starts(
+        cluster,
+        tree,
+        usage,
+        now,
+        limits=limits,
+        debug_lanes=debug_lanes,
+        window_s=window_s,
+        targets=targets,
+        horizon_s=horizon_s,
+        to_limits=to_limits,
+    )
+    return {w: e.at for w, e in found.items()}
+
+
+def explained_starts(
+    cluster: ClusterState,
+    tree: BudgetTree,
+    usage: UsageSource,
+    now: float,
+    *,
+    limits: TimeLimits | None = None,
+    debug_lanes: DebugLanes | None = None,
+    window_s: int = DEFAULT_WINDOW_S,
+    targets: Collection[str] | None = None,
+    horizon_s: float = HORIZON_S,
+    to_limits: bool = False,
+) -> dict[str, StartEstimate]:
     """Estimated start of each pending workload in ``targets`` (every pending one when None):
     the instant the forward run places it, ``now`` at the earliest; None when that is beyond
-    ``now + horizon_s`` or never (no pool it lists could hold it). Workloads that are not
-    pending are left out."""
+    ``now + horizon_s`` or never (no pool it lists could hold it), each with its basis.
+    Workloads that are not pending are left out. ``to_limits``: every run lasts its limit
+    (the latest each could start, unless work that ranks higher arrives)."""
     limits = limits or TimeLimits()
     lanes = debug_lanes or DebugLanes()
     pending = _pending(cluster, targets)
@@ -146,69 +214,93 @@ def estimate_starts(
     pools = _pools(cluster, tree, usage, now, lanes, window_s)
     ends: list[_End] = []
     seq = itertools.count()
-    runtimes = cluster.recent_runtimes
+    known = None if to_limits else _Known(cluster.recent_runtimes, cluster.recent_pool_runtimes)
     for workload in _running(cluster):
         pool = pools.get(workload.pool or "")
-        at = _predicted_end(workload, limits, now, runtimes)
-        if pool is None or at is None:
+        predicted = _predicted_end(workload, limits, now, known)
+        if pool is None or predicted is None:
             continue
+        at, basis = predicted
         parts = tuple(
             (pool.index[node], len(gpus)) for node, gpus in workload.placement if node in pool.index
         )
         held = workload.gpus if workload.allocated and not workload.preempting else 0
-        ends.append(_End(at, next(seq), pool.name, parts, workload.budget, held))
+        ends.append(_End(at, next(seq), pool.name, parts, workload.budget, held, basis))
     heapq.heapify(ends)
-    started: dict[str, float] = {}
+    started: dict[str, StartEstimate] = {}
     at = now
+    weakest = Basis.NOW  # the weakest prediction of the ends waited on so far
     while True:
         for name in sorted(pools):
             for workload, parts in _step(pools[name], started):
-                started[workload.workload_id] = at
-                end = at + _predicted_run(workload, name, limits, runtimes)
+                started[workload.workload_id] = StartEstimate(at, weakest)
+                run, basis = _predicted_run(workload, name, limits, known)
                 held = workload.gpus if workload.allocated else 0
-                heapq.heappush(ends, _End(end, next(seq), name, parts, workload.budget, held))
+                heapq.heappush(
+                    ends, _End(at + run, next(seq), name, parts, workload.budget, held, basis)
+                )
         if wanted.issubset(started) or not ends or ends[0].at > now + horizon_s:
             break
         at = ends[0].at
         while ends and ends[0].at == at:
             done = heapq.heappop(ends)
+            weakest = max(weakest, done.basis)
             pool = pools[done.pool]
             pool.take(done.parts, -1)
             if done.held:
                 pool.order.hold(done.leaf, -done.held)
-    return {w: started.get(w) for w in sorted(wanted)}
+    return {w: started.get(w) or StartEstimate(None, Basis.GUESS) for w in sorted(wanted)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What finished runs say: per submitter (their last runs) and per pool (anyone's)."""
+
+    by_submitter: Mapping[str, tuple[float, ...]]
+    by_pool: Mapping[str, tuple[float, ...]]
 
 
 def _predicted_run(
-    workload: WorkloadState,
-    pool: str,
-    limits: TimeLimits,
-    runtimes: Mapping[str, tuple[float, ...]],
-) -> float:
-    """How long a run of ``workload`` is expected to last: the mean of its submitter's last
-    runs that finished by themselves, within [its contract, its limit]; its limit when its
-    submitter has none yet (the limit is what it may last, rarely what it does)."""
-    limit = limit_s(workload, pool, limits)
-    recent = runtimes.get(workload.submitter)
-    if not recent:
-        return float(limit)
-    return float(min(limit, max(workload.min_runtime_s, sum(recent) / len(recent))))
+    workload: WorkloadState, pool: str, limits: TimeLimits, known: _Known | None
+) -> tuple[float, Basis]:
+    """How long a run of ``workload`` is expected to last, within [its contract, its limit]:
+    the mean of its submitter's last runs that finished by themselves; else the median of the
+    pool's last runs; else (no run has finished there yet) its contract. Its limit where
+    nothing is ``known`` (the bound)."""
+    limit = float(limit_s(workload, pool, limits))
+    if known is None:
+        return limit, Basis.HISTORY
+    floor = float(workload.min_runtime_s)
+    own = known.by_submitter.get(workload.submitter)
+    if own:
+        return min(limit, max(floor, sum(own) / len(own))), Basis.HISTORY
+    pooled = known.by_pool.get(pool)
+    if pooled:
+        return min(limit, max(floor, median(pooled))), Basis.POOL
+    return min(limit, max(floor, MIN_GUESS_S)), Basis.GUESS
+
+
+#: The shortest run a guess expects (a run with no contract and nothing known still takes a
+#: while to end).
+MIN_GUESS_S = 60.0
 
 
 def _predicted_end(
-    workload: WorkloadState,
-    limits: TimeLimits,
-    now: float,
-    runtimes: Mapping[str, tuple[float, ...]],
-) -> float | None:
+    workload: WorkloadState, limits: TimeLimits, now: float, known: _Known | None
+) -> tuple[float, Basis] | None:
     """When a run holding GPUs is expected to end: its start plus its predicted run; a run
-    that has outlived its prediction runs to its limit (:func:`expected_end`)."""
+    that has outlived its prediction, as long again as it has run (a guess), never past its
+    latest end (:func:`expected_end`)."""
     latest = expected_end(workload, limits, now)
     if latest is None or workload.pool is None:
-        return latest
+        return None
+    if known is None:
+        return latest, Basis.HISTORY
     start = workload.started_at if workload.started_at is not None else now
-    predicted = start + _predicted_run(workload, workload.pool, limits, runtimes)
-    return predicted if predicted > now else latest
+    run, basis = _predicted_run(workload, workload.pool, limits, known)
+    if start + run > now:
+        return start + run, basis
+    return min(latest, now + max(now - start, MIN_GUESS_S)), Basis.GUESS
 
 
 def _pending(cluster: ClusterState, targets: Collection[str] | None) -> dict[str, WorkloadState]:
@@ -286,7 +378,7 @@ def _pools(
     return pools
 
 
-def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _Parts]]:
+def _step(pool: _Pool, started: dict[str, StartEstimate]) -> list[tuple[WorkloadState, _Parts]]:
     """One pass of the forward run over ``pool``: what it places, in order. Each pick is the
     best leaf's first workload in queue order that fits; only the first of each shape needs
     trying, so a pick costs the leaf's shapes, not its queue."""
@@ -314,7 +406,7 @@ def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _
             workload, parts = found
             pool.take(parts, 1)
             placed.append((workload, parts))
-            started[workload.workload_id] = 0.0  # its instant is set by the caller
+            started[workload.workload_id] = _PLACED  # its instant is set by the caller
             if workload.allocated:
                 order.charge(leaf, float(workload.gpus * workload.min_runtime_s))
                 order.hold(leaf, workload.gpus)
@@ -328,7 +420,7 @@ def _step(pool: _Pool, started: dict[str, float]) -> list[tuple[WorkloadState, _
 def _first_fit(
     pool: _Pool,
     queues: dict[tuple[int, str], _Queue],
-    started: dict[str, float],
+    started: Mapping[str, object],
     failed: dict[bool, int],
 ) -> tuple[WorkloadState, _Parts] | None:
     """The leaf's first workload in queue order that fits now, and where."""

@@ -15,7 +15,7 @@ from projections.cluster_types import WorkloadState
 from projections.live_state import LiveState
 from scheduling.scheduling_pass import PassContext
 from scheduling.settings import time_limits_of, with_settings
-from scheduling.start_estimate import estimate_starts
+from scheduling.start_estimate import StartEstimate, explained_starts
 from scheduling.time_limits import expected_end, limit_s
 from services.api.sentences import iso
 
@@ -37,21 +37,44 @@ def run_limit(state: LiveState, workload: WorkloadState, now: float) -> RunLimit
     )
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """When a pending workload should start, on what that rests, and at the latest (each run
+    lasting its limit); None: beyond the horizon."""
+
+    at: float | None
+    basis: str
+    latest: float | None
+
+
 def start_estimates(
     state: LiveState, now: float, window_s: int, targets: Collection[str] | None = None
-) -> dict[str, float | None]:
-    """When each pending workload of ``targets`` (all when None) should start; None: beyond
-    the horizon."""
+) -> dict[str, Estimate]:
+    """When each pending workload of ``targets`` (all when None) should start: the forward run
+    on what finished runs say, and again with every run to its limit (the bound)."""
     ctx = PassContext(now=now, window_s=window_s)
     if state.settings is not None:
         ctx = with_settings(ctx, state.settings)
-    return estimate_starts(
-        state.cluster,
-        state.tree,
-        lambda pool: state.usage_in_window(pool, now),
-        now,
-        limits=ctx.time_limits,
-        debug_lanes=ctx.debug_lanes,
-        window_s=ctx.window_s,
-        targets=targets,
-    )
+
+    def forward(to_limits: bool) -> dict[str, StartEstimate]:
+        return explained_starts(
+            state.cluster,
+            state.tree,
+            lambda pool: state.usage_in_window(pool, now),
+            now,
+            limits=ctx.time_limits,
+            debug_lanes=ctx.debug_lanes,
+            window_s=ctx.window_s,
+            targets=targets,
+            to_limits=to_limits,
+        )
+
+    expected, bound = forward(False), forward(True)
+    found: dict[str, Estimate] = {}
+    for workload_id, estimate in expected.items():
+        latest = bound[workload_id].at
+        at = estimate.at
+        if at is not None and latest is not None:
+            at = min(at, latest)  # never later than the bound says
+        found[workload_id] = Estimate(at, estimate.basis.word, latest)
+    return found

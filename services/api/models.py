@@ -355,10 +355,16 @@ class WorkloadView(Answer):
     run_time_limit_s: int | None = None
     #: When the current run will have been stopped at the latest (its start plus its limit).
     time_limit_ends_at: str | None = None
-    #: While pending, when it should start (``start_estimate.py``: the pass run forward with
-    #: every run ending at its time limit, like ``squeue --start``); null beyond 7 days, when
+    #: While pending, when it should start (``start_estimate.py``: the pass run forward, each
+    #: run lasting what finished runs say, like ``squeue --start``); null beyond 7 days, when
     #: not pending, or in a list (only ``GET /workloads/{id}`` estimates).
     estimated_start: str | None = None
+    #: What the estimate rests on: ``now`` (it fits now), ``history`` (its submitters' own
+    #: runs), ``pool`` (the pool's recent runs), ``guess`` (contracts or runs' ages alone).
+    start_basis: str | None = None
+    #: When it should start at the latest, every run lasting its time limit (unless work that
+    #: ranks higher arrives); null beyond 7 days.
+    latest_start: str | None = None
     #: The job array it is an element of, and its index there (null: of no array).
     array_id: str | None = None
     array_index: int | None = None
@@ -596,6 +602,10 @@ class QueueEntry(Answer):
     #: When it should start (``GET /queue?start=true``, like ``squeue --start``); null beyond
     #: 7 days or when not asked for.
     estimated_start: str | None = None
+    #: What the estimate rests on (``now``, ``history``, ``pool``, ``guess``).
+    start_basis: str | None = None
+    #: When it should start at the latest, every run lasting its time limit.
+    latest_start: str | None = None
     #: The job array it is an element of, and its index there (null: of no array).
     array_id: str | None = None
     array_index: int | None = None

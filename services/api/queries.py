@@ -128,6 +128,7 @@ def workload_view(
     if now is not None and window_s is not None and workload.status == "pending":
         found = estimates.start_estimates(state, now, window_s, (workload.workload_id,))
         estimate = found.get(workload.workload_id)
+    starts = {} if estimate is None else _start_fields(estimate)
     return m.WorkloadView(
         workload_id=workload.workload_id,
         budget=workload.budget,
@@ -163,7 +164,7 @@ def workload_view(
         time_limit_s=workload.time_limit_s,
         run_time_limit_s=limit.limit_s,
         time_limit_ends_at=limit.ends_at,
-        estimated_start=iso(estimate),
+        **starts,
         array_id=workload.array_id,
         array_index=workload.array_index,
         held_by_array=state.cluster.indexes.held_by_array(workload),
@@ -381,8 +382,20 @@ def queue_view(
         found = estimates.start_estimates(state, now, window_s, ids)
         for queue in view.pools:
             for entry in queue.pending:
-                entry.estimated_start = iso(found.get(entry.workload_id))
+                estimate = found.get(entry.workload_id)
+                if estimate is not None:
+                    for name, value in _start_fields(estimate).items():
+                        setattr(entry, name, value)
     return view
+
+
+def _start_fields(estimate: estimates.Estimate) -> dict[str, str | None]:
+    """An estimate as the answers' fields (one place for ``show`` and ``queue --start``)."""
+    return {
+        "estimated_start": iso(estimate.at),
+        "start_basis": estimate.basis,
+        "latest_start": iso(estimate.latest),
+    }
 
 
 def why_view(state: LiveState, workload_id: str, now: float, window_s: int) -> m.WhyView:

@@ -75,11 +75,15 @@ def test_the_stated_pool_maximum_is_the_one_checked(world: World) -> None:
 
 
 def test_a_pending_workload_has_an_estimated_start(world: World) -> None:
-    # r1 holds n1 from NOW-600 s, r2 half of n2 from NOW-100 s, both with the default 24 h;
-    # pa1 (4 GPUs) waits for a whole node: n1 frees at r1's start + 24 h.
+    # r1 holds n1 from NOW-600 s, r2 half of n2 from NOW-100 s, both with a one-hour contract
+    # and the default 24 h limit; no run has finished yet. pa1 (4 GPUs) waits for a whole
+    # node: n1 is expected free when r1's contract ends (a guess: nothing is known yet), at
+    # the latest at r1's start + 24 h (the limit is the bound, not the estimate).
     got = world.client.get("/workloads/pa1", headers=ANA).json()
     assert got["status"] == "pending"
-    assert got["estimated_start"] == _iso(NOW - timedelta(seconds=600) + timedelta(days=1))
+    assert got["estimated_start"] == _iso(NOW + timedelta(seconds=3000))
+    assert got["start_basis"] == "guess"
+    assert got["latest_start"] == _iso(NOW - timedelta(seconds=600) + timedelta(days=1))
     running = world.client.get("/workloads/r1", headers=ANA).json()
     assert running["estimated_start"] is None
     assert running["run_time_limit_s"] == 86400
@@ -90,9 +94,14 @@ def test_the_queue_shows_starts_when_asked(world: World) -> None:
     plain = world.client.get("/queue", headers=ANA).json()
     assert all(e["estimated_start"] is None for p in plain["pools"] for e in p["pending"])
     answer = world.client.get("/queue?start=true", headers=ANA).json()
-    starts = {e["workload_id"]: e["estimated_start"] for p in answer["pools"] for e in p["pending"]}
-    assert starts["pb1"] == _iso(NOW)  # 1 GPU: n2 has two free now
-    assert starts["pa1"] == _iso(NOW - timedelta(seconds=600) + timedelta(days=1))
+    starts = {
+        e["workload_id"]: (e["estimated_start"], e["start_basis"], e["latest_start"])
+        for p in answer["pools"]
+        for e in p["pending"]
+    }
+    assert starts["pb1"] == (_iso(NOW), "now", _iso(NOW))  # 1 GPU: n2 has two free now
+    latest = _iso(NOW - timedelta(seconds=600) + timedelta(days=1))
+    assert starts["pa1"] == (_iso(NOW + timedelta(seconds=3000)), "guess", latest)
 
 
 def test_the_cli_submits_a_limit_and_shows_starts(world: World) -> None:
@@ -108,4 +117,5 @@ def test_the_cli_submits_a_limit_and_shows_starts(world: World) -> None:
     assert code == 0
     assert "START" in out
     pa1 = next(line for line in out.splitlines() if "pa1" in line)
-    assert (NOW - timedelta(seconds=600) + timedelta(days=1)).strftime("%H:%M:%S") in pa1
+    assert (NOW + timedelta(seconds=3000)).strftime("%H:%M:%S") in pa1
+    assert "guess" in pa1

@@ -1,6 +1,8 @@
-"""Start estimates (``start_estimate.py``): the pass run forward with every run ending at its
-time limit. Exact where the forward run is the future (one free node, FIFO work that runs its
-limits); never before ``now``; the state it reads is left as it was; fast enough for the API."""
+"""Start estimates (``start_estimate.py``): the pass run forward. With every run ending at its
+time limit (``to_limits``, the bound) it is exact where the forward run is the future (one free
+node, FIFO work that runs its limits); with what finished runs say (the estimate), each run
+lasts its submitter's, its pool's or its contract's length, and the estimate says which.
+Never before ``now``; the state it reads is left as it was; fast enough for the API."""
 
 from __future__ import annotations
 
@@ -10,13 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import PlaceCommand
-from scheduling.start_estimate import HORIZON_S, estimate_starts
+from scheduling.start_estimate import HORIZON_S, estimate_starts, explained_starts
 from scheduling.time_limits import TimeLimit, TimeLimits, expected_end
 from tests.unit.scheduling_fixtures import T0, Scenario
 
 
-def _estimates(s: Scenario, now: float, **kwargs: object) -> dict[str, float | None]:
-    return estimate_starts(s.cluster, s.tree, s.usage_source, now, **kwargs)  # type: ignore[arg-type]
+def _estimates(
+    s: Scenario, now: float, to_limits: bool = True, **kwargs: object
+) -> dict[str, float | None]:
+    return estimate_starts(s.cluster, s.tree, s.usage_source, now, to_limits=to_limits, **kwargs)  # type: ignore[arg-type]
+
+
+def _explained(s: Scenario, now: float, **kwargs: object) -> dict[str, tuple[float | None, str]]:
+    found = explained_starts(s.cluster, s.tree, s.usage_source, now, **kwargs)  # type: ignore[arg-type]
+    return {w: (e.at, e.basis.word) for w, e in found.items()}
 
 
 def _play(s: Scenario, until: float) -> dict[str, float]:
@@ -190,16 +199,26 @@ def test_a_run_is_expected_to_last_as_long_as_its_submitters_last_two_runs() -> 
     s.running("r", "a", (("n0", (0,)),), started_at=T0 - 200, min_runtime_s=60, time_limit_s=7200)
     s.submit("w", "a", 1, 60, at=T0 - 100, time_limit_s=7200)
     assert s.cluster.recent_runtimes[next(iter(s.cluster.recent_runtimes))] == (1000.0, 1400.0)
-    # r is expected to end at T0 - 200 + 1,200; without the history, at its limit
-    assert _estimates(s, T0) == {"w": T0 + 1000}
-    s.cluster.recent_runtimes.clear()
+    # r is expected to end at T0 - 200 + 1,200; at the latest, at its limit
+    assert _explained(s, T0) == {"w": (T0 + 1000, "history")}
     assert _estimates(s, T0) == {"w": T0 - 200 + 7200}
+    # nobody's own history: the pool's (the median of its last runs, 1,000 s)
+    s.cluster.recent_runtimes.clear()
+    assert _explained(s, T0) == {"w": (T0 - 200 + 1000, "pool")}
 
 
-def test_a_run_that_outlived_its_prediction_is_expected_to_run_to_its_limit() -> None:
+def test_a_fresh_system_expects_runs_to_last_their_contracts_not_their_limits() -> None:
+    """Nothing has finished yet: a one-minute job behind a run with a 10-minute contract is
+    expected in 10 minutes, not a day out at the default limit, and says it is a guess; a run
+    that has outlived its contract is expected to last as long again (never past its limit)."""
     s = Scenario(budgets=(("a", 1.0),), nodes=(("n0", 1),))
-    s.running("past", "a", (("n0", (0,)),), started_at=T0 - 10_000, time_limit_s=7200)
-    s.finished("past", T0 - 10_000 + 300)
-    s.running("r", "a", (("n0", (0,)),), started_at=T0 - 1000, min_runtime_s=60, time_limit_s=3600)
-    s.submit("w", "a", 1, 60, at=T0 - 100, time_limit_s=7200)
-    assert _estimates(s, T0) == {"w": T0 + 2600}
+    s.running("r", "a", (("n0", (0,)),), started_at=T0 - 60, min_runtime_s=600)
+    s.submit("w", "a", 1, 60, at=T0 - 30)
+    assert _explained(s, T0) == {"w": (T0 + 540, "guess")}
+    assert _estimates(s, T0) == {"w": T0 - 60 + 86400}  # the bound: the default limit
+    # at T0 + 3,000 r has run 3,060 s, past its contract: as long again
+    assert _explained(s, T0 + 3000) == {"w": (T0 + 3000 + 3060, "guess")}
+    # fits now: sure
+    s2 = Scenario(budgets=(("a", 1.0),), nodes=(("n0", 2),))
+    s2.submit("now", "a", 1, 60, at=T0)
+    assert _explained(s2, T0) == {"now": (T0, "now")}

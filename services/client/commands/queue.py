@@ -58,7 +58,8 @@ def queue(
     as_json: JsonOption = False,
 ) -> None:
     """Pending work in scheduling order per pool, with the reason each job waits (like
-    squeue's REASON; -l: in words, `why JOB`: every detail; --start: when it should start)."""
+    squeue's REASON; -l: in words, `why JOB`: every detail; --start: when it should start,
+    how sure (SURE: now, history, pool or guess) and at the latest, every run to its limit)."""
     answer = ask(
         ctx,
         api,
@@ -79,13 +80,21 @@ def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTa
     columns = ["POOL", "POS", "WORKLOAD", "NAME", "BUDGET", "USER", "GPUS", "CONTRACT", "RANK"]
     table = FittedTable(
         *columns,
-        *(["START"] if start else []),
+        *(["START", "SURE", "LATEST"] if start else []),
         "REASON",
         *(["WHY"] if long else []),
         whole=("POOL", "WORKLOAD", "BUDGET", "USER"),
         prose=("WHY",) if long else (),
         # with -l, WHY says in words what REASON says in a code
-        drop=(*(["REASON"] if long else []), "RANK", "CONTRACT", "POS", "NAME", "GPUS"),
+        drop=(
+            *(["REASON"] if long else []),
+            "LATEST",
+            "RANK",
+            "CONTRACT",
+            "POS",
+            "NAME",
+            "GPUS",
+        ),
     )
     for entry in answer.pools:
         for item, last in _runs(entry.pending):
@@ -100,7 +109,15 @@ def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTa
                     item.gpus,
                     duration(item.min_runtime_s) if item.allocated else "burst",
                     item.budget_rank or "-",
-                    *([_start(item.estimated_start)] if start else []),
+                    *(
+                        [
+                            _start(item.estimated_start),
+                            item.start_basis or "-",
+                            _start(item.latest_start),
+                        ]
+                        if start
+                        else []
+                    ),
                     item.reason or "-",
                     *([item.summary or ""] if long else []),
                 ),
