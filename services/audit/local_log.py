@@ -36,4 +36,26 @@ def local_or_given(kafka: str | None, data_dir: Path) -> str | None:
         use_config_file(found.client_config)
         who = f", as its audit principal ({found.client_config})"
     err_console.print(f"reading the log of `fairshare up` in {data_dir}: {found.bootstrap}{who}")
+    _answers_or_exit(found.bootstrap, data_dir)
     return found.bootstrap
+
+
+#: How long the broker of a local ``fairshare up`` has to answer before the command gives up.
+READY_TIMEOUT_S = 5.0
+
+
+def _answers_or_exit(bootstrap: str, data_dir: Path) -> None:
+    """One line and exit 1 when the local stack's broker does not answer (``fairshare up``
+    stopped): an audit typed beside a stopped stack ended in a KafkaException traceback."""
+    import typer
+
+    from services.brokers.handle import BrokerStartError, wait_until_ready
+
+    try:
+        wait_until_ready(bootstrap, timeout_s=READY_TIMEOUT_S)
+    except BrokerStartError:
+        err_console.print(
+            f"[red]the broker of `fairshare up` in {data_dir} does not answer at {bootstrap}[/]"
+            " (is it running? start it with `fairshare up`, or give --events FILE)"
+        )
+        raise typer.Exit(1) from None

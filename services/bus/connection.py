@@ -19,6 +19,7 @@ service starts (the faust worker's aiokafka) reads the same identity.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -133,7 +134,22 @@ def client_config(
     return {**_QUIET, **who, **(own or {}), "bootstrap.servers": bootstrap}
 
 
-#: librdkafka logs at "info" by default, to stderr: every admin client that ends prints
-#: "Purging 1 unserved events from background queue", which ``fairshare up`` showed its user on
-#: each start. Notices, warnings and errors still print.
-_QUIET = {"log_level": 5}
+class LibrdkafkaLog:
+    """librdkafka's own lines as records of the ``fairshare.kafka.client`` logger, not raw
+    lines on stderr: ``fairshare up`` showed its user "SASL SCRAM-SHA-512 mechanism handshake
+    failed" and "Coordinator load in progress: retrying" while its brokers settled. Its errors
+    and warnings are what it retries by itself (a fatal one reaches the client's ``error_cb``,
+    :mod:`services.bus.fatal`, and ends the service), so they are logged at info: a service's
+    log file keeps them, an interactive command at its default level does not print them."""
+
+    def __init__(self) -> None:
+        self.logger = logging.getLogger("fairshare.kafka.client")
+
+    def log(self, level: int, message: str, *args: object, **_kwargs: object) -> None:
+        demoted = logging.ERROR if level >= logging.CRITICAL else min(level, logging.INFO)
+        self.logger.log(demoted, message, *args)
+
+
+#: librdkafka logs at "info" by default: every admin client that ends said "Purging 1 unserved
+#: events from background queue". Notices and worse go to :class:`LibrdkafkaLog`.
+_QUIET = {"log_level": 5, "logger": LibrdkafkaLog()}

@@ -5,6 +5,7 @@ principal's settings beside it, and say what to pass where there is none."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,29 @@ def test_the_audit_reads_the_local_up_s_broker_as_its_auditor(
         return []
 
     monkeypatch.setattr("services.bus.export.read_to_end", read_to_end)
+    monkeypatch.setattr("services.brokers.handle.wait_until_ready", lambda *a, **k: None)
     result = CliRunner().invoke(app, ["audit", "verify", "--data-dir", str(tmp_path)])
     assert tried == ["127.0.0.1:9"], result.output
     assert used == [tmp_path / "broker" / "security" / "clients" / "audit.properties"]
     assert "as its audit principal" in result.output
+
+
+@pytest.mark.parametrize("command", [["audit", "verify"], ["audit", "decisions"]])
+def test_beside_a_stopped_up_the_audit_says_so_in_a_line(
+    tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data dir names a broker, but `fairshare up` has stopped: one line saying so and
+    exit 1, where a KafkaException traceback was."""
+    monkeypatch.delenv("FAIRSHARE_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("FAIRSHARE_KAFKA_CONFIG", raising=False)
+    monkeypatch.setattr("services.audit.local_log.READY_TIMEOUT_S", 1.0)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    _up_data_dir(tmp_path, port, secured=False)
+    result = CliRunner().invoke(app, [*command, "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    said = " ".join(result.output.split())
+    assert f"does not answer at 127.0.0.1:{port}" in said
+    assert "Traceback" not in result.output
