@@ -103,7 +103,9 @@ DataDirOption = Annotated[
     ),
 ]
 
-console = Console()
+#: Lines are never folded by Rich: off a terminal (a pipe, a log file) a banner folded at 80
+#: columns broke paths and URLs mid-word; a terminal wraps what is too long by itself.
+console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
 

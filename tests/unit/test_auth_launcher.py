@@ -112,3 +112,19 @@ def test_up_refuses_a_bad_tokens_file_before_starting_anything(
     assert result.exit_code == 2, result.output
     assert needle in result.stderr
     assert started == []
+
+
+def test_the_banner_is_printed_whole_off_a_terminal(tmp_path: Path) -> None:
+    """Printed to a pipe at 40 columns, each ready line stays one line: paths and URLs are
+    never folded mid-word (the terminal wraps what is too long by itself)."""
+    from rich.console import Console
+
+    from services.runtime.cli_options import console
+
+    deep = tmp_path / ("a-rather-long-directory-name-" * 3)
+    lines = ready_lines(_config(deep), "api 1 charging 2 projector 3 scheduler 4")
+    narrow = Console(width=40, soft_wrap=console.soft_wrap, force_terminal=False)
+    with narrow.capture() as captured:
+        for line in lines:
+            narrow.print(line)
+    assert captured.get().splitlines() == lines
