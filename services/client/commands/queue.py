@@ -88,7 +88,7 @@ def _queue_table(answer: QueueView, long: bool, start: bool = False) -> FittedTa
         # with -l, WHY says in words what REASON says in a code
         drop=(
             *(["REASON"] if long else []),
-            "LATEST",
+            *(["LATEST"] if start else []),
             "RANK",
             "CONTRACT",
             "POS",
