@@ -47,7 +47,12 @@ from events.times import HOUR
 from projections.figures import wanted_gpus
 from services.projector import arrays
 from services.read_models import usage_upkeep
-from services.read_models.demand_upkeep import Change, apply_changes, registered_gpus
+from services.read_models.demand_upkeep import (
+    Change,
+    apply_changes,
+    batched,
+    registered_gpus,
+)
 from services.read_models.tables import (
     budget_weights,
     budgets,
@@ -117,21 +122,24 @@ class SqlProjector:
             }
             advanced: dict[tuple[str, int], int] = {}
             charges: list[tuple[LedgerCharge, int, str, int, int]] = []
-            for delivery in deliveries:
-                key = (delivery.position.topic, delivery.position.partition)
-                next_offset = advanced.get(key, stored.get(key, 0))
-                if delivery.position.offset < next_offset:
-                    continue  # redelivered: already in the tables
-                envelope = delivery.envelope
-                at = int(envelope.time.timestamp())
-                if isinstance(envelope.data, LedgerCharge):
-                    # Charges touch only the ledger tables: written together, in bulk.
-                    where = delivery.position
-                    charges.append((envelope.data, at, envelope.id, where.partition, where.offset))
-                elif not arrays.held_back(connection, _insert, envelope.data, at, envelope.id):
-                    _apply(connection, envelope.data, at, envelope.id)
-                advanced[key] = delivery.position.offset + 1
-                applied += 1
+            with batched(connection, _insert), usage_upkeep.deferred(connection, _insert):
+                for delivery in deliveries:
+                    key = (delivery.position.topic, delivery.position.partition)
+                    next_offset = advanced.get(key, stored.get(key, 0))
+                    if delivery.position.offset < next_offset:
+                        continue  # redelivered: already in the tables
+                    envelope = delivery.envelope
+                    at = int(envelope.time.timestamp())
+                    if isinstance(envelope.data, LedgerCharge):
+                        # Charges touch only the ledger tables: written together, in bulk.
+                        where = delivery.position
+                        charges.append(
+                            (envelope.data, at, envelope.id, where.partition, where.offset)
+                        )
+                    elif not arrays.held_back(connection, _insert, envelope.data, at, envelope.id):
+                        _apply(connection, envelope.data, at, envelope.id)
+                    advanced[key] = delivery.position.offset + 1
+                    applied += 1
             if charges:
                 _charges(connection, charges)
             for (topic, partition), offset in advanced.items():

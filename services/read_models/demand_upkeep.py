@@ -14,7 +14,9 @@ intervals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select, update
@@ -28,12 +30,58 @@ from services.read_models.tables import demand_hours, demand_intervals, demand_l
 Change = tuple[str, str, int, int]
 
 
+#: The demand changes of the transaction in progress, when it folds them at its end
+#: (:func:`batched`); None: each is folded as it comes.
+_PENDING: ContextVar[list[Change] | None] = ContextVar("demand_changes", default=None)
+
+
 def apply_changes(connection: Connection, changes: Iterable[Change], insert: Any) -> None:
-    """Fold demand changes into the histograms; ``insert`` makes the dialect's INSERT (with
-    ON CONFLICT) for a table."""
+    """Fold demand changes into the histograms (at the end of the transaction, inside
+    :func:`batched`); ``insert`` makes the dialect's INSERT (with ON CONFLICT) for a table."""
+    pending = _PENDING.get()
+    if pending is not None:
+        pending.extend(change for change in changes if change[2])
+        return
     for pool, budget, delta, at in changes:
         if delta:
             _change(connection, insert, pool, budget, delta, at)
+
+
+@contextmanager
+def batched(connection: Connection, insert: Any) -> Iterator[None]:
+    """The demand changes made inside, folded once at the end, per leaf in time order: a
+    leaf whose changes all come at or after its last is counted forward as before; one with a
+    change before its last has its histograms rebuilt once, from the earliest. A projector
+    catching up on a log reads each partition's facts in turn, out of time order across them,
+    and rebuilt a leaf's histograms from every such change: its first start took longer the
+    longer the history (the issue measured 740 facts/s on 217,000)."""
+    pending: list[Change] = []
+    token = _PENDING.set(pending)
+    try:
+        yield
+        _fold(connection, insert, pending)
+    finally:
+        _PENDING.reset(token)
+
+
+def _fold(connection: Connection, insert: Any, pending: list[Change]) -> None:
+    by_leaf: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for pool, budget, delta, at in pending:
+        by_leaf.setdefault((pool, budget), []).append((at, delta))
+    for (pool, budget), moves in sorted(by_leaf.items()):
+        moves.sort(key=lambda move: move[0])  # stable: equal instants keep their order
+        key = (demand_levels.c.pool == pool, demand_levels.c.budget == budget)
+        row = connection.execute(
+            select(demand_levels.c.level, demand_levels.c.since).where(*key)
+        ).first()
+        if row is None or moves[0][0] >= int(row.since):
+            for at, delta in moves:
+                _change(connection, insert, pool, budget, delta, at)
+            continue
+        since = max(int(row.since), moves[-1][0])
+        level = int(row.level) + sum(delta for _, delta in moves)
+        connection.execute(update(demand_levels).where(*key).values(level=level, since=since))
+        rebuild(connection, insert, pool, budget, moves[0][0] // HOUR * HOUR, since)
 
 
 def _change(

@@ -15,10 +15,12 @@ rows from the tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, bindparam, delete, select
 
 from events.models.ledger import signed_seconds
 from projections.bucket_usage import UNKNOWN_SUBMITTER, Entry, Sums, UsageKey, added
@@ -80,28 +82,64 @@ def add_entries(connection: Connection, insert: Any, charge_ids: Iterable[str]) 
     _upsert(connection, insert, sums)
 
 
+#: Submissions of the transaction in progress whose entries move at its end (:func:`deferred`);
+#: None: each moves as it is projected.
+_PENDING: ContextVar[dict[str, str] | None] = ContextVar("submitted", default=None)
+
+
 def submitted(connection: Connection, insert: Any, workload_id: str, submitter: str) -> None:
     """A submission newly projected: its entries filed under the unknown submitter (if the
-    ledger was read ahead of it) move to ``submitter``."""
-    query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.workload_id == workload_id)
-    entries = [entry_of(row) for row in connection.execute(query)]
-    if not entries or submitter == UNKNOWN_SUBMITTER:
+    ledger was read ahead of it) move to ``submitter`` (at the end of the batch, inside
+    :func:`deferred`)."""
+    pending = _PENDING.get()
+    if pending is not None:
+        pending[workload_id] = submitter
+        return
+    _move(connection, insert, {workload_id: submitter})
+
+
+@contextmanager
+def deferred(connection: Connection, insert: Any) -> Iterator[None]:
+    """The submissions projected inside move their entries once, together, at the end: read
+    in one query per 500 workloads, summed, upserted twice and the emptied rows deleted in one
+    statement. A rebuild that read the ledger ahead of the workloads topic moved each
+    submission's entries with a dozen statements of its own. The caller inserts no entry
+    inside (the projector writes a batch's charges after its other facts), so the entries
+    moved are those a submission would have moved as it came."""
+    pending: dict[str, str] = {}
+    token = _PENDING.set(pending)
+    try:
+        yield
+        _move(connection, insert, pending)
+    finally:
+        _PENDING.reset(token)
+
+
+def _move(connection: Connection, insert: Any, submitters: dict[str, str]) -> None:
+    known = sorted(w for w, who in submitters.items() if who != UNKNOWN_SUBMITTER)
+    entries: list[Entry] = []
+    for chunk in _chunks(known):
+        query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.workload_id.in_(chunk))
+        entries.extend(entry_of(row) for row in connection.execute(query))
+    if not entries:
         return
     moved = added(entries, [], lambda _w: UNKNOWN_SUBMITTER)
     _upsert(connection, insert, moved, sign=-1)
-    _upsert(connection, insert, added(entries, [], lambda _w: submitter))
-    for kind, start, pool, budget, _who, correction in moved:
-        connection.execute(
-            delete(period_usage).where(
-                period_usage.c.kind == kind,
-                period_usage.c.period_start == start,
-                period_usage.c.pool == pool,
-                period_usage.c.budget == budget,
-                period_usage.c.submitter == UNKNOWN_SUBMITTER,
-                period_usage.c.correction == correction,
-                period_usage.c.workloads == 0,
-            )
-        )
+    _upsert(connection, insert, added(entries, [], lambda w: submitters[w]))
+    emptied = delete(period_usage).where(
+        period_usage.c.kind == bindparam("k"),
+        period_usage.c.period_start == bindparam("s"),
+        period_usage.c.pool == bindparam("p"),
+        period_usage.c.budget == bindparam("b"),
+        period_usage.c.submitter == UNKNOWN_SUBMITTER,
+        period_usage.c.correction == bindparam("c"),
+        period_usage.c.workloads == 0,
+    )
+    keys = [
+        {"k": kind, "s": start, "p": pool, "b": budget, "c": correction}
+        for kind, start, pool, budget, _who, correction in sorted(moved)
+    ]
+    connection.execute(emptied, keys)
 
 
 def rebuild(connection: Connection, insert: Any) -> int:
