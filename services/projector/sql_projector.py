@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, or_, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from events.models import (
@@ -51,6 +51,7 @@ from services.read_models.demand_upkeep import (
     Change,
     apply_changes,
     batched,
+    forget_registered,
     registered_gpus,
 )
 from services.read_models.tables import (
@@ -299,8 +300,13 @@ _ROW = (
 )
 
 
+#: Built once: every workload fact reads its row twice (what it wanted before and after), and
+#: building the statement cost more than running it.
+_ROW_BY_ID = select(*_ROW).where(workloads.c.workload_id == bindparam("workload_id"))
+
+
 def _workload_row(connection: Connection, workload_id: str) -> Any:
-    return connection.execute(select(*_ROW).where(workloads.c.workload_id == workload_id)).first()
+    return connection.execute(_ROW_BY_ID, {"workload_id": workload_id}).first()
 
 
 def _keeping_demand(effect: Effect) -> Effect:
@@ -502,6 +508,7 @@ def _node_registered(connection: Connection, e: NodeRegistered, at: int, event_i
         )
         .on_conflict_do_update(index_elements=["node"], set_={"state": "up", "changed_at": at})
     )
+    forget_registered(e.pool)
     _now_holdable(connection, e.pool, before, registered_gpus(connection, e.pool), at)
 
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, bindparam, delete, func, select, update
 
 from events.times import HOUR
 from projections.demand_hours import by_hour, histogram
@@ -56,12 +56,13 @@ def batched(connection: Connection, insert: Any) -> Iterator[None]:
     and rebuilt a leaf's histograms from every such change: its first start took longer the
     longer the history (the issue measured 740 facts/s on 217,000)."""
     pending: list[Change] = []
-    token = _PENDING.set(pending)
+    token, registered = _PENDING.set(pending), _REGISTERED.set({})
     try:
         yield
         _fold(connection, insert, pending)
     finally:
         _PENDING.reset(token)
+        _REGISTERED.reset(registered)
 
 
 def _fold(connection: Connection, insert: Any, pending: list[Change]) -> None:
@@ -177,9 +178,27 @@ def backfill(connection: Connection, insert: Any) -> int:
     return len(keys)
 
 
+#: Each pool's registered GPUs as read in the transaction in progress (:func:`batched`): every
+#: waiting workload's fact asks, and nodes register rarely (:func:`forget_registered`).
+_REGISTERED: ContextVar[dict[str, int] | None] = ContextVar("registered", default=None)
+_REGISTERED_IN_POOL = select(func.sum(nodes.c.gpus)).where(nodes.c.pool == bindparam("pool"))
+
+
 def registered_gpus(connection: Connection, pool: str) -> int:
     """GPUs of every node ever registered in ``pool`` (a node keeps its pool and GPUs): the
     bound the demand rule keeps work that could never start under
     (:func:`projections.figures.wanted_gpus`)."""
-    total = connection.execute(select(func.sum(nodes.c.gpus)).where(nodes.c.pool == pool))
-    return int(total.scalar() or 0)
+    known = _REGISTERED.get()
+    if known is not None and pool in known:
+        return known[pool]
+    total = int(connection.execute(_REGISTERED_IN_POOL, {"pool": pool}).scalar() or 0)
+    if known is not None:
+        known[pool] = total
+    return total
+
+
+def forget_registered(pool: str) -> None:
+    """A node registered in ``pool``: its total is read again."""
+    known = _REGISTERED.get()
+    if known is not None:
+        known.pop(pool, None)

@@ -28,6 +28,7 @@ from services.brokers.security import (
 from services.bus.connection import (
     KAFKA_CONFIG_ENV,
     KafkaConfigError,
+    LibrdkafkaLog,
     client_config,
     read_properties,
     use_config_file,
@@ -91,8 +92,10 @@ def test_every_client_starts_from_the_process_identity_and_its_own_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(KAFKA_CONFIG_ENV, raising=False)
-    # librdkafka's info lines ("Purging 1 unserved events ...") are left out: notices and up
-    quiet = {"log_level": 5}
+    # librdkafka's info lines ("Purging 1 unserved events ...") are left out: notices and up,
+    # as records of the fairshare.kafka.client logger (tests/unit/test_librdkafka_log.py)
+    quiet = {"log_level": 5, "logger": client_config("b:1")["logger"]}
+    assert isinstance(quiet["logger"], LibrdkafkaLog)
     assert client_config("b:1", {"group.id": "g"}) == {
         **quiet,
         "group.id": "g",
@@ -102,6 +105,7 @@ def test_every_client_starts_from_the_process_identity_and_its_own_settings(
     monkeypatch.setenv(KAFKA_CONFIG_ENV, str(path))
     assert client_config("b:1", {"linger.ms": 5, "log_level": 7}) == {
         "log_level": 7,  # the client's own setting wins
+        "logger": quiet["logger"],
         "sasl.username": "api",
         "linger.ms": 5,
         "bootstrap.servers": "b:1",
