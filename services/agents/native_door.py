@@ -364,11 +364,16 @@ class NativeDoor:
             if workload.status == "pending":
                 view = why_view(state, workload.workload_id, now, window_s)
                 first = view.pending[0] if view.pending else None
-                at = estimates.get(workload.workload_id)
+                found = estimates.get(workload.workload_id)
+                at = None if found is None else found.at
                 waiting = Waiting(
                     summary=view.summary,
                     position=f"{first.position} of {first.queue_length}" if first else "",
-                    estimate=utc_iso(at) if at is not None else "beyond the horizon",
+                    estimate=(
+                        f"{utc_iso(at)} ({found.basis})"
+                        if found is not None and at is not None
+                        else "beyond the horizon"
+                    ),
                     code=first.reason if first else None,
                 )
             if waiting == told.waiting:
