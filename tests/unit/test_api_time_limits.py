@@ -117,5 +117,5 @@ def test_the_cli_submits_a_limit_and_shows_starts(world: World) -> None:
     assert code == 0
     assert "START" in out
     pa1 = next(line for line in out.splitlines() if "pa1" in line)
-    assert (NOW + timedelta(seconds=3000)).strftime("%H:%M:%S") in pa1
+    assert (NOW + timedelta(seconds=3000)).strftime("%Y-%m-%dT%H:%M:%S") in pa1
     assert "guess" in pa1

@@ -154,10 +154,11 @@ def _elements(first: QueueEntry, last: QueueEntry) -> str:
 
 
 def _start(estimated: str | None) -> str:
-    """An estimate as squeue --start shows it: the UTC time to the second (N/A: none)."""
+    """An estimate as squeue --start shows it: the UTC time to the second, one word
+    (``2026-12-07T15:52:01``: a narrow table never splits the day from the time; N/A: none)."""
     if estimated is None:
         return "N/A"
-    return estimated.removesuffix("Z").split(".")[0].replace("T", " ")
+    return estimated.removesuffix("Z").split(".")[0]
 
 
 def why(
