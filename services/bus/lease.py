@@ -89,7 +89,11 @@ class KafkaLeaseLog:
             | {
                 "group.id": f"fairshare-lease-{uuid.uuid4().hex}",  # never joined or committed
                 "enable.auto.commit": False,
-                "fetch.wait.max.ms": 50,
+                # How long the broker holds an empty fetch: a renewal still comes back as soon
+                # as it is written (a fetch returns with its first byte). At 50 ms each
+                # scheduler's idle lease reader asked twenty times a second, most of an idle
+                # `fairshare up`'s broker work (docs/benchmarks.md, "Idle CPU").
+                "fetch.wait.max.ms": 500,
                 **(config or {}),
                 "error_cb": self.fatal.on_error,
             }
