@@ -170,35 +170,6 @@ def estimate_starts(
     targets: Collection[str] | None = None,
     horizon_s: float = HORIZON_S,
     to_limits: bool = False,
-) -> dict[str, float | None]:
-    """:func:`explained_starts`' instants alone."""
-    found = explained_starts(
-        cluster,
-        tree,
-        usage,
-        now,
-        limits=limits,
-        debug_lanes=debug_lanes,
-        window_s=window_s,
-        targets=targets,
-        horizon_s=horizon_s,
-        to_limits=to_limits,
-    )
-    return {w: e.at for w, e in found.items()}
-
-
-def explained_starts(
-    cluster: ClusterState,
-    tree: BudgetTree,
-    usage: UsageSource,
-    now: float,
-    *,
-    limits: TimeLimits | None = None,
-    debug_lanes: DebugLanes | None = None,
-    window_s: int = DEFAULT_WINDOW_S,
-    targets: Collection[str] | None = None,
-    horizon_s: float = HORIZON_S,
-    to_limits: bool = False,
 ) -> dict[str, StartEstimate]:
     """Estimated start of each pending workload in ``targets`` (every pending one when None):
     the instant the forward run places it, ``now`` at the earliest; None when that is beyond

@@ -15,7 +15,7 @@ from projections.cluster_types import WorkloadState
 from projections.live_state import LiveState
 from scheduling.scheduling_pass import PassContext
 from scheduling.settings import time_limits_of, with_settings
-from scheduling.start_estimate import StartEstimate, explained_starts
+from scheduling.start_estimate import StartEstimate, estimate_starts
 from scheduling.time_limits import expected_end, limit_s
 from services.api.sentences import iso
 
@@ -57,7 +57,7 @@ def start_estimates(
         ctx = with_settings(ctx, state.settings)
 
     def forward(to_limits: bool) -> dict[str, StartEstimate]:
-        return explained_starts(
+        return estimate_starts(
             state.cluster,
             state.tree,
             lambda pool: state.usage_in_window(pool, now),

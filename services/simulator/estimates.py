@@ -55,18 +55,17 @@ class StartEstimates:
         if not workload_ids:
             return
         started = time.perf_counter()
-        self.made.update(
-            estimate_starts(
-                cluster,
-                tree,
-                usage,
-                ctx.now,
-                limits=ctx.time_limits,
-                debug_lanes=ctx.debug_lanes,
-                window_s=ctx.window_s,
-                targets=workload_ids,
-            )
+        found = estimate_starts(
+            cluster,
+            tree,
+            usage,
+            ctx.now,
+            limits=ctx.time_limits,
+            debug_lanes=ctx.debug_lanes,
+            window_s=ctx.window_s,
+            targets=workload_ids,
         )
+        self.made.update({workload_id: e.at for workload_id, e in found.items()})
         self.wall_s += time.perf_counter() - started
 
     def figures(self, first_starts: dict[str, float | None]) -> dict[str, Any]:

@@ -191,9 +191,9 @@ def test_start_estimates_give_back_only_what_a_foreign_hold_leaves() -> None:
     s.apply(foreign("n0", 2), T0 + 1)  # over one of r's GPUs
     s.submit("big", "a", gpus=3, at=T0 + 2)
     s.submit("small", "b", gpus=2, at=T0 + 2)
-    found = estimate_starts(s.cluster, s.tree, s.usage_source, T0 + 10)
-    assert found["big"] is None
-    assert found["small"] == pytest.approx(T0 + 600, abs=1)
+    found = estimate_starts(s.cluster, s.tree, s.usage_source, T0 + 10, to_limits=True)
+    assert found["big"].at is None
+    assert found["small"].at == pytest.approx(T0 + 600, abs=1)
 
 
 # -- any interleaving ------------------------------------------------------------------------

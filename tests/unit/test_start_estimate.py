@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events.models import PlaceCommand
-from scheduling.start_estimate import HORIZON_S, estimate_starts, explained_starts
+from scheduling.start_estimate import HORIZON_S, estimate_starts
 from scheduling.time_limits import TimeLimit, TimeLimits, expected_end
 from tests.unit.scheduling_fixtures import T0, Scenario
 
@@ -20,11 +20,12 @@ from tests.unit.scheduling_fixtures import T0, Scenario
 def _estimates(
     s: Scenario, now: float, to_limits: bool = True, **kwargs: object
 ) -> dict[str, float | None]:
-    return estimate_starts(s.cluster, s.tree, s.usage_source, now, to_limits=to_limits, **kwargs)  # type: ignore[arg-type]
+    found = estimate_starts(s.cluster, s.tree, s.usage_source, now, to_limits=to_limits, **kwargs)  # type: ignore[arg-type]
+    return {workload_id: e.at for workload_id, e in found.items()}
 
 
 def _explained(s: Scenario, now: float, **kwargs: object) -> dict[str, tuple[float | None, str]]:
-    found = explained_starts(s.cluster, s.tree, s.usage_source, now, **kwargs)  # type: ignore[arg-type]
+    found = estimate_starts(s.cluster, s.tree, s.usage_source, now, **kwargs)  # type: ignore[arg-type]
     return {w: (e.at, e.basis.word) for w, e in found.items()}
 
 
