@@ -40,6 +40,25 @@ def spec_problems(executor: str, spec: Mapping[str, Any]) -> list[str]:
         return pod_spec_problems(spec)
     if executor in COMMAND_EXECUTORS:
         return command_problems(spec)
+    if executor == "simulated":
+        return simulated_problems(spec)
+    return []
+
+
+def simulated_problems(spec: Mapping[str, Any]) -> list[str]:
+    """Why the simulated cluster (``fairshare up``'s demo) cannot play ``spec``: it runs a
+    workload for ``duration_s`` seconds, and one with only a command until it is cancelled;
+    an empty spec was accepted and "ran" forever, with nothing to say why."""
+    duration = spec.get("duration_s")
+    if duration is not None:
+        if isinstance(duration, bool) or not isinstance(duration, int | float) or duration < 0:
+            return ["spec.duration_s: a number of seconds, 0 or more"]
+        return []
+    if spec.get("command") is None:
+        return [
+            "spec: neither duration_s nor command (the simulated cluster runs a workload for "
+            "spec.duration_s seconds; given only a command, until it is cancelled)"
+        ]
     return []
 
 

@@ -84,7 +84,7 @@ class Up:
     def submit(self, workload_id: str) -> bool:
         """True when the API acknowledged it (then it must never be lost)."""
         body = {"workload_id": workload_id, "budget": "lab/vision", "pools": ["demo"],
-                "gpus": 1, "min_runtime_s": 60}  # fmt: skip
+                "gpus": 1, "min_runtime_s": 60, "spec": {"duration_s": 60}}  # fmt: skip
         try:
             answer = httpx.post(
                 f"{self.url}/workloads",

@@ -308,7 +308,29 @@ def test_a_spec_without_a_command_is_refused_where_the_executor_runs_one(world: 
     assert world.records() == []
     runs = world.client.post("/workloads", json=body("cmd", pools=["l1"]), headers=ANA)
     assert runs.status_code == 201, runs.text
-    assert world.client.post("/workloads", json=body("sim", spec={}), headers=ANA).is_success
+    # pool p's nodes name no executor (facts from before executors were stated): unchecked
+    assert world.client.post("/workloads", json=body("old", spec={}), headers=ANA).is_success
+
+
+def test_the_simulated_cluster_needs_a_duration_or_a_command(world: World) -> None:
+    """``fairshare up``'s demo runs nothing: a spec with neither a duration nor a command was
+    accepted and "ran" until cancelled, with nothing to say why."""
+    node = NodeRegistered(
+        node="d1", cluster="demo", pool="demo", gpus=4, gpu_type="H100", executor="simulated"
+    )
+    world.fact(node, T0)
+    for spec in ({}, {"duration_s": -1}, {"duration_s": "ten"}, {"duration_s": True}):
+        refused = world.client.post(
+            "/workloads", json=body("sim", pools=["demo"], spec=spec), headers=ANA
+        )
+        assert refused.status_code == 422, (spec, refused.text)
+        assert "duration_s" in refused.text
+    assert world.records() == []
+    for i, spec in enumerate(({"duration_s": 60}, {"command": ["python", "train.py"]})):
+        taken = world.client.post(
+            "/workloads", json=body(f"sim{i}", pools=["demo"], spec=spec), headers=ANA
+        )
+        assert taken.status_code == 201, taken.text
 
 
 def test_a_unique_prefix_of_a_workload_id_names_it_and_an_ambiguous_one_says_so(
