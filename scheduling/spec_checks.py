@@ -56,8 +56,8 @@ def simulated_problems(spec: Mapping[str, Any]) -> list[str]:
         return []
     if spec.get("command") is None:
         return [
-            "spec: neither duration_s nor command (the simulated cluster runs a workload for "
-            "spec.duration_s seconds; given only a command, until it is cancelled)"
+            "spec.duration_s: missing, and no command (the simulated cluster runs a workload "
+            "for spec.duration_s seconds; given only a command, until it is cancelled)"
         ]
     return []
 
