@@ -88,7 +88,9 @@ def _could_hold(registered: Callable[[str], int] | None, pool: str, gpus: int) -
 
 def registered_gpus(cluster: ClusterState, pool: str) -> int:
     """GPUs of every node ever registered in ``pool`` in the live fold: the largest gang it
-    could ever hold (a gang larger than its largest node spreads over whole nodes)."""
+    could ever hold, whatever the gang's shape (one larger than its largest node is spread over
+    whole nodes, :func:`scheduling.placement.needs_whole_nodes`). The API refuses a gang above
+    it (422), and it keeps such work out of demand (:func:`wanted_gpus`)."""
     index = cluster.indexes.pools.get(pool)
     return 0 if index is None else index.registered
 

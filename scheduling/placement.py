@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 from projections.cluster_state import ClusterState
 from projections.cluster_types import NodeState, PlacementSpec
-from projections.figures import registered_gpus
 
 #: Where a node sits at one level of the network, sortable: (stated name, "") or, when none was
 #: stated, ("", node name), a group of its own.
@@ -46,14 +45,6 @@ LEVELS: tuple[Callable[[NodeState], GroupKey], ...] = (block_of, rack_of, _node_
 def largest_node(cluster: ClusterState, pool: str) -> int:
     index = cluster.indexes.pools.get(pool)
     return 0 if index is None else index.largest_node
-
-
-def most_gpus_ever(cluster: ClusterState, pool: str) -> int:
-    """The largest gang ``pool`` could ever hold: every node registered in it, up and empty.
-    A gang larger than its largest node is spread over whole nodes (:func:`needs_whole_nodes`),
-    so the bound is the pool's GPUs, whatever the gang's shape. The same bound keeps work that
-    could never start out of demand (:func:`projections.figures.wanted_gpus`)."""
-    return registered_gpus(cluster, pool)
 
 
 def needs_whole_nodes(gpus: int, gang: str, node_size: int) -> bool:

@@ -356,7 +356,8 @@ class NativeDoor:
         state = self.host.state
         window_s = state.settings.window_s if state.settings is not None else DEFAULT_WINDOW_S
         pending = [w.workload_id for w in due if w.status == "pending"]
-        estimates = start_estimates(state, now, window_s, pending) if pending else {}
+        # the notice shows the estimate and its basis, not the bound: one forward run
+        estimates = start_estimates(state, now, window_s, pending, latest=False) if pending else {}
         for workload in due:
             told = self._told_of(workload)
             told.waiting_at = (workload.status, workload.attempt)

@@ -40,7 +40,7 @@ def run_limit(state: LiveState, workload: WorkloadState, now: float) -> RunLimit
 @dataclass(frozen=True)
 class Estimate:
     """When a pending workload should start, on what that rests, and at the latest (each run
-    lasting its limit); None: beyond the horizon."""
+    lasting its limit; None where not asked for); ``at`` None: beyond the horizon."""
 
     at: float | None
     basis: str
@@ -48,10 +48,16 @@ class Estimate:
 
 
 def start_estimates(
-    state: LiveState, now: float, window_s: int, targets: Collection[str] | None = None
+    state: LiveState,
+    now: float,
+    window_s: int,
+    targets: Collection[str] | None = None,
+    *,
+    latest: bool = True,
 ) -> dict[str, Estimate]:
     """When each pending workload of ``targets`` (all when None) should start: the forward run
-    on what finished runs say, and again with every run to its limit (the bound)."""
+    on what finished runs say, and, with ``latest``, again with every run to its limit (the
+    bound; a second forward run, for callers that show it)."""
     ctx = PassContext(now=now, window_s=window_s)
     if state.settings is not None:
         ctx = with_settings(ctx, state.settings)
@@ -69,12 +75,12 @@ def start_estimates(
             to_limits=to_limits,
         )
 
-    expected, bound = forward(False), forward(True)
+    expected = forward(False)
+    bound = forward(True) if latest else {}
     found: dict[str, Estimate] = {}
     for workload_id, estimate in expected.items():
-        latest = bound[workload_id].at
-        at = estimate.at
-        if at is not None and latest is not None:
-            at = min(at, latest)  # never later than the bound says
-        found[workload_id] = Estimate(at, estimate.basis.word, latest)
+        at, last = estimate.at, (bound[workload_id].at if latest else None)
+        if at is not None and last is not None:
+            at = min(at, last)  # never later than the bound says
+        found[workload_id] = Estimate(at, estimate.basis.word, last)
     return found

@@ -360,9 +360,7 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
 
     try:
         console.print(f"broker   {broker.description}")
-        identities = stack_identities(
-            broker, config, lambda line: console.print(line, soft_wrap=True)
-        )
+        identities = stack_identities(broker, config, console.print)
         with identities as config, stop_requested_on_signals() as stop:
             console.print(f"database {config.database_url}")
             console.print("starting charging, projector, scheduler, agent and API ...")
@@ -382,7 +380,7 @@ def _run_up(broker: BrokerHandle, config: UpConfig, duration: float | None) -> N
             stack, problems = run_stack(
                 config,
                 should_stop,
-                lambda line: console.print(line, soft_wrap=True),
+                console.print,
                 on_ready=lambda: ready_at.append(time.monotonic()),
                 broker=BrokerWatch(broker),
             )

@@ -525,13 +525,13 @@ def _now_holdable(connection: Connection, pool: str, before: int, after: int, at
     ).where(workloads.c.status.in_(("pending", "preempted", "lost")))
     if before > 0:
         waiting = waiting.where(workloads.c.gpus > before, workloads.c.gpus <= after)
+
+    def old(name: str) -> int:
+        return before if name == pool else registered_gpus(connection, name)
+
     for row in connection.execute(waiting).all():
         if pool not in tuple(row.pools):
             continue
-
-        def old(name: str) -> int:
-            return before if name == pool else registered_gpus(connection, name)
-
         since = row.ended_at if row.status != "pending" and row.ended_at else row.submitted_at
         _restate_demand(
             connection,

@@ -14,8 +14,8 @@ from events.models import WorkloadArraySubmitted, WorkloadCancelled, WorkloadSub
 from events.native_work import NATIVE_KEY
 from events.times import utc_iso
 from projections.cluster_types import TERMINAL, WorkloadState
+from projections.figures import registered_gpus
 from projections.live_state import LiveState
-from scheduling.placement import most_gpus_ever
 from scheduling.settings import time_limits_of
 from scheduling.spec_checks import spec_problems
 from scheduling.time_limits import refusal as time_limit_refusal
@@ -144,7 +144,7 @@ def check_submission(
 def _fits_some_pool_ever(state: LiveState, body: m.WorkloadTemplate) -> None:
     """Refuse a gang no node set of any of its pools could ever hold (every node registered
     there up and empty): it would wait forever, and its demand would swamp every figure."""
-    most = {pool: most_gpus_ever(state.cluster, pool) for pool in body.pools}
+    most = {pool: registered_gpus(state.cluster, pool) for pool in body.pools}
     if any(body.gpus <= gpus for gpus in most.values()):
         return
     largest = max(most.values(), default=0)
