@@ -259,9 +259,11 @@ MIN_GUESS_S = 60.0
 def _predicted_end(
     workload: WorkloadState, limits: TimeLimits, now: float, known: _Known | None
 ) -> tuple[float, Basis] | None:
-    """When a run holding GPUs is expected to end: its start plus its predicted run; a run
-    that has outlived its prediction, as long again as it has run (a guess), never past its
-    latest end (:func:`expected_end`)."""
+    """When a run holding GPUs is expected to end: its start plus its predicted run. A run
+    that has outlived its own submitter's runs is not like them: to its latest end
+    (:func:`expected_end`). One that has outlived its pool's runs or its contract, as long
+    again as it has run (a guess), never past its latest end: on a fresh system a run past
+    its contract would otherwise be expected to last the default limit (a day)."""
     latest = expected_end(workload, limits, now)
     if latest is None or workload.pool is None:
         return None
@@ -271,6 +273,8 @@ def _predicted_end(
     run, basis = _predicted_run(workload, workload.pool, limits, known)
     if start + run > now:
         return start + run, basis
+    if basis is Basis.HISTORY:
+        return latest, basis
     return min(latest, now + max(now - start, MIN_GUESS_S)), Basis.GUESS
 
 

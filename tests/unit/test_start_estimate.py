@@ -208,6 +208,25 @@ def test_a_run_is_expected_to_last_as_long_as_its_submitters_last_two_runs() -> 
     assert _explained(s, T0) == {"w": (T0 - 200 + 1000, "pool")}
 
 
+def test_a_run_past_its_submitters_runs_is_expected_to_its_limit() -> None:
+    """A run that has outlived what its own submitter's runs lasted is not like them: it is
+    expected to run to its limit, as the bound says (on the Philly trace, guessing "as long
+    again" for such runs told the jobs behind long runs to come far too early: the p90 error
+    went from 31 to 46 hours). Only a run judged by others' runs or its contract gets the
+    "as long again" guess."""
+    s = Scenario(budgets=(("a", 1.0),), nodes=(("n0", 1),))
+    for i, ran in enumerate((600, 1000, 1400)):
+        s.running(f"past{i}", "a", (("n0", (0,)),), started_at=T0 - 10_000, time_limit_s=7200)
+        s.finished(f"past{i}", T0 - 10_000 + ran)
+    s.running("r", "a", (("n0", (0,)),), started_at=T0 - 2000, min_runtime_s=60, time_limit_s=7200)
+    s.submit("w", "a", 1, 60, at=T0 - 100, time_limit_s=7200)
+    # r has run 2,000 s, past its submitter's mean of 1,200 s: to its limit, still "history"
+    assert _explained(s, T0) == {"w": (T0 - 2000 + 7200, "history")}
+    # judged by the pool's runs instead, it has outlived those too: as long again, a guess
+    s.cluster.recent_runtimes.clear()
+    assert _explained(s, T0) == {"w": (T0 + 2000, "guess")}
+
+
 def test_a_fresh_system_expects_runs_to_last_their_contracts_not_their_limits() -> None:
     """Nothing has finished yet: a one-minute job behind a run with a 10-minute contract is
     expected in 10 minutes, not a day out at the default limit, and says it is a guess; a run
