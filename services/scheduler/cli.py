@@ -66,6 +66,15 @@ def scheduler(
             "long (default: twice --lease-ttl-s)"
         ),
     ] = None,
+    warm_standby: Annotated[
+        bool,
+        typer.Option(
+            "--warm-standby",
+            help="without the lease, keep folding the log (default: read only the lease and "
+            "catch up from the latest checkpoint on taking it over; always warm without "
+            "checkpoints or with --lease-per-pool)",
+        ),
+    ] = False,
     checkpoint_every_s: CheckpointEveryOption = 300.0,
     metrics_port: MetricsPortOption = 0,
     metrics_host: MetricsHostOption = "127.0.0.1",
@@ -113,6 +122,7 @@ def scheduler(
             heartbeat_timeout_s=heartbeat_timeout_s,
             grace_period_s=grace_period_s,
             min_pass_interval_s=min_pass_interval_s,
+            warm_standby=warm_standby,
         ),
         checkpoint_every_s=checkpoint_every_s or None,
     )

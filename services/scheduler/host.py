@@ -1,12 +1,21 @@
 """The scheduler service over the bus port: the pure scheduling pass run by the lease holder.
 
-Every instance folds the whole log into a :class:`LiveState` (workloads, budgets, cluster,
-usage snapshots, heartbeats and its own past commands), so a restarted or standby instance has
-exactly the state the previous leader had. Only the lease holder runs passes: after each batch
-of changes, and on a timer (contracts end and heartbeats stop with the passage of time alone).
-When it takes the lease it first reads the log to its end, so it sees every command the
-previous leader issued; command ids are derived from (kind, workload, attempt), so a decision
-already in the log is never issued again.
+The leader folds the whole log into a :class:`LiveState` (workloads, budgets, cluster, usage
+snapshots, heartbeats and its own past commands), so a restarted or standby instance has
+exactly the state the previous leader had once it has read the log. Only the lease holder runs
+passes: after each batch of changes, and on a timer (contracts end and heartbeats stop with the
+passage of time alone). When it takes the lease it first reads the log to its end, so it sees
+every command the previous leader issued; command ids are derived from (kind, workload,
+attempt), so a decision already in the log is never issued again.
+
+**A cold standby** (the default where the fold is checkpointed): an instance that does not
+hold the lease reads the lease and nothing else. Folding every fact as the leader does cost
+each standby as much CPU per submission as the leader's fold (a sixth of all the services'
+CPU per submission was spent by readers that acted on nothing); it drops its state and stops
+reading the log, and when it wins the lease it restores the latest checkpoint (the leader
+saves one every few minutes) and reads the tail from there, as a restart does. Failover is
+the lease's ttl plus that catch-up (``SchedulerConfig.warm_standby`` keeps every instance
+folding, as before, for whoever would rather pay the CPU than the catch-up).
 
 Every command carries the lease epoch it was decided in (its fencing token), and the lease is
 checked again after the pass, just before publishing: a leader that stalled in a pass past its
@@ -111,6 +120,9 @@ class SchedulerConfig:
     #: At most one pass per this interval: under a burst, the facts that arrive meanwhile are
     #: folded and decided together, so a large cluster is not re-planned per fact.
     min_pass_interval_s: float = 0.2
+    #: A standby keeps folding the log (True), or reads only the lease and catches up from the
+    #: latest checkpoint when it wins it (False; only where the fold is checkpointed).
+    warm_standby: bool = False
 
 
 class SchedulerService:
@@ -126,12 +138,15 @@ class SchedulerService:
         pace_clock: Callable[[], float] = time.monotonic,
         checkpoints: FoldCheckpoints | None = None,
         resume: Callable[[Mapping[tuple[str, int], int]], Follower] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``clock`` is the passes' ``now``; ``pace_clock`` paces them (real seconds, whatever
         time the domain clock says it is: tests freeze the one, never the other). ``lease``
         (one for every pool) or ``pool_leases`` (one per pool), not both. ``checkpoints``
         and ``resume`` (a follower from given positions): start from the latest checkpoint
-        of the fold and read only the log's tail, and save one now and then."""
+        of the fold and read only the log's tail, and save one now and then; with them (and one
+        lease for every pool), a standby is cold. ``sleep``: a cold standby's wait between
+        looks at the lease."""
         if lease is not None and pool_leases is not None:
             raise ValueError("lease, pool_leases: one or the other")
         self.follow = follow
@@ -147,6 +162,14 @@ class SchedulerService:
         self.config = config or SchedulerConfig()
         self.clock = clock
         self.pace_clock = pace_clock
+        self.sleep = sleep
+        #: A standby parks: no state, no reader of the log (per-pool leases fold everything:
+        #: an instance leads some pools and must know every pool to compete for them).
+        self.cold_standby = (
+            self.checkpoints is not None and pool_leases is None and not self.config.warm_standby
+        )
+        #: Parked now: neither folding nor reading the log, waiting for the lease.
+        self.parked = False
         self._last_paced = float("-inf")
         self.state = LiveState()
         watch_refusals("scheduler", lambda: self.state.trust.refused)
@@ -195,6 +218,12 @@ class SchedulerService:
         """One turn: read what is new; if leading and something is due, run a pass (at most
         one per ``min_pass_interval_s``: a poll while a pass is held back waits no longer than
         until it may run)."""
+        if self.parked:
+            self._leading = self._lead()
+            if not self._leading:
+                self.sleep(self.config.poll_s)
+                return None
+            return self._pass_if_due()
         timeout = self.config.poll_s
         if self._dirty and self._leading:
             # (only a leader has a pass to hold back: a standby folds with the plain poll, or
@@ -205,7 +234,12 @@ class SchedulerService:
         leading = self._lead_pools() if self.pool_leases is not None else self._lead()
         self._leading = leading
         if not leading:
+            if self.cold_standby:
+                self._park()
             return None
+        return self._pass_if_due()
+
+    def _pass_if_due(self) -> PassResult | None:
         now = as_logged(self.clock())  # the instant its outputs will state (an audit's too)
         if not (self._dirty or now - self._last_pass >= self.config.tick_s or self._expired(now)):
             return None
@@ -219,6 +253,8 @@ class SchedulerService:
         """One turn of the whole-cluster lease."""
         leading = self.lease.held()
         if leading and not self._leading:
+            if self.parked:
+                self._unpark()
             # Act only on the whole log: the previous leader's last commands included.
             self._catch_up()
             self._dirty = True
@@ -279,7 +315,7 @@ class SchedulerService:
                     log.error("publishing a pass failed; rebuilding from the log: %s", error)
                     self._rebuild()
                     continue
-                if self.checkpoints is not None and self.checkpoints.due():
+                if self.checkpoints is not None and not self.parked and self.checkpoints.due():
                     self.checkpoints.save(self.state, self.follower.positions)
                 if self.figures.due():
                     self.refresh_figures()
@@ -309,7 +345,8 @@ class SchedulerService:
         checkpoint = self.checkpoints.restore()
         if checkpoint is None:
             return False
-        self.follower.close()
+        if not self.parked:
+            self.follower.close()
         self.follower = self.resume(checkpoint.positions)
         self.state = checkpoint.state
         return True
@@ -322,8 +359,29 @@ class SchedulerService:
         self._restore()
         self._catch_up()
 
-    def close(self) -> None:
+    def _park(self) -> None:
+        """A cold standby: stop reading the log and let the state go."""
+        log.info("scheduler standing by: reading the lease only", extra={"epoch": self.lease.epoch})
         self.follower.close()
+        self.state = LiveState()
+        self.memos = PassMemos()
+        self.parked = True
+
+    def _unpark(self) -> None:
+        """Won the lease: the latest checkpoint, then (the caller) the log from there."""
+        started = time.monotonic()
+        restored = self._restore()
+        if not restored:
+            self.follower = self.follow()
+        self.parked = False
+        log.info(
+            "scheduler restored to lead",
+            extra={"from_checkpoint": restored, "seconds": round(time.monotonic() - started, 3)},
+        )
+
+    def close(self) -> None:
+        if not self.parked:
+            self.follower.close()
         self.publisher.close()
         self.lease.close()
 
