@@ -206,13 +206,25 @@ class SchedulerService:
                 if node is not None and node.down:
                     self._dirty = True  # it is back: declare it up
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, renewing: bool = False) -> None:
         """Fold the whole log as it is now; then a fact held since before it still cannot
-        apply never will (the one ordering rule every reader follows: see LiveState)."""
+        apply never will (the one ordering rule every reader follows: see LiveState).
+        ``renewing``: a lease just won is renewed between batches (a renewal is appended only
+        by a turn of the lease; a cold standby's catch-up from a checkpoint may outlast the
+        lease's ttl, and the lease it has just won must not lapse under it)."""
         mark = self.state.hold_mark()
         for batch in self.follower.catch_up_in_batches():
             self.fold(batch)
+            if renewing:
+                self._renew()
         self.state.reject_held_before(mark)
+
+    def _renew(self) -> None:
+        """A turn of the lease(s): renewals that are due are appended."""
+        if self.pool_leases is not None:
+            self.pool_leases.held_pools()
+        else:
+            self.lease.held()
 
     def step(self) -> PassResult | None:
         """One turn: read what is new; if leading and something is due, run a pass (at most
@@ -255,8 +267,9 @@ class SchedulerService:
         if leading and not self._leading:
             if self.parked:
                 self._unpark()
+                self._renew()
             # Act only on the whole log: the previous leader's last commands included.
-            self._catch_up()
+            self._catch_up(renewing=True)
             self._dirty = True
             log.info(
                 "scheduler leading", extra={"events": self.state.events, "epoch": self.lease.epoch}
@@ -274,7 +287,7 @@ class SchedulerService:
         gained = sorted(pool for pool, epoch in held.items() if self.held.get(pool) != epoch)
         lost = sorted(pool for pool in self.held if pool not in held)
         if gained:
-            self._catch_up()
+            self._catch_up(renewing=True)
             self._dirty = True
             log.info(
                 "scheduler leading pools",

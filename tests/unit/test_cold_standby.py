@@ -56,7 +56,7 @@ class Follower:
 
     def catch_up_in_batches(self, stall_timeout_s: float = 60.0) -> Iterator[list[Delivery]]:
         found = self.poll()
-        return iter([found] if found else [])
+        return iter([found[i : i + 2] for i in range(0, len(found), 2)])
 
     def close(self) -> None:
         self.closed = True
@@ -92,8 +92,10 @@ class Lease:
     def __init__(self) -> None:
         self.ours = False
         self.epoch = 1
+        self.turns = 0
 
     def held(self) -> bool:
+        self.turns += 1
         return self.ours
 
     def close(self) -> None:
@@ -183,8 +185,11 @@ def test_without_a_checkpoint_it_reads_the_whole_log_when_it_leads() -> None:
     lease = standby.service.lease
     assert isinstance(lease, Lease)
     lease.ours = True
+    turns = lease.turns
     standby.service.step()
     assert standby.resumed_from == []
+    # the whole log, 4 facts in batches of 2: the lease just won is renewed between them
+    assert lease.turns - turns >= 1 + 2
     assert len(standby.followers) == 2
     assert standby.followers[1].polls >= 1
     assert _placed(log) == ["w1"]
