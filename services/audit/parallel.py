@@ -26,9 +26,10 @@ from __future__ import annotations
 import heapq
 import multiprocessing
 import os
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ class ParallelReplay:
     workers: int
     #: Why the split audit was not taken and the file was audited in one process (None: it was).
     fell_back: str | None = None
+    #: The CPU seconds each share took (the longest bounds the wall time on idle cores).
+    share_cpu_s: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -81,6 +84,7 @@ class ShareOutcome:
     stated: Mapping[int, Mapping[str, bytes]]
     #: The first line whose bytes routed it otherwise than its decoded record (None: none).
     misrouted: int | None
+    cpu_s: float
 
 
 class Share:
@@ -111,11 +115,15 @@ class Share:
         judged = len(refusals)
         with self.path.open("rb") as handle:
             for number, line in enumerate(handle, start=1):
+                read = route_line(line)
+                if (
+                    read is not None
+                    and not read.members & me
+                    and (read.witnessed is None or not self._unknown(read))
+                ):
+                    continue  # another share's: the usual case, kept short
                 stripped = line.strip()
                 if not stripped:
-                    continue
-                read = route_line(stripped)
-                if read is not None and not read.members & me and not self._unknown(read):
                     continue
                 try:
                     envelope = decode(stripped)
@@ -150,6 +158,7 @@ class Share:
 
 def audit_share(path: str, index: int, shares: int, strict: bool, log_order: bool) -> ShareOutcome:
     """One process's part (module-level, its arguments plain, as a spawned process needs)."""
+    started = time.process_time()
     file = EventFile(Path(path), strict)
     trust = AuditTrust.of_log(file)
     opening = list(trust.refusals)
@@ -158,7 +167,14 @@ def audit_share(path: str, index: int, shares: int, strict: bool, log_order: boo
         folded = fold_log(share, keep_recomputed=False, trust=trust, log_order=log_order)
     folded.events -= share.others
     folded.matcher.forget_pairs()
-    return ShareOutcome(folded, opening, share.named, trust.trust.stated, share.misrouted)
+    return ShareOutcome(
+        folded,
+        opening,
+        share.named,
+        trust.trust.stated,
+        share.misrouted,
+        time.process_time() - started,
+    )
 
 
 def replay_file(
@@ -179,9 +195,11 @@ def replay_file(
         outcomes = [audit_share(path_text, 0, *rest)]
         outcomes += [future.result() for future in started]
     merged = merge(outcomes)
+    cpu_s = [o.cpu_s for o in outcomes]
     if isinstance(merged, str):
-        return ParallelReplay(_reference(path, strict, log_order), workers, fell_back=merged)
-    return ParallelReplay(merged, workers)
+        reference = _reference(path, strict, log_order)
+        return ParallelReplay(reference, workers, fell_back=merged, share_cpu_s=cpu_s)
+    return ParallelReplay(merged, workers, share_cpu_s=cpu_s)
 
 
 def _reference(path: Path, strict: bool, log_order: bool) -> ReplayResult:

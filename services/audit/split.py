@@ -25,7 +25,13 @@ import zlib
 from typing import Any, NamedTuple
 
 from events.envelope import Envelope
-from events.models import GpuHeartbeat, LedgerCharge, NodeRegistered, WorkloadArraySubmitted
+from events.models import (
+    EventData,
+    GpuHeartbeat,
+    LedgerCharge,
+    NodeRegistered,
+    WorkloadArraySubmitted,
+)
 from events.models.ledger import parse_charge_id
 from events.registry import default_registry
 from projections.trust import NODE_WITNESSES
@@ -51,8 +57,10 @@ class Route(NamedTuple):
     witnessed: bytes | None
 
 
-#: What the bytes of a line of each current type are routed by.
-_BY_SUBJECT, _BY_OCCUPANTS, _TO_EVERY_SHARE = 0, 1, 2
+#: What a record of each current type is routed by: its subject, the runs its GPUs name, or
+#: to every share; a charge's record by the workload its id names (its line by its subject,
+#: which names the same workload in a charge as charging writes it).
+_BY_SUBJECT, _BY_OCCUPANTS, _TO_EVERY_SHARE, _BY_CHARGE_ID = 0, 1, 2, 3
 
 
 class Splitter:
@@ -66,17 +74,21 @@ class Splitter:
         self.shares = shares
         self._everyone = (1 << shares) - 1
         registry = default_registry()
-        self._kinds: dict[bytes, tuple[int, bool]] = {}
+        #: (kind, whether it is a node witness) by model, and by the bytes of its type's name
+        self._models: dict[type[EventData], tuple[int, bool]] = {}
         for event_type in registry.types():
             model = registry.model_for(event_type)
             kind = (
                 _BY_OCCUPANTS
                 if model is GpuHeartbeat
+                else _BY_CHARGE_ID
+                if model is LedgerCharge
                 else _TO_EVERY_SHARE
                 if issubclass(model, EVERY_SHARE)
                 else _BY_SUBJECT
             )
-            self._kinds[event_type.encode()] = (kind, issubclass(model, NODE_WITNESSES))
+            self._models[model] = (kind, issubclass(model, NODE_WITNESSES))
+        self._kinds = {model.event_type.encode(): kind for model, kind in self._models.items()}
         self._routes: dict[tuple[int, int, bytes | None], Route] = {}
 
     def share_of(self, key: bytes) -> int:
@@ -134,20 +146,20 @@ class Splitter:
     def route_of(self, envelope: Envelope[Any]) -> Route:
         """The route of a decoded record: what :meth:`route_line` must have read."""
         data = envelope.data
-        witnessed = envelope.subject.encode() if isinstance(data, NODE_WITNESSES) else None
-        if isinstance(data, GpuHeartbeat):
+        kind, witness = self._models[type(data)]
+        witnessed = envelope.subject.encode() if witness else None
+        if kind == _BY_OCCUPANTS:
             occupants = {gpu.occupant.encode() for gpu in data.gpus if gpu.occupant is not None}
             if occupants:
                 return self._to_workloads(occupants, witnessed)
-        if isinstance(data, LedgerCharge):
-            # by the workload its id names: a recorded charge meets its recomputed twin only
-            # in the share that folds that workload's facts
+        elif kind == _BY_CHARGE_ID:
+            # a recorded charge meets its recomputed twin only in the share that folds the
+            # facts of the workload its id names
             parsed = parse_charge_id(data.charge_id)
             one = self.share_of((data.charge_id if parsed is None else parsed[0]).encode())
             return self._route(one, 1 << one, witnessed)
         one = self.share_of(envelope.subject.encode())
-        every = isinstance(data, EVERY_SHARE)
-        return self._route(one, self._everyone if every else 1 << one, witnessed)
+        return self._route(one, self._everyone if kind == _TO_EVERY_SHARE else 1 << one, witnessed)
 
     def _to_workloads(self, workloads: set[bytes], witnessed: bytes | None) -> Route:
         """A heartbeat's route: the shares of the workloads it names; the first counts it."""

@@ -66,6 +66,7 @@ def audit_benchmark(
                 "parallel_fell_back": parallel.fell_back,
                 "parallel_s": round(parallel_s, 3),
                 "parallel_cpu_s": round(parallel_cpu_s, 3),
+                "parallel_share_cpu_s": [round(cpu, 3) for cpu in parallel.share_cpu_s],
                 "parallel_events_per_s": round(count / parallel_s),
                 "parallel_ratio": round((count / parallel_s) / (count / baseline_s), 4),
                 "parallel_speedup": round(replay_s / parallel_s, 3),
