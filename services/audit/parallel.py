@@ -66,7 +66,8 @@ class ParallelReplay:
     workers: int
     #: Why the split audit was not taken and the file was audited in one process (None: it was).
     fell_back: str | None = None
-    #: The CPU seconds each share took (the longest bounds the wall time on idle cores).
+    #: The CPU seconds each share took: on as many idle cores, the wall time is about the
+    #: longest, plus starting the processes and merging.
     share_cpu_s: list[float] = field(default_factory=list)
 
 
