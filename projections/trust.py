@@ -483,6 +483,12 @@ class Refusal:
     reason: str
 
 
+#: Facts a believed one of which tells whose a node is when no registration said (spec 7.6):
+#: the first such fact of a node decides, so a reader of part of a log must meet every one of
+#: them up to that first believed one (``services.audit.parallel``).
+NODE_WITNESSES = (GpuHeartbeat, NodeAlive)
+
+
 class NodesAndRuns:
     """Whose nodes and runs are whose, for a reader that has no cluster fold of its own
     (charging, the projector, the charge audit): learned from believed facts only."""
@@ -507,7 +513,7 @@ class NodesAndRuns:
     def note(self, data: EventData) -> None:
         if isinstance(data, NodeRegistered):
             self.nodes[data.node] = data.cluster
-        elif isinstance(data, GpuHeartbeat | NodeAlive):
+        elif isinstance(data, NODE_WITNESSES):
             self.nodes.setdefault(data.node, data.cluster)
         elif isinstance(data, WorkloadPlaced | WorkloadStarted):
             nodes = data.placement.nodes
@@ -578,6 +584,13 @@ class Trust:
         if verdict is None and owners is None:
             self.owners.note(data)
         return verdict
+
+    @property
+    def stated(self) -> Mapping[int, Mapping[str, bytes]]:
+        """The content digest of every signed fact believed, by the day of its event time and
+        its id: what a record re-stated under one of these ids is checked against. A reader
+        that splits a log between processes compares theirs (``services.audit.parallel``)."""
+        return self._contents
 
     def _same_content(self, envelope: Envelope[Any]) -> Distrust | None:
         at = _event_time(envelope)

@@ -117,6 +117,15 @@ def audit_replay(
             "chain to the previous seal checked",
         ),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="audit an --events export in this many processes, the log split by workload "
+            "(0: one per usable core); the result is the one process's, to which it falls "
+            "back, saying why, where a split could judge a record otherwise",
+        ),
+    ] = 1,
 ) -> None:
     """Recompute every charge from the facts and compare, entry by entry, with the charges
     recorded in the log (or stored in the read models, with --database-url; or one closed
@@ -124,6 +133,14 @@ def audit_replay(
     from services.audit.replay import shuffled
     from services.audit.sources import audit_log
 
+    if workers != 1 and (
+        events is None or database_url or shuffle is not None or period is not None
+    ):
+        err_console.print(
+            "[red]--workers[/] splits an --events file (not with --database-url, --shuffle "
+            "or --period)"
+        )
+        raise typer.Exit(2)
     if period is not None:
         from services.audit.local_log import local_or_given
 
@@ -131,9 +148,17 @@ def audit_replay(
         return
 
     log: Iterable[Any] = _log(events, kafka, topic_prefix, strict, data_dir)
-    if shuffle is not None:
-        log = shuffled(log, shuffle)
-    result = audit_log(log, database_url, log_order=read_order)
+    if events is not None and workers != 1:
+        from services.audit.parallel import replay_file, usable_cores
+
+        split = replay_file(events, workers or usable_cores(), strict, log_order=read_order)
+        if split.fell_back is not None:
+            err_console.print(f"audited in one process instead: {split.fell_back}")
+        result = split.result
+    else:
+        if shuffle is not None:
+            log = shuffled(log, shuffle)
+        result = audit_log(log, database_url, log_order=read_order)
     for bad in result.bad_lines:
         err_console.print(f"[red]line {bad.line}:[/] {bad.reason}")
     for difference in result.differences:

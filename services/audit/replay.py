@@ -27,6 +27,7 @@ from events.fact_order import in_fact_order
 from events.models import LedgerCharge
 from events.ndjson import BadLine
 from projections.ledger import LEDGER_INPUTS, Ledger, charge_totals
+from projections.trust import Refusal
 from services.audit.trust import AuditTrust, describe
 from services.runtime.gc_pause import gc_paused
 
@@ -71,7 +72,30 @@ def _replay(
     trust: AuditTrust,
     log_order: bool,
 ) -> ReplayResult:
-    result = ReplayResult()
+    return report(fold_log(log, keep_recomputed, trust, log_order), trust.refusals)
+
+
+@dataclass
+class Folded:
+    """What one pass over a log (or over one process's share of it, ``services.audit.parallel``)
+    leaves for the report: kept apart from the report so that the shares of a log can be
+    merged first and then reported on as the whole log is."""
+
+    events: int
+    bad_lines: list[BadLine]
+    matcher: ChargeMatcher
+    recomputed: list[LedgerCharge]
+
+
+def fold_log(
+    log: Iterable[Envelope[Any] | BadLine],
+    keep_recomputed: bool,
+    trust: AuditTrust,
+    log_order: bool,
+) -> Folded:
+    """The one pass of :func:`replay` (which see), the cyclic GC left as the caller has it."""
+    events = 0
+    bad_lines: list[BadLine] = []
     ledger = Ledger(keep_entries=keep_recomputed)
     matcher = ChargeMatcher()
     offer_recorded, offer_recomputed = matcher.offer_recorded, matcher.offer_recomputed
@@ -79,9 +103,9 @@ def _replay(
     facts: list[Envelope[Any]] = []
     for item in log:
         if isinstance(item, BadLine):
-            result.bad_lines.append(item)
+            bad_lines.append(item)
             continue
-        result.events += 1
+        events += 1
         if not believes(item):
             continue
         data = item.data
@@ -95,12 +119,22 @@ def _replay(
     for fact in in_fact_order(facts):
         for charge in ledger.apply(fact.data, fact.epoch_seconds):
             offer_recomputed(charge)
-    result.recorded_count = matcher.recorded
-    result.recomputed_count = matcher.recomputed
-    result.recomputed = ledger.entries
-    result.not_believed = len(trust.refusals)
-    result.differences = [describe(r) for r in trust.refusals] + matcher.differences()
-    return result
+    return Folded(events, bad_lines, matcher, ledger.entries)
+
+
+def report(folded: Folded, refusals: list[Refusal]) -> ReplayResult:
+    """The audit's result: the records not believed (in the order judged) come first among
+    the differences, then the charges' (:meth:`ChargeMatcher.differences`)."""
+    matcher = folded.matcher
+    return ReplayResult(
+        events=folded.events,
+        recorded_count=matcher.recorded,
+        recomputed_count=matcher.recomputed,
+        recomputed=folded.recomputed,
+        bad_lines=folded.bad_lines,
+        differences=[describe(r) for r in refusals] + matcher.differences(),
+        not_believed=len(refusals),
+    )
 
 
 def shuffled(log: Iterable[Envelope[Any] | BadLine], seed: int) -> list[Envelope[Any] | BadLine]:
@@ -201,6 +235,34 @@ class ChargeMatcher:
             if last is not None and (at < last[0] or seq < last[1]):
                 self._out_of_order.add(workload)
             self._last_pair[workload] = (at, seq)
+
+    def forget_pairs(self) -> None:
+        """After the last offer: drop what only pairing needs (the id of every pair, each
+        workload's last pair), most of a clean audit's matcher; its differences stay the same.
+        A process that audited a share of a log hands back only the rest (:meth:`merged`)."""
+        self._paired = set()
+        self._last_pair = {}
+
+    @classmethod
+    def merged(cls, parts: list[ChargeMatcher]) -> ChargeMatcher:
+        """One matcher whose differences are those of a single matcher offered every charge
+        the ``parts`` were offered, for parts that each met every charge of their own
+        workloads (the shares of ``services.audit.parallel``). A charge id names its workload
+        (``events.models.ledger.charge_id``) and each share checks that its recorded charges'
+        ids name its own workloads, so no id is held by two parts; the order of a workload's
+        pairs was checked by the one part that met them. Offer nothing to the result."""
+        first = parts[0]
+        merged = cls(check_order=first._check_order, net_revisions=first._net_revisions)
+        for part in parts:
+            merged.recorded += part.recorded
+            merged.recomputed += part.recomputed
+            merged.reconciled += part.reconciled
+            merged._waiting_recorded.update(part._waiting_recorded)
+            merged._waiting_recomputed.update(part._waiting_recomputed)
+            merged._duplicates += part._duplicates
+            merged._different += part._different
+            merged._out_of_order |= part._out_of_order
+        return merged
 
     def _net_equal(self) -> None:
         """Drop the unpaired charges of each run's hour whose signed GPU-seconds add up to the

@@ -70,6 +70,11 @@ class AuditTrust:
             self.trust.refuse(envelope, verdict)
         return verdict
 
+    def knows_node(self, node: str) -> bool:
+        """Whether the records judged so far told whose ``node`` is (its registration, or a
+        believed witness of it: ``projections.trust.NODE_WITNESSES``)."""
+        return self.trust.owners.node_cluster(node) is not None
+
     def _learned(self, envelope: Envelope[Any]) -> bool:
         key = self.trust.book.key(envelope.subject)
         return key is not None or (envelope.id, envelope.signer) in self._refused_keys

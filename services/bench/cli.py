@@ -72,15 +72,24 @@ def bench_audit(
             "signer's records 16 to a signature, as services sign a flush)"
         ),
     ] = "none",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="also replay it split by workload between this many processes, as `fairshare "
+            "audit replay --workers` (1: not)",
+        ),
+    ] = 2,
 ) -> None:
-    """Audit replay throughput vs a bare orjson decode of the same file; one JSON object."""
+    """Audit replay throughput vs a bare orjson decode of the same file, and split between
+    processes; one JSON object."""
     import orjson
 
     from services.bench.audit.bench import audit_benchmark
 
     if signed not in ("none", "records", "batches"):
         raise typer.BadParameter("none, records or batches", param_hint="--signed")
-    result = audit_benchmark(events, log, strict, signed)  # type: ignore[arg-type]
+    result = audit_benchmark(events, log, strict, signed, workers)  # type: ignore[arg-type]
     typer.echo(orjson.dumps(result).decode())
 
 

@@ -168,6 +168,10 @@ def test_the_benchmark_says_how_it_decoded(flag: list[str], decode: str) -> None
     figures = orjson.loads(result.stdout)
     assert figures["decode"] == decode
     assert figures["identical"] is True
+    # and split between two processes, with the very result of the one
+    assert figures["workers"] == 2
+    assert figures["parallel_same_result"] is True
+    assert figures["parallel_fell_back"] is None
 
 
 @pytest.mark.parametrize("signed", ["records", "batches"])
@@ -181,6 +185,8 @@ def test_the_benchmark_replays_the_log_signed_and_believes_all_of_it(signed: str
     assert figures["not_believed"] == 0
     assert figures["identical"] is True
     assert figures["events"] > 300  # the four key registrations come first
+    assert figures["parallel_same_result"] is True
+    assert figures["parallel_fell_back"] is None
 
 
 def test_the_benchmark_refuses_an_unknown_way_of_signing() -> None:

@@ -1,9 +1,13 @@
 """``fairshare bench audit``: audit replay throughput, against a bare decode of the same file
 (the floor any reader of the export pays); optionally of the same log signed as the services
-sign it, record by record or a batch per flush (docs/signed-facts.md)."""
+sign it, record by record or a batch per flush (docs/signed-facts.md). In the same run, the
+same file audited by several processes split by workload (``--workers``,
+``services.audit.parallel``), which must give the very result of the one process."""
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,17 +21,25 @@ SignedAs = Literal["none", "records", "batches"]
 
 
 def audit_benchmark(
-    events: int, path: Path | None = None, strict: bool = False, signed: SignedAs = "none"
+    events: int,
+    path: Path | None = None,
+    strict: bool = False,
+    signed: SignedAs = "none",
+    workers: int = 2,
 ) -> dict[str, Any]:
     """Audit replay of an exported log against a loop that only decodes it with orjson;
-    decoded as ``fairshare audit replay`` does (leanly, or in full with ``strict``)."""
+    decoded as ``fairshare audit replay`` does (leanly, or in full with ``strict``); then by
+    ``workers`` processes (``fairshare audit replay --workers``; none with 1). The machine's
+    load average is given before and after: the split audit needs its cores free."""
     import tempfile
 
     import orjson
 
     from events.ndjson import read_events
+    from services.audit.parallel import replay_file
     from services.audit.replay import replay
 
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         log = path or Path(tmp) / "events.ndjson"
         count = synthetic_log(log, events) if path is None else sum(1 for _ in log.open("rb"))
@@ -40,9 +52,25 @@ def audit_benchmark(
         with log.open("rb") as handle:
             decoded = sum(1 for line in handle if orjson.loads(line))
         baseline_s = time.perf_counter() - started
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_s()
         result = replay(read_events(log, lean=not strict))
-        replay_s = time.perf_counter() - started
+        replay_s, replay_cpu_s = time.perf_counter() - started, _cpu_s() - cpu
+        split: dict[str, Any] = {}
+        if workers > 1:
+            started, cpu = time.perf_counter(), _cpu_s()
+            parallel = replay_file(log, workers, strict)
+            parallel_s, parallel_cpu_s = time.perf_counter() - started, _cpu_s() - cpu
+            split = {
+                "workers": workers,
+                "parallel_same_result": parallel.result == result,
+                "parallel_fell_back": parallel.fell_back,
+                "parallel_s": round(parallel_s, 3),
+                "parallel_cpu_s": round(parallel_cpu_s, 3),
+                "parallel_share_cpu_s": [round(cpu, 3) for cpu in parallel.share_cpu_s],
+                "parallel_events_per_s": round(count / parallel_s),
+                "parallel_ratio": round((count / parallel_s) / (count / baseline_s), 4),
+                "parallel_speedup": round(replay_s / parallel_s, 3),
+            }
     return {
         "events": count,
         "decode": "strict" if strict else "lean",
@@ -53,10 +81,22 @@ def audit_benchmark(
         "not_believed": result.not_believed,
         "identical": result.identical,
         "replay_s": round(replay_s, 3),
+        "replay_cpu_s": round(replay_cpu_s, 3),
         "events_per_s": round(count / replay_s),
         "baseline_events_per_s": round(count / baseline_s),
         "ratio": round((count / replay_s) / (count / baseline_s), 4),
+        **split,
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (the split audit's)."""
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def sign_log(source: Path, target: Path, signed: SignedAs) -> tuple[Path, int]:
