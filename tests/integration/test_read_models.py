@@ -23,6 +23,7 @@ from events.positions import Delivery
 from scheduling.scheduling_pass import run_pass
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
 from services.projector import sql_projector as projector_module
+from services.projector import workload_tables
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
 from services.read_models.tables import hourly_usage, ledger_entries, metadata, workloads
@@ -268,8 +269,9 @@ def test_a_crash_in_the_demand_upkeep_keeps_nothing_of_the_batch(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """kill -9 mid-batch, between two demand changes: the intervals and their histograms roll
-    back together, and the redelivered batch leaves the tables of an uninterrupted run."""
+    """kill -9 mid-batch, between the demand changes of two runs of workload facts: the
+    intervals and their histograms roll back together, and the redelivered batch leaves the
+    tables of an uninterrupted run."""
     reference = create_engine(f"sqlite:///{tmp_path / 'reference.db'}")
     migrate(reference)
     SqlProjector(reference).apply(deliveries)
@@ -282,16 +284,16 @@ def test_a_crash_in_the_demand_upkeep_keeps_nothing_of_the_batch(
         pass
 
     calls = 0
-    upkeep = projector_module.apply_changes
+    upkeep = workload_tables.apply_changes
 
-    def dies_on_the_tenth(connection: Any, changes: Any, insert: Any) -> None:
+    def dies_on_the_second(connection: Any, changes: Any, insert: Any) -> None:
         nonlocal calls
         calls += 1
         upkeep(connection, changes, insert)
-        if calls == 10:
-            raise KilledError("the projector dies between two demand changes")
+        if calls == 2:
+            raise KilledError("the projector dies between two runs' demand changes")
 
-    monkeypatch.setattr(projector_module, "apply_changes", dies_on_the_tenth)
+    monkeypatch.setattr(workload_tables, "apply_changes", dies_on_the_second)
     with pytest.raises(KilledError):
         SqlProjector(engine).apply(deliveries[third:])
     monkeypatch.undo()
@@ -327,14 +329,15 @@ def test_migration_0005_builds_the_histograms_of_projected_intervals(
     old = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate(old, "0004")
     # A projector of before 0005: the intervals, no histograms (nor the period sums of 0006).
-    monkeypatch.setattr(projector_module, "apply_changes", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "apply_changes", lambda *_args: None)
     monkeypatch.setattr(projector_module.usage_upkeep, "add_entries", lambda *_args: None)
     monkeypatch.setattr(projector_module.usage_upkeep, "submitted", lambda *_args: None)
     # nor the ledger positions and checkpoint intervals of 0008
     monkeypatch.setattr(projector_module, "_ledger_position", lambda *_args: {})
-    monkeypatch.setattr(projector_module, "_note_checkpoints", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "note_checkpoints", lambda *_args: None)
     # nor the facts held for their workload of 0009
-    monkeypatch.setattr(projector_module.arrays, "release", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "read_early_facts", lambda *_args: ([], frozenset()))
+    monkeypatch.setattr(workload_tables, "keep_early_facts", lambda *_args: None)
     SqlProjector(old).apply(deliveries)
     monkeypatch.undo()
     migrate(old)
