@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, or_, select, update
+from sqlalchemy import Connection, Engine, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from events.models import (
@@ -235,30 +235,40 @@ def _charged_until(connection: Connection, charges: list[LedgerCharge]) -> None:
             key = (charge.workload_id, _attempt_of(charge) or 0)
             end = int(charge.bucket_start.timestamp()) + HOUR
             reach[key] = max(reach.get(key, end), end)
-    for (workload_id, attempt), until in sorted(reach.items()):
-        connection.execute(
-            update(runs)
-            .where(
-                runs.c.workload_id == workload_id,
-                runs.c.attempt == attempt,
-                or_(runs.c.charged_until.is_(None), runs.c.charged_until < until),
-            )
-            .values(charged_until=until)
-        )
-        _settle(connection, workload_id, attempt)
-
-
-def _settle(connection: Connection, workload_id: str, attempt: int) -> None:
+    if not reach:
+        return
+    charged = sorted(reach.items())
     connection.execute(
-        update(runs)
-        .where(
-            runs.c.workload_id == workload_id,
-            runs.c.attempt == attempt,
-            runs.c.ended_at.is_not(None),
-            or_(runs.c.charged_until >= runs.c.ended_at, runs.c.ended_at <= runs.c.started_at),
-        )
-        .values(settled=True)
+        _CHARGED_UNTIL,
+        [{"key_workload": w, "key_attempt": a, "until": until} for (w, a), until in charged],
     )
+    connection.execute(_SETTLE, [{"key_workload": w, "key_attempt": a} for (w, a), _ in charged])
+
+
+_A_RUN = (
+    runs.c.workload_id == bindparam("key_workload"),
+    runs.c.attempt == bindparam("key_attempt"),
+)
+#: Built once, executed once per batch for every run charged.
+_CHARGED_UNTIL = (
+    update(runs)
+    .where(
+        *_A_RUN,
+        or_(runs.c.charged_until.is_(None), runs.c.charged_until < bindparam("until")),
+    )
+    .values(charged_until=bindparam("until"))
+)
+#: A run whose charges reach its end (or that never ran) is settled (``workload_fold.settles``
+#: is the same rule on a run in memory).
+_SETTLE = (
+    update(runs)
+    .where(
+        *_A_RUN,
+        runs.c.ended_at.is_not(None),
+        or_(runs.c.charged_until >= runs.c.ended_at, runs.c.ended_at <= runs.c.started_at),
+    )
+    .values(settled=True)
+)
 
 
 def _array_submitted(connection: Connection, e: WorkloadArraySubmitted, at: int, _id: str) -> None:
