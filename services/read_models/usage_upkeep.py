@@ -15,7 +15,7 @@ rows from the tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -123,9 +123,21 @@ def _move(connection: Connection, insert: Any, submitters: dict[str, str]) -> No
         entries.extend(entry_of(row) for row in connection.execute(query))
     if not entries:
         return
-    moved = added(entries, [], lambda _w: UNKNOWN_SUBMITTER)
+    by_submitter: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_submitter.setdefault(submitters[entry.workload_id], []).append(entry)
+    # Filed by submitter, then the same sums under the unknown one: a workload has one
+    # submitter, so its count in a bucket is counted under exactly one of them.
+    filed: dict[UsageKey, Sums] = {}
+    moved: dict[UsageKey, Sums] = {}
+    for submitter, theirs in sorted(by_submitter.items()):
+        for key, sums in added(theirs, [], _everyone_is(submitter)).items():
+            filed[key] = sums
+            kind, start, pool, budget, _who, correction = key
+            unknown = (kind, start, pool, budget, UNKNOWN_SUBMITTER, correction)
+            moved.setdefault(unknown, Sums()).add(sums)
     _upsert(connection, insert, moved, sign=-1)
-    _upsert(connection, insert, added(entries, [], lambda w: submitters[w]))
+    _upsert(connection, insert, filed)
     emptied = delete(period_usage).where(
         period_usage.c.kind == bindparam("k"),
         period_usage.c.period_start == bindparam("s"),
@@ -140,6 +152,10 @@ def _move(connection: Connection, insert: Any, submitters: dict[str, str]) -> No
         for kind, start, pool, budget, _who, correction in sorted(moved)
     ]
     connection.execute(emptied, keys)
+
+
+def _everyone_is(submitter: str) -> Callable[[str], str]:
+    return lambda _workload: submitter
 
 
 def rebuild(connection: Connection, insert: Any) -> int:
