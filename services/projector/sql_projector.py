@@ -188,7 +188,8 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str, i
     )
     inserted = set(connection.execute(statement, list(rows.values())).scalars())
     _charged_until(connection, [by_id[c] for c in sorted(inserted)])
-    usage_upkeep.add_entries(connection, _insert, inserted)
+    entries = {c: usage_upkeep.entry_of_charge(by_id[c]) for c in inserted}
+    usage_upkeep.add_entries(connection, _insert, entries)
     usage: dict[tuple[str, str, int], list[int]] = {}
     for charge_id in inserted:
         charge = by_id[charge_id]
