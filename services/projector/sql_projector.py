@@ -229,7 +229,8 @@ def _attempt_of(charge: LedgerCharge) -> int | None:
 
 def _charged_until(connection: Connection, charges: list[LedgerCharge]) -> None:
     """Move each charged run's ``charged_until`` to the end of its latest hour charged, and
-    settle the runs whose charges now reach their end."""
+    settle the runs whose charges now reach their end (a run not started yet starts charged
+    as far as its charges reach: ``workload_fold.Stored.charged``)."""
     reach: dict[tuple[str, int], int] = {}
     for charge in charges:
         if charge.corrects is None:

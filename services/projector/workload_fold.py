@@ -15,8 +15,9 @@ The rules, as the tables keep them:
 - a fact of a workload not projected yet waits for it (``early_facts``, once per event id);
 - a status change applies only to the attempt it names and from the statuses it may follow, so
   a duplicated or late fact cannot move a workload back;
-- a start opens its run, an end (finished, preempted, lost) closes it and settles it when its
-  charges reach its end;
+- a start opens its run, charged as far as the charges already read reach (a rebuild reads the
+  ledger first); an end (finished, preempted, lost) closes it and settles it when its charges
+  reach its end;
 - after each fact, where what the workload wants changed (:func:`wanted`), its open demand
   intervals close and the new ones open at the fact's time, with the demand changes the
   leaf's histograms fold (:mod:`services.read_models.demand_upkeep`).
@@ -150,6 +151,10 @@ class Stored:
     early_facts: Sequence[Fact] = ()
     #: Event ids among the run's facts already waiting in ``early_facts``.
     kept: frozenset[str] = frozenset()
+    #: How far the charges already on the ledger reach for each run (the end of its latest
+    #: hour charged, corrections apart): a rebuild reads the ledger before the workloads, and
+    #: a run started after its charges were read starts charged as far as they reach.
+    charged: Mapping[RunKey, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -413,7 +418,7 @@ class WorkloadFold:
             gpus=row.gpus,
             started_at=at,
             ended_at=None,
-            charged_until=None,
+            charged_until=self.stored.charged.get(key),
             settled=False,
         )
 

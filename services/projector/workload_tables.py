@@ -14,10 +14,11 @@ from dataclasses import fields
 from typing import Any
 
 import orjson
-from sqlalchemy import BindParameter, Connection, and_, bindparam, delete, select, update
+from sqlalchemy import BindParameter, Connection, and_, bindparam, delete, func, select, update
 
 from events.models import WorkloadSubmitted
 from events.registry import default_registry
+from events.times import HOUR
 from services.projector.workload_fold import (
     WORKLOAD_FACTS,
     Fact,
@@ -34,6 +35,7 @@ from services.read_models.demand_upkeep import apply_changes, registered_gpus
 from services.read_models.tables import (
     demand_intervals,
     early_facts,
+    ledger_entries,
     runs,
     workload_checkpoints,
     workloads,
@@ -55,6 +57,13 @@ _EARLY_FACTS_OF = (
     select(early_facts).where(early_facts.c.workload_id.in_(_IDS)).order_by(early_facts.c.seq)
 )
 _KEPT_AMONG = select(early_facts.c.event_id).where(early_facts.c.event_id.in_(_IDS))
+#: The run a charge is for, as the projector keys it (``_charged_until``: no attempt is 0).
+_CHARGED_RUN = (ledger_entries.c.workload_id, func.coalesce(ledger_entries.c.attempt, 0))
+_CHARGED_OF = (
+    select(*_CHARGED_RUN, func.max(ledger_entries.c.bucket_start))
+    .where(ledger_entries.c.workload_id.in_(_IDS), ledger_entries.c.corrects.is_(None))
+    .group_by(*_CHARGED_RUN)
+)
 
 _UPDATE_WORKLOAD = update(workloads).where(workloads.c.workload_id == bindparam("key_workload"))
 _UPDATE_RUN = update(runs).where(
@@ -105,6 +114,7 @@ def load(
     found: dict[str, Workload] = {}
     stored_runs: dict[tuple[str, int], Run] = {}
     intervals: list[Interval] = []
+    charged: dict[tuple[str, int], int] = {}
     for chunk in _chunks(ids):
         for row in connection.execute(_WORKLOADS_OF, {"ids": chunk}):
             found[row.workload_id] = Workload(**{**row._asdict(), "pools": tuple(row.pools)})
@@ -113,8 +123,10 @@ def load(
         intervals.extend(
             Interval(**row._asdict()) for row in connection.execute(_INTERVALS_OF, {"ids": chunk})
         )
+        for workload_id, attempt, hour in connection.execute(_CHARGED_OF, {"ids": chunk}):
+            charged[(str(workload_id), int(attempt))] = int(hour) + HOUR
     waiting, kept = read_early_facts(connection, facts, found)
-    return Stored(found, stored_runs, intervals, waiting, kept)
+    return Stored(found, stored_runs, intervals, waiting, kept, charged)
 
 
 def read_early_facts(

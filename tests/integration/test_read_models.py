@@ -26,7 +26,7 @@ from services.projector import sql_projector as projector_module
 from services.projector import workload_tables
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
-from services.read_models.tables import hourly_usage, ledger_entries, metadata, workloads
+from services.read_models.tables import hourly_usage, ledger_entries, metadata, runs, workloads
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from services.simulator.trace import load_budgets, load_trace
@@ -171,6 +171,31 @@ def test_a_crash_and_redelivery_leave_the_same_tables(
     SqlProjector(engine).apply(deliveries[half:])  # and some of it twice more
     assert _snapshot(engine) == _snapshot(reference)
     reference.dispose()
+
+
+def test_a_log_read_a_topic_at_a_time_leaves_the_tables_of_the_log_read_in_order(
+    engine: Engine, deliveries: list[Delivery], database_url: str, tmp_path: Path
+) -> None:
+    """A projector's first start on an existing log reads each partition in turn: the ledger's
+    charges before the starts of the runs they charge, every workload's facts after the
+    heartbeats. Every table is that of the log read in the order it was written: a run started
+    after its charges were read starts charged as far as they reach, and is settled when it
+    ends."""
+    by_topic = sorted(deliveries, key=lambda d: (d.position.topic, d.position.partition))
+    topics = [d.position.topic for d in by_topic]
+    assert topics.index("rm.ledger") < topics.index("rm.workloads"), "the ledger is read first"
+    projector = SqlProjector(engine)
+    for i in range(0, len(by_topic), 500):  # the projector service's batches
+        projector.apply(by_topic[i : i + 500])
+    other_url = (
+        f"sqlite:///{tmp_path / 'in-order.db'}" if "sqlite" in database_url else database_url
+    )
+    with fresh_database(other_url) as in_order:
+        SqlProjector(in_order).apply(sorted(deliveries, key=lambda d: d.envelope.time))
+        assert _snapshot(engine) == _snapshot(in_order)
+    with engine.connect() as connection:
+        settled = connection.execute(select(func.count()).where(runs.c.settled)).scalar()
+    assert settled, "runs charged to their end are settled"
 
 
 def test_duplicated_charges_at_new_offsets_are_not_counted_twice(

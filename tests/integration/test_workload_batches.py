@@ -7,8 +7,9 @@ The facts are a random story of a few workloads, read out of time order across w
 projector catching up reads partitions) and in time order within each (a workload's facts share
 its partition), with everything the rules tell apart: repeated submissions and redelivered
 facts (the same event at a new offset), facts of an attempt already requeued, cancellations
-while waiting or running, work too large for a pool until a node makes it big enough, and a
-job array whose elements' facts are read before it (they wait for it)."""
+while waiting or running, work too large for a pool until a node makes it big enough, a job
+array whose elements' facts are read before it (they wait for it), and charges (corrections
+too) read before or after the runs they charge start and end."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from events import new_event
 from events.envelope import Envelope
 from events.models import (
     EventData,
+    LedgerCharge,
     NodeGpus,
     NodeRegistered,
     Placement,
@@ -38,6 +40,7 @@ from events.models import (
     WorkloadRequeued,
     WorkloadStarted,
 )
+from events.models.ledger import charge_id
 from events.positions import Delivery, Position
 from services.projector.sql_projector import SqlProjector
 from services.read_models.tables import early_facts, metadata
@@ -52,7 +55,7 @@ WORKLOADS = ("a", "b", "c", "d", *(f"{ARRAY}_{i}" for i in range(3)))
 #: What happens next, and how often (starts, ends and submissions twice as often).
 KINDS = (
     *("submit", "array", "node", "place", "start", "finish", "preempt", "lose", "requeue"),
-    *("cancel", "start", "finish", "submit"),
+    *("cancel", "start", "finish", "submit", "charge", "charge"),
 )
 
 
@@ -166,6 +169,23 @@ def story(rng: random.Random, length: int) -> list[Envelope[Any]]:
                     node="n0",
                     last_heartbeat=datetime.fromtimestamp(clocks.get(workload, T0) + 1, UTC),
                 )
+            case "charge":
+                # the ledger's own partition: a run's hour charged before or after its start
+                hour = (clocks.get(workload, T0) // 3600 + rng.randrange(-2, 3)) * 3600
+                seconds = rng.choice((600, 3600))
+                fact = LedgerCharge(
+                    charge_id=charge_id(workload, attempt, hour // 3600, rng.choice((0, 0, 1))),
+                    workload_id=workload,
+                    budget="lab/a",
+                    pool=pool,
+                    bucket_start=datetime.fromtimestamp(hour, UTC),
+                    kind="allocated",
+                    debit_account="budget:lab/a",
+                    credit_account=f"capacity:{pool}",
+                    gpu_seconds=seconds,
+                    amount=seconds,
+                    corrects=rng.choice((None, None, None, charge_id(workload, attempt, 0))),
+                )
             case "requeue":
                 fact = WorkloadRequeued(
                     workload_id=workload,
@@ -175,9 +195,16 @@ def story(rng: random.Random, length: int) -> list[Envelope[Any]]:
                 )
             case _:
                 fact = WorkloadCancelled(workload_id=workload, cancelled_by="ana")
-        at = clocks[workload] if workload == ARRAY or workload.startswith("n") else tick(workload)
-        latest[workload] = new_event(fact, source="tests", time=datetime.fromtimestamp(at, UTC))
-        told.append(latest[workload])
+        if isinstance(fact, LedgerCharge):
+            at = int(fact.bucket_start.timestamp()) + 3600
+        elif workload == ARRAY or workload.startswith("n"):
+            at = clocks[workload]
+        else:
+            at = tick(workload)
+        envelope = new_event(fact, source="tests", time=datetime.fromtimestamp(at, UTC))
+        if not isinstance(fact, LedgerCharge):
+            latest[workload] = envelope
+        told.append(envelope)
     return told
 
 
