@@ -11,101 +11,33 @@ An element's later facts lie on its own partition, the array's fact on the array
 projector reads partitions in no order between them: a placement can come before the array.
 Such a fact is not applied to nothing (every status change of the element would be lost); it
 waits in ``early_facts`` and is applied, in the order it was read, once its workload is
-projected, whichever way that was submitted.
+projected, whichever way that was submitted (:mod:`services.projector.workload_fold` keeps and
+releases it; :func:`services.projector.workload_tables.release` here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-import orjson
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, select
 
-from events.models import (
-    EventData,
-    WorkloadArraySubmitted,
-    WorkloadCancelled,
-    WorkloadFinished,
-    WorkloadLost,
-    WorkloadPlaced,
-    WorkloadPreempted,
-    WorkloadRequeued,
-    WorkloadStarted,
-)
+from events.models import WorkloadArraySubmitted
 from events.models.arrays import elements
-from events.registry import default_registry
 from projections.figures import wanted_gpus
+from services.projector import workload_tables
+from services.projector.workload_tables import Insert
 from services.read_models import usage_upkeep
 from services.read_models.demand_upkeep import Change, apply_changes, registered_gpus
 from services.read_models.tables import (
     demand_intervals,
-    early_facts,
     job_arrays,
     ledger_entries,
     workload_checkpoints,
     workloads,
 )
 
-#: Makes the dialect's INSERT (with ON CONFLICT) for a table.
-Insert = Callable[[Connection, Any], Any]
-#: Applies one fact as the projector does (its effect on the tables).
-Apply = Callable[[Connection, EventData, int, str], None]
-
-#: Facts about a workload that change its row: they need the row.
-WORKLOAD_FACTS = (
-    WorkloadPlaced,
-    WorkloadStarted,
-    WorkloadFinished,
-    WorkloadPreempted,
-    WorkloadLost,
-    WorkloadRequeued,
-    WorkloadCancelled,
-)
 #: Rows per statement where a list of ids is sent (below every dialect's bound on parameters).
 CHUNK = 1000
-
-
-def held_back(
-    connection: Connection, insert: Insert, data: EventData, at: int, event_id: str
-) -> bool:
-    """Whether ``data`` is a fact of a workload not projected yet; if so it is kept in
-    ``early_facts`` (once: a redelivery keeps its event id) and True is returned."""
-    if not isinstance(data, WORKLOAD_FACTS):
-        return False
-    known = select(workloads.c.workload_id).where(workloads.c.workload_id == data.workload_id)
-    if connection.execute(known).first() is not None:
-        return False
-    kept = select(early_facts.c.seq).where(early_facts.c.event_id == event_id)
-    if connection.execute(kept).first() is None:
-        connection.execute(
-            insert(connection, early_facts).values(
-                workload_id=data.workload_id,
-                event_id=event_id,
-                event_type=data.event_type,
-                data=data.model_dump(mode="json"),
-                event_time=at,
-            )
-        )
-    return True
-
-
-def release(connection: Connection, workload_ids: Iterable[str], apply: Apply) -> None:
-    """Apply, in the order they were read, the facts kept for ``workload_ids`` (now projected)."""
-    registry = default_registry()
-    for chunk in _chunks(list(workload_ids)):
-        found = connection.execute(
-            select(early_facts)
-            .where(early_facts.c.workload_id.in_(chunk))
-            .order_by(early_facts.c.seq)
-        ).all()
-        if not found:
-            continue
-        connection.execute(delete(early_facts).where(early_facts.c.workload_id.in_(chunk)))
-        for row in found:
-            model = registry.model_for(row.event_type)
-            data = model.model_validate_json(orjson.dumps(row.data))  # as the log states it
-            apply(connection, data, int(row.event_time), str(row.event_id))
 
 
 def project_array(
@@ -113,7 +45,6 @@ def project_array(
     e: WorkloadArraySubmitted,
     at: int,
     insert: Insert,
-    apply: Apply,
     checkpoint_every_s: int | None,
 ) -> None:
     """Each element a ``workloads`` row (an id already taken keeps its row, as the fold keeps
@@ -169,7 +100,7 @@ def project_array(
         )
     for workload_id in _charged_already(connection, created):
         usage_upkeep.submitted(connection, insert, workload_id, e.submitter)
-    release(connection, created, apply)
+    workload_tables.release(connection, insert, created)
 
 
 def _open_demand(

@@ -9,10 +9,10 @@ can double-count: hourly usage is only added to when a ledger entry is newly ins
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, func, or_, select, update
+from sqlalchemy import Connection, Engine, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from events.models import (
@@ -32,34 +32,26 @@ from events.models import (
     PreemptCommand,
     PriceSet,
     WorkloadArraySubmitted,
-    WorkloadCancelled,
-    WorkloadFinished,
-    WorkloadLost,
-    WorkloadPlaced,
-    WorkloadPreempted,
-    WorkloadRequeued,
-    WorkloadStarted,
-    WorkloadSubmitted,
 )
 from events.models.ledger import parse_charge_id
 from events.positions import Delivery
 from events.times import HOUR
-from projections.figures import wanted_gpus
-from services.projector import arrays
-from services.read_models import usage_upkeep
-from services.read_models.demand_upkeep import (
-    Change,
-    apply_changes,
-    batched,
-    forget_registered,
-    registered_gpus,
+from services.projector import arrays, workload_tables
+from services.projector.workload_fold import (
+    FOLDED,
+    STOPPED,
+    Fact,
+    WorkloadFold,
+    checkpoint_every_s,
+    wanted,
 )
+from services.read_models import usage_upkeep
+from services.read_models.demand_upkeep import batched, forget_registered, registered_gpus
 from services.read_models.tables import (
     budget_weights,
     budgets,
     closed_periods,
     decision_records,
-    demand_intervals,
     hourly_usage,
     ledger_entries,
     node_states,
@@ -67,14 +59,10 @@ from services.read_models.tables import (
     prices,
     projector_positions,
     runs,
-    workload_checkpoints,
     workloads,
 )
 
 Effect = Callable[[Connection, Any, int, str], None]
-
-#: Statuses of a workload holding GPUs (placed, or running).
-ACTIVE = ("placed", "running")
 
 
 def _insert(connection: Connection, table: Any) -> Any:
@@ -123,6 +111,10 @@ class SqlProjector:
             }
             advanced: dict[tuple[str, int], int] = {}
             charges: list[tuple[LedgerCharge, int, str, int, int]] = []
+            # Consecutive workload facts are applied together, to the rows they touch as read
+            # once (workload_tables); any other fact with an effect applies after them, in
+            # log order.
+            run: list[Fact] = []
             with batched(connection, _insert), usage_upkeep.deferred(connection, _insert):
                 for delivery in deliveries:
                     key = (delivery.position.topic, delivery.position.partition)
@@ -131,16 +123,20 @@ class SqlProjector:
                         continue  # redelivered: already in the tables
                     envelope = delivery.envelope
                     at = int(envelope.time.timestamp())
-                    if isinstance(envelope.data, LedgerCharge):
+                    data = envelope.data
+                    if isinstance(data, LedgerCharge):
                         # Charges touch only the ledger tables: written together, in bulk.
                         where = delivery.position
-                        charges.append(
-                            (envelope.data, at, envelope.id, where.partition, where.offset)
-                        )
-                    elif not arrays.held_back(connection, _insert, envelope.data, at, envelope.id):
-                        _apply(connection, envelope.data, at, envelope.id)
+                        charges.append((data, at, envelope.id, where.partition, where.offset))
+                    elif isinstance(data, FOLDED):
+                        run.append(Fact(data, at, envelope.id))
+                    elif type(data) in _EFFECTS:
+                        workload_tables.project(connection, _insert, run)
+                        run = []
+                        _EFFECTS[type(data)](connection, data, at, envelope.id)
                     advanced[key] = delivery.position.offset + 1
                     applied += 1
+                workload_tables.project(connection, _insert, run)
             if charges:
                 _charges(connection, charges)
             for (topic, partition), offset in advanced.items():
@@ -192,7 +188,8 @@ def _charges(connection: Connection, batch: list[tuple[LedgerCharge, int, str, i
     )
     inserted = set(connection.execute(statement, list(rows.values())).scalars())
     _charged_until(connection, [by_id[c] for c in sorted(inserted)])
-    usage_upkeep.add_entries(connection, _insert, inserted)
+    entries = {c: usage_upkeep.entry_of_charge(by_id[c]) for c in inserted}
+    usage_upkeep.add_entries(connection, _insert, entries)
     usage: dict[tuple[str, str, int], list[int]] = {}
     for charge_id in inserted:
         charge = by_id[charge_id]
@@ -232,264 +229,52 @@ def _attempt_of(charge: LedgerCharge) -> int | None:
 
 def _charged_until(connection: Connection, charges: list[LedgerCharge]) -> None:
     """Move each charged run's ``charged_until`` to the end of its latest hour charged, and
-    settle the runs whose charges now reach their end."""
+    settle the runs whose charges now reach their end (a run not started yet starts charged
+    as far as its charges reach: ``workload_fold.Stored.charged``)."""
     reach: dict[tuple[str, int], int] = {}
     for charge in charges:
         if charge.corrects is None:
             key = (charge.workload_id, _attempt_of(charge) or 0)
             end = int(charge.bucket_start.timestamp()) + HOUR
             reach[key] = max(reach.get(key, end), end)
-    for (workload_id, attempt), until in sorted(reach.items()):
-        connection.execute(
-            update(runs)
-            .where(
-                runs.c.workload_id == workload_id,
-                runs.c.attempt == attempt,
-                or_(runs.c.charged_until.is_(None), runs.c.charged_until < until),
-            )
-            .values(charged_until=until)
-        )
-        _settle(connection, workload_id, attempt)
-
-
-def _settle(connection: Connection, workload_id: str, attempt: int) -> None:
+    if not reach:
+        return
+    charged = sorted(reach.items())
     connection.execute(
-        update(runs)
-        .where(
-            runs.c.workload_id == workload_id,
-            runs.c.attempt == attempt,
-            runs.c.ended_at.is_not(None),
-            or_(runs.c.charged_until >= runs.c.ended_at, runs.c.ended_at <= runs.c.started_at),
-        )
-        .values(settled=True)
+        _CHARGED_UNTIL,
+        [{"key_workload": w, "key_attempt": a, "until": until} for (w, a), until in charged],
     )
+    connection.execute(_SETTLE, [{"key_workload": w, "key_attempt": a} for (w, a), _ in charged])
 
 
-def _wanted(
-    connection: Connection, row: Any, registered: Callable[[str], int] | None = None
-) -> dict[str, int]:
-    """The demand rule (:func:`projections.figures.wanted_gpus`) on a workloads row, each
-    pool's registered GPUs read from the nodes table (or given: a node's registration asks
-    what was wanted before it)."""
-    if row is None:
-        return {}
-    return wanted_gpus(
-        allocated=row.min_runtime_s > 0,
-        status=row.status,
-        gpus=row.gpus,
-        pools=tuple(row.pools),
-        pool=row.pool,
-        awaiting_requeue=row.status in ("preempted", "lost")
-        and row.resumable
-        and not row.cancel_requested,
-        registered=registered or (lambda pool: registered_gpus(connection, pool)),
+_A_RUN = (
+    runs.c.workload_id == bindparam("key_workload"),
+    runs.c.attempt == bindparam("key_attempt"),
+)
+#: Built once, executed once per batch for every run charged.
+_CHARGED_UNTIL = (
+    update(runs)
+    .where(
+        *_A_RUN,
+        or_(runs.c.charged_until.is_(None), runs.c.charged_until < bindparam("until")),
     )
-
-
-#: What the demand rule and a run read of a workload's row.
-_ROW = (
-    workloads.c.budget,
-    workloads.c.min_runtime_s,
-    workloads.c.status,
-    workloads.c.gpus,
-    workloads.c.pools,
-    workloads.c.pool,
-    workloads.c.resumable,
-    workloads.c.cancel_requested,
-    workloads.c.attempt,
+    .values(charged_until=bindparam("until"))
+)
+#: A run whose charges reach its end (or that never ran) is settled (``workload_fold.settles``
+#: is the same rule on a run in memory).
+_SETTLE = (
+    update(runs)
+    .where(
+        *_A_RUN,
+        runs.c.ended_at.is_not(None),
+        or_(runs.c.charged_until >= runs.c.ended_at, runs.c.ended_at <= runs.c.started_at),
+    )
+    .values(settled=True)
 )
 
 
-#: Built once: every workload fact reads its row twice (what it wanted before and after), and
-#: building the statement cost more than running it.
-_ROW_BY_ID = select(*_ROW).where(workloads.c.workload_id == bindparam("workload_id"))
-
-
-def _workload_row(connection: Connection, workload_id: str) -> Any:
-    return connection.execute(_ROW_BY_ID, {"workload_id": workload_id}).first()
-
-
-def _keeping_demand(effect: Effect) -> Effect:
-    """``effect``, and the workload's demand intervals closed and opened where what it wants
-    changes, with the leaf's demand histograms (:mod:`services.read_models.demand_upkeep`)."""
-
-    def wrapped(connection: Connection, e: Any, at: int, event_id: str) -> None:
-        before = _wanted(connection, _workload_row(connection, e.workload_id))
-        effect(connection, e, at, event_id)
-        row = _workload_row(connection, e.workload_id)
-        _restate_demand(connection, e.workload_id, row, before, _wanted(connection, row), at)
-
-    return wrapped
-
-
-def _restate_demand(
-    connection: Connection,
-    workload_id: str,
-    row: Any,
-    before: dict[str, int],
-    after: dict[str, int],
-    at: int,
-) -> None:
-    """The workload's open demand intervals closed and ``after``'s opened at ``at``, with the
-    leaf's demand histograms, when what it wants changed."""
-    if before == after:
-        return
-    closing = select(demand_intervals.c.pool, demand_intervals.c.budget, demand_intervals.c.gpus)
-    changes: list[Change] = [
-        (str(pool), str(budget), -int(gpus), at)
-        for pool, budget, gpus in connection.execute(
-            closing.where(
-                demand_intervals.c.workload_id == workload_id,
-                demand_intervals.c.end_at.is_(None),
-            )
-        )
-    ]
-    connection.execute(
-        update(demand_intervals)
-        .where(demand_intervals.c.workload_id == workload_id, demand_intervals.c.end_at.is_(None))
-        .values(end_at=at)
-    )
-    last = connection.execute(
-        select(func.max(demand_intervals.c.seq)).where(
-            demand_intervals.c.workload_id == workload_id
-        )
-    ).scalar()
-    seq = 0 if last is None else int(last)
-    for pool, gpus in sorted(after.items()):
-        seq += 1
-        connection.execute(
-            _insert(connection, demand_intervals).values(
-                workload_id=workload_id,
-                seq=seq,
-                pool=pool,
-                budget=row.budget,
-                gpus=gpus,
-                start_at=at,
-                end_at=None,
-            )
-        )
-        changes.append((pool, str(row.budget), gpus, at))
-    apply_changes(connection, changes, _insert)
-
-
-def _started(connection: Connection, e: WorkloadStarted, at: int, _id: str) -> None:
-    row = _workload_row(connection, e.workload_id)
-    if row is None or row.attempt != e.attempt:
-        return
-    connection.execute(
-        _insert(connection, runs)
-        .values(
-            workload_id=e.workload_id,
-            attempt=e.attempt,
-            pool=e.pool,
-            budget=row.budget,
-            allocated=e.allocated,
-            gpus=row.gpus,
-            started_at=at,
-            ended_at=None,
-            charged_until=None,
-            settled=False,
-        )
-        .on_conflict_do_nothing(index_elements=["workload_id", "attempt"])
-    )
-
-
-def _run_ended(end: Callable[[Any, int], int]) -> Effect:
-    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
-        connection.execute(
-            update(runs)
-            .where(
-                runs.c.workload_id == e.workload_id,
-                runs.c.attempt == e.attempt,
-                runs.c.ended_at.is_(None),
-            )
-            .values(ended_at=end(e, at))
-        )
-        _settle(connection, e.workload_id, e.attempt)
-
-    return effect
-
-
-def _both(*effects: Effect) -> Effect:
-    def effect(connection: Connection, e: Any, at: int, event_id: str) -> None:
-        for one in effects:
-            one(connection, e, at, event_id)
-
-    return effect
-
-
-def _submitted(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) -> None:
-    created = connection.execute(
-        _insert(connection, workloads)
-        .values(
-            workload_id=e.workload_id,
-            budget=e.budget,
-            pools=list(e.pools),
-            gpus=e.gpus,
-            gang=e.gang,
-            min_runtime_s=e.min_runtime_s,
-            resumable=e.resumable,
-            priority=e.priority,
-            submitter=e.submitter,
-            status="pending",
-            attempt=1,
-            submitted_at=at,
-            preemptions=0,
-        )
-        .on_conflict_do_nothing(index_elements=["workload_id"])
-        .returning(workloads.c.workload_id)
-    ).first()
-    if created is not None:  # charges read ahead of it move to its submitter
-        usage_upkeep.submitted(connection, _insert, e.workload_id, e.submitter)
-    _note_checkpoints(connection, e)
-
-
-def _release_early(connection: Connection, e: WorkloadSubmitted, at: int, _id: str) -> None:
-    """Facts of the workload read before it apply now (each keeping demand as it goes)."""
-    arrays.release(connection, [e.workload_id], _apply)
-
-
 def _array_submitted(connection: Connection, e: WorkloadArraySubmitted, at: int, _id: str) -> None:
-    every = checkpoint_every_s(e.spec)
-    arrays.project_array(connection, e, at, _insert, _apply, every)
-
-
-def _apply(connection: Connection, data: EventData, at: int, event_id: str) -> None:
-    """One fact's effect on the tables (none for a type the read models do not keep)."""
-    effect = _EFFECTS.get(type(data))
-    if effect is not None:
-        effect(connection, data, at, event_id)
-
-
-def _note_checkpoints(connection: Connection, e: WorkloadSubmitted) -> None:
-    """How often the work says it checkpoints, when its spec says (migration 0008)."""
-    every = checkpoint_every_s(e.spec)
-    if every is not None:
-        connection.execute(
-            _insert(connection, workload_checkpoints)
-            .values(workload_id=e.workload_id, checkpoint_every_s=every)
-            .on_conflict_do_nothing(index_elements=["workload_id"])
-        )
-
-
-def _workload_update(
-    new_status: str | None, allowed_from: tuple[str, ...], **columns: Callable[[Any, int], Any]
-) -> Callable[[Connection, Any, int, str], None]:
-    """A status transition of the attempt the event names, taken only from ``allowed_from``: a
-    duplicated or late fact (a start read again after the end) cannot move a workload back."""
-
-    def effect(connection: Connection, e: Any, at: int, _id: str) -> None:
-        values = {name: make(e, at) for name, make in columns.items()}
-        if new_status is not None:
-            values["status"] = new_status
-        condition = and_(
-            workloads.c.workload_id == e.workload_id,
-            workloads.c.attempt == e.attempt,
-            workloads.c.status.in_(allowed_from),
-        )
-        connection.execute(update(workloads).where(condition).values(**values))
-
-    return effect
+    arrays.project_array(connection, e, at, _insert, checkpoint_every_s(e.spec))
 
 
 def _node_registered(connection: Connection, e: NodeRegistered, at: int, event_id: str) -> None:
@@ -520,27 +305,27 @@ def _now_holdable(connection: Connection, pool: str, before: int, after: int, at
     order gives the same intervals."""
     if after <= before:
         return
-    waiting = select(
-        workloads.c.workload_id, workloads.c.submitted_at, workloads.c.ended_at, *_ROW
-    ).where(workloads.c.status.in_(("pending", "preempted", "lost")))
+    waiting = select(workloads.c.workload_id, workloads.c.pools).where(
+        workloads.c.status.in_(("pending", *STOPPED))
+    )
     if before > 0:
         waiting = waiting.where(workloads.c.gpus > before, workloads.c.gpus <= after)
+    ids = [str(w) for w, pools in connection.execute(waiting) if pool in tuple(pools)]
+    if not ids:
+        return
+
+    def now(name: str) -> int:
+        return registered_gpus(connection, name)
 
     def old(name: str) -> int:
-        return before if name == pool else registered_gpus(connection, name)
+        return before if name == pool else now(name)
 
-    for row in connection.execute(waiting).all():
-        if pool not in tuple(row.pools):
-            continue
+    fold = WorkloadFold(workload_tables.load(connection, ids), now)
+    for workload_id in ids:
+        row = fold.workloads[workload_id]
         since = row.ended_at if row.status != "pending" and row.ended_at else row.submitted_at
-        _restate_demand(
-            connection,
-            str(row.workload_id),
-            row,
-            _wanted(connection, row, old),
-            _wanted(connection, row),
-            max(at, int(since or 0)),
-        )
+        fold.restate(workload_id, wanted(row, old), wanted(row, now), max(at, int(since or 0)))
+    workload_tables.store(connection, _insert, fold.writes())
 
 
 def _node_state(state: str) -> Callable[[Connection, Any, int, str], None]:
@@ -636,14 +421,6 @@ def _ledger_position(partition: int, offset: int) -> dict[str, int]:
     return {"ledger_partition": partition, "ledger_offset": offset}
 
 
-def checkpoint_every_s(spec: Mapping[str, Any]) -> int | None:
-    """The spec's ``checkpoint_every_s`` when it is a positive whole number of seconds."""
-    every = spec.get("checkpoint_every_s")
-    if isinstance(every, bool) or not isinstance(every, int | float) or every < 1:
-        return None
-    return min(int(every), 2**31 - 1)
-
-
 def _price_set(connection: Connection, e: PriceSet, at: int, event_id: str) -> None:
     """A price, kept as the price book keeps it: the first one for a pool, subtree and instant
     stays (a redelivery, or a raced second price, changes nothing), and one in another currency
@@ -689,81 +466,9 @@ def _decision(kind: str) -> Callable[[Connection, Any, int, str], None]:
     return effect
 
 
-def _cancelled(connection: Connection, e: WorkloadCancelled, at: int, _id: str) -> None:
-    # Pending work ends here; running work ends when its preemption is reported; stopped
-    # work awaiting its requeue ends here too (it will not be requeued).
-    connection.execute(
-        update(workloads)
-        .where(
-            and_(
-                workloads.c.workload_id == e.workload_id,
-                workloads.c.status.in_(("pending", "preempted", "lost")),
-            )
-        )
-        .values(status="cancelled", ended_at=func.coalesce(workloads.c.ended_at, at))
-    )
-    connection.execute(
-        update(workloads)
-        .where(and_(workloads.c.workload_id == e.workload_id, workloads.c.status.in_(ACTIVE)))
-        .values(cancel_requested=True)
-    )
-
-
+#: The effect of each fact other than a charge or a workload fact (:data:`workload_fold.FOLDED`).
 _EFFECTS: dict[type[EventData], Effect] = {
-    WorkloadSubmitted: _both(_keeping_demand(_submitted), _release_early),
     WorkloadArraySubmitted: _array_submitted,
-    WorkloadPlaced: _keeping_demand(
-        _workload_update("placed", ("pending",), pool=lambda e, at: e.pool)
-    ),
-    WorkloadStarted: _keeping_demand(
-        _both(
-            _started,
-            _workload_update(
-                "running",
-                ("pending", "placed"),
-                started_at=lambda e, at: at,
-                pool=lambda e, at: e.pool,
-            ),
-        )
-    ),
-    WorkloadFinished: _keeping_demand(
-        _both(
-            _run_ended(lambda e, at: at),
-            _workload_update(
-                None, ACTIVE, status=lambda e, at: e.outcome, ended_at=lambda e, at: at
-            ),
-        )
-    ),
-    WorkloadPreempted: _keeping_demand(
-        _both(
-            _run_ended(lambda e, at: at),
-            _workload_update(
-                "preempted",
-                ACTIVE,
-                ended_at=lambda e, at: at,
-                preemptions=lambda e, at: workloads.c.preemptions + 1,
-            ),
-        )
-    ),
-    WorkloadLost: _keeping_demand(
-        _both(
-            _run_ended(lambda e, at: int(e.last_heartbeat.timestamp())),
-            _workload_update(
-                "lost", ACTIVE, ended_at=lambda e, at: int(e.last_heartbeat.timestamp())
-            ),
-        )
-    ),
-    WorkloadRequeued: _keeping_demand(
-        _workload_update(
-            "pending",
-            ("preempted", "lost"),
-            attempt=lambda e, at: e.attempt + 1,
-            started_at=lambda e, at: None,
-            ended_at=lambda e, at: None,
-            pool=lambda e, at: None,
-        )
-    ),
-    WorkloadCancelled: _keeping_demand(_cancelled),
     NodeRegistered: _node_registered,
     NodeCordoned: _node_state("cordoned"),
     NodeUncordoned: _node_state("up"),

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, delete, func, select, update
 
 from events.times import HOUR
-from projections.demand_hours import by_hour, histogram
+from projections.demand_hours import Histogram, add_level, histogram
 from projections.steps import Steps
 from services.read_models.tables import demand_hours, demand_intervals, demand_levels, nodes
 
@@ -42,9 +42,9 @@ def apply_changes(connection: Connection, changes: Iterable[Change], insert: Any
     if pending is not None:
         pending.extend(change for change in changes if change[2])
         return
-    for pool, budget, delta, at in changes:
-        if delta:
-            _change(connection, insert, pool, budget, delta, at)
+    for change in changes:
+        if change[2]:
+            _fold(connection, insert, [change])
 
 
 @contextmanager
@@ -65,57 +65,77 @@ def batched(connection: Connection, insert: Any) -> Iterator[None]:
         _REGISTERED.reset(registered)
 
 
+#: (pool, leaf budget)
+Leaf = tuple[str, str]
+
+
 def _fold(connection: Connection, insert: Any, pending: list[Change]) -> None:
-    by_leaf: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    """Each leaf's changes in time order: counted forward from its latest change when none
+    comes before it; else its histograms rebuilt once, from the earliest. Every leaf's level
+    read in one query, its hours counted and its level written with one statement each for
+    all leaves: a transaction of a rebuild changes most leaves, and a statement per leaf and
+    change (each read, counted and written in turn) cost more than the counting."""
+    by_leaf: dict[Leaf, list[tuple[int, int]]] = {}
     for pool, budget, delta, at in pending:
         by_leaf.setdefault((pool, budget), []).append((at, delta))
-    for (pool, budget), moves in sorted(by_leaf.items()):
+    if not by_leaf:
+        return
+    named = {
+        "pools": sorted({pool for pool, _ in by_leaf}),
+        "budgets": sorted({budget for _, budget in by_leaf}),
+    }
+    stored = {
+        (str(pool), str(budget)): (int(level), int(since))
+        for pool, budget, level, since in connection.execute(_LEVELS, named)
+        if (pool, budget) in by_leaf
+    }
+    counted: dict[Leaf, Histogram] = {}
+    levels: dict[Leaf, tuple[int, int]] = {}
+    spans: dict[Leaf, tuple[int, int]] = {}
+    for leaf, moves in sorted(by_leaf.items()):
         moves.sort(key=lambda move: move[0])  # stable: equal instants keep their order
-        key = (demand_levels.c.pool == pool, demand_levels.c.budget == budget)
-        row = connection.execute(
-            select(demand_levels.c.level, demand_levels.c.since).where(*key)
-        ).first()
-        if row is None or moves[0][0] >= int(row.since):
+        level, since = stored.get(leaf, (0, moves[0][0]))
+        if leaf not in stored or moves[0][0] >= since:
+            histogram = counted.setdefault(leaf, {})
             for at, delta in moves:
-                _change(connection, insert, pool, budget, delta, at)
-            continue
-        since = max(int(row.since), moves[-1][0])
-        level = int(row.level) + sum(delta for _, delta in moves)
-        connection.execute(update(demand_levels).where(*key).values(level=level, since=since))
-        rebuild(connection, insert, pool, budget, moves[0][0] // HOUR * HOUR, since)
+                add_level(histogram, level, since, at)
+                level, since = level + delta, at
+        else:
+            level += sum(delta for _, delta in moves)
+            since = max(since, moves[-1][0])
+            spans[leaf] = (moves[0][0] // HOUR * HOUR, since)
+        levels[leaf] = (level, since)
+    _add_hours(connection, insert, counted)
+    _write_levels(connection, insert, levels, stored)
+    _rebuild(connection, insert, spans)
 
 
-def _change(
-    connection: Connection, insert: Any, pool: str, budget: str, delta: int, at: int
-) -> None:
-    key = (demand_levels.c.pool == pool, demand_levels.c.budget == budget)
-    row = connection.execute(
-        select(demand_levels.c.level, demand_levels.c.since).where(*key)
-    ).first()
-    if row is None:
-        statement = insert(connection, demand_levels).values(
-            pool=pool, budget=budget, level=delta, since=at
-        )
-        connection.execute(statement)
+_LEVELS = select(
+    demand_levels.c.pool, demand_levels.c.budget, demand_levels.c.level, demand_levels.c.since
+).where(
+    demand_levels.c.pool.in_(bindparam("pools", expanding=True)),
+    demand_levels.c.budget.in_(bindparam("budgets", expanding=True)),
+)
+_SET_LEVEL = (
+    update(demand_levels)
+    .where(
+        demand_levels.c.pool == bindparam("key_pool"),
+        demand_levels.c.budget == bindparam("key_budget"),
+    )
+    .values(level=bindparam("level"), since=bindparam("since"))
+)
+_FORGET_HOURS = delete(demand_hours).where(
+    demand_hours.c.pool == bindparam("key_pool"),
+    demand_hours.c.budget == bindparam("key_budget"),
+    demand_hours.c.hour >= bindparam("lo"),
+    demand_hours.c.hour < bindparam("hi"),
+)
+
+
+def _add_hours(connection: Connection, insert: Any, counted: dict[Leaf, Histogram]) -> None:
+    rows = _hour_rows(counted)
+    if not rows:
         return
-    level, since = int(row.level), int(row.since)
-    if at >= since:
-        _count(connection, insert, pool, budget, level, since, at)
-        connection.execute(update(demand_levels).where(*key).values(level=level + delta, since=at))
-        return
-    connection.execute(update(demand_levels).where(*key).values(level=level + delta))
-    rebuild(connection, insert, pool, budget, at // HOUR * HOUR, since)
-
-
-def _count(
-    connection: Connection, insert: Any, pool: str, budget: str, level: int, lo: int, hi: int
-) -> None:
-    if not level or hi <= lo:
-        return
-    rows = [
-        {"pool": pool, "budget": budget, "hour": hour, "level": level, "seconds": seconds}
-        for hour, seconds in by_hour(lo, hi)
-    ]
     statement = insert(connection, demand_hours)
     statement = statement.on_conflict_do_update(
         index_elements=["pool", "budget", "hour", "level"],
@@ -124,22 +144,56 @@ def _count(
     connection.execute(statement, rows)
 
 
-def rebuild(connection: Connection, insert: Any, pool: str, budget: str, lo: int, hi: int) -> None:
-    """The histograms of ``[lo, hi)`` (``lo`` on an hour) again, from the intervals."""
-    connection.execute(
-        delete(demand_hours).where(
-            demand_hours.c.pool == pool,
-            demand_hours.c.budget == budget,
-            demand_hours.c.hour >= lo,
-            demand_hours.c.hour < hi,
-        )
-    )
-    found = histogram(level_steps(connection, pool, budget, lo), lo, hi)
-    rows = [
+def _write_levels(
+    connection: Connection,
+    insert: Any,
+    levels: dict[Leaf, tuple[int, int]],
+    stored: dict[Leaf, tuple[int, int]],
+) -> None:
+    new = [
+        {"pool": pool, "budget": budget, "level": level, "since": since}
+        for (pool, budget), (level, since) in levels.items()
+        if (pool, budget) not in stored
+    ]
+    if new:
+        connection.execute(insert(connection, demand_levels), new)
+    changed = [
+        {"key_pool": pool, "key_budget": budget, "level": level, "since": since}
+        for (pool, budget), (level, since) in levels.items()
+        if (pool, budget) in stored and stored[(pool, budget)] != (level, since)
+    ]
+    if changed:
+        connection.execute(_SET_LEVEL, changed)
+
+
+def _hour_rows(histograms: dict[Leaf, Histogram]) -> list[dict[str, Any]]:
+    return [
         {"pool": pool, "budget": budget, "hour": hour, "level": level, "seconds": seconds}
+        for (pool, budget), found in sorted(histograms.items())
         for hour, levels in sorted(found.items())
         for level, seconds in sorted(levels.items())
     ]
+
+
+def rebuild(connection: Connection, insert: Any, pool: str, budget: str, lo: int, hi: int) -> None:
+    """The histograms of ``[lo, hi)`` (``lo`` on an hour) again, from the intervals."""
+    _rebuild(connection, insert, {(pool, budget): (lo, hi)})
+
+
+def _rebuild(connection: Connection, insert: Any, spans: dict[Leaf, tuple[int, int]]) -> None:
+    """Each leaf's histograms of its ``[lo, hi)`` again, from the intervals (read once for
+    every leaf)."""
+    if not spans:
+        return
+    connection.execute(
+        _FORGET_HOURS,
+        [
+            {"key_pool": pool, "key_budget": budget, "lo": lo, "hi": hi}
+            for (pool, budget), (lo, hi) in sorted(spans.items())
+        ],
+    )
+    steps = _steps(connection, {leaf: lo for leaf, (lo, _hi) in spans.items()})
+    rows = _hour_rows({leaf: histogram(steps[leaf], lo, hi) for leaf, (lo, hi) in spans.items()})
     if rows:
         connection.execute(insert(connection, demand_hours), rows)
 
@@ -147,17 +201,34 @@ def rebuild(connection: Connection, insert: Any, pool: str, budget: str, lo: int
 def level_steps(connection: Connection, pool: str, budget: str, lo: int) -> Steps:
     """The leaf's demand in ``pool`` from ``lo`` on, from the intervals that reach past it
     (the rule of :func:`services.reports.history.pool_histories`)."""
-    columns = (demand_intervals.c.gpus, demand_intervals.c.start_at, demand_intervals.c.end_at)
-    mine = (demand_intervals.c.pool == pool, demand_intervals.c.budget == budget)
-    # Two queries, each on an index: an OR with IS NULL would read every interval ever.
+    return _steps(connection, {(pool, budget): lo})[(pool, budget)]
+
+
+def _steps(connection: Connection, since: dict[Leaf, int]) -> dict[Leaf, Steps]:
+    """Each leaf's demand from its ``since`` on. Two queries for all the leaves, each on an
+    index (an OR with IS NULL would read every interval ever; a query per leaf reads, by the
+    index on ``end_at``, the intervals of every leaf)."""
+    columns = (
+        demand_intervals.c.pool,
+        demand_intervals.c.budget,
+        demand_intervals.c.gpus,
+        demand_intervals.c.start_at,
+        demand_intervals.c.end_at,
+    )
+    pools = sorted({pool for pool, _ in since})
+    budgets = sorted({budget for _, budget in since})
+    mine = (demand_intervals.c.pool.in_(pools), demand_intervals.c.budget.in_(budgets))
     still = select(*columns).where(*mine, demand_intervals.c.end_at.is_(None))
-    ended = select(*columns).where(*mine, demand_intervals.c.end_at >= lo)
-    changes: list[tuple[float, float]] = []
-    for gpus, start, end in [*connection.execute(still), *connection.execute(ended)]:
-        changes.append((float(max(int(start), lo)), float(gpus)))
+    ended = select(*columns).where(*mine, demand_intervals.c.end_at >= min(since.values()))
+    changes: dict[Leaf, list[tuple[float, float]]] = {leaf: [] for leaf in since}
+    for pool, budget, gpus, start, end in [*connection.execute(still), *connection.execute(ended)]:
+        lo = since.get((pool, budget))
+        if lo is None or (end is not None and end < lo):
+            continue
+        changes[(pool, budget)].append((float(max(int(start), lo)), float(gpus)))
         if end is not None:
-            changes.append((float(end), -float(gpus)))
-    return Steps.of_changes(changes)
+            changes[(pool, budget)].append((float(end), -float(gpus)))
+    return {leaf: Steps.of_changes(found) for leaf, found in changes.items()}
 
 
 def backfill(connection: Connection, insert: Any) -> int:

@@ -15,13 +15,14 @@ rows from the tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select
 
+from events.models import LedgerCharge
 from events.models.ledger import signed_seconds
 from projections.bucket_usage import UNKNOWN_SUBMITTER, Entry, Sums, UsageKey, added
 from services.read_models.tables import ledger_entries, period_usage, workloads
@@ -33,14 +34,23 @@ _KEY_COLUMNS = ["kind", "period_start", "pool", "budget", "submitter", "correcti
 
 def entry_of(row: Any) -> Entry:
     """An entry from a ``ledger_entries`` row."""
+    return _entry(row, int(row.bucket_start))
+
+
+def entry_of_charge(charge: LedgerCharge) -> Entry:
+    """The entry a charge inserts (the projector files it without reading it back)."""
+    return _entry(charge, int(charge.bucket_start.timestamp()))
+
+
+def _entry(source: Any, bucket_start: int) -> Entry:
     return Entry(
-        workload_id=str(row.workload_id),
-        pool=str(row.pool),
-        budget=str(row.budget),
-        bucket_start=int(row.bucket_start),
-        allocated=row.kind == "allocated",
-        correction=row.corrects is not None,
-        gpu_s=signed_seconds(int(row.gpu_seconds), str(row.debit_account)),
+        workload_id=str(source.workload_id),
+        pool=str(source.pool),
+        budget=str(source.budget),
+        bucket_start=bucket_start,
+        allocated=source.kind == "allocated",
+        correction=source.corrects is not None,
+        gpu_s=signed_seconds(int(source.gpu_seconds), str(source.debit_account)),
     )
 
 
@@ -57,24 +67,19 @@ _ENTRY_COLUMNS = (
 )
 
 
-def add_entries(connection: Connection, insert: Any, charge_ids: Iterable[str]) -> None:
-    """File the entries just inserted (``charge_ids``); ``insert`` makes the dialect's INSERT
+def add_entries(connection: Connection, insert: Any, inserted: Mapping[str, Entry]) -> None:
+    """File the entries just inserted (by charge id); ``insert`` makes the dialect's INSERT
     (with ON CONFLICT) for a table."""
-    new_ids = set(charge_ids)
-    if not new_ids:
+    if not inserted:
         return
-    ids = sorted(new_ids)
-    new: list[Entry] = []
-    for chunk in _chunks(ids):
-        query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.charge_id.in_(chunk))
-        new.extend(entry_of(row) for row in connection.execute(query.order_by("charge_id")))
+    new = [inserted[charge_id] for charge_id in sorted(inserted)]
     owners = sorted({e.workload_id for e in new})
     earlier: list[Entry] = []
     submitters: dict[str, str] = {}
     for chunk in _chunks(owners):
         query = select(*_ENTRY_COLUMNS).where(ledger_entries.c.workload_id.in_(chunk))
         earlier.extend(
-            entry_of(row) for row in connection.execute(query) if row.charge_id not in new_ids
+            entry_of(row) for row in connection.execute(query) if row.charge_id not in inserted
         )
         who = select(workloads.c.workload_id, workloads.c.submitter)
         submitters.update(connection.execute(who.where(workloads.c.workload_id.in_(chunk))).all())
@@ -123,9 +128,21 @@ def _move(connection: Connection, insert: Any, submitters: dict[str, str]) -> No
         entries.extend(entry_of(row) for row in connection.execute(query))
     if not entries:
         return
-    moved = added(entries, [], lambda _w: UNKNOWN_SUBMITTER)
+    by_submitter: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_submitter.setdefault(submitters[entry.workload_id], []).append(entry)
+    # Filed by submitter, then the same sums under the unknown one: a workload has one
+    # submitter, so its count in a bucket is counted under exactly one of them.
+    filed: dict[UsageKey, Sums] = {}
+    moved: dict[UsageKey, Sums] = {}
+    for submitter, theirs in sorted(by_submitter.items()):
+        for key, sums in added(theirs, [], _everyone_is(submitter)).items():
+            filed[key] = sums
+            kind, start, pool, budget, _who, correction = key
+            unknown = (kind, start, pool, budget, UNKNOWN_SUBMITTER, correction)
+            moved.setdefault(unknown, Sums()).add(sums)
     _upsert(connection, insert, moved, sign=-1)
-    _upsert(connection, insert, added(entries, [], lambda w: submitters[w]))
+    _upsert(connection, insert, filed)
     emptied = delete(period_usage).where(
         period_usage.c.kind == bindparam("k"),
         period_usage.c.period_start == bindparam("s"),
@@ -140,6 +157,10 @@ def _move(connection: Connection, insert: Any, submitters: dict[str, str]) -> No
         for kind, start, pool, budget, _who, correction in sorted(moved)
     ]
     connection.execute(emptied, keys)
+
+
+def _everyone_is(submitter: str) -> Callable[[str], str]:
+    return lambda _workload: submitter
 
 
 def rebuild(connection: Connection, insert: Any) -> int:

@@ -18,6 +18,7 @@ from events import TopicKind
 from events.positions import Delivery
 from projections.report_buckets import BUCKETS, floor
 from services.projector import sql_projector as projector_module
+from services.projector import workload_tables
 from services.projector.sql_projector import SqlProjector, _insert
 from services.read_models import usage_upkeep
 from services.read_models.migrate import migrate
@@ -143,10 +144,10 @@ def test_migration_0006_builds_the_sums_of_projected_entries(
     monkeypatch.setattr(projector_module.usage_upkeep, "submitted", lambda *_args: None)
     # nor the ledger positions and checkpoint intervals of 0008
     monkeypatch.setattr(projector_module, "_ledger_position", lambda *_args: {})
-    monkeypatch.setattr(projector_module, "_note_checkpoints", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "note_checkpoints", lambda *_args: None)
     # nor the early facts of 0009 (facts read before their array)
-    monkeypatch.setattr(projector_module.arrays, "held_back", lambda *_args: False)
-    monkeypatch.setattr(projector_module.arrays, "release", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "read_early_facts", lambda *_args: ([], frozenset()))
+    monkeypatch.setattr(workload_tables, "keep_early_facts", lambda *_args: None)
     SqlProjector(old).apply(deliveries)
     monkeypatch.undo()
     migrate(old)

@@ -23,9 +23,10 @@ from events.positions import Delivery
 from scheduling.scheduling_pass import run_pass
 from services.bus.memory import InMemoryBroker, InMemoryPublisher, InMemorySubscriber
 from services.projector import sql_projector as projector_module
+from services.projector import workload_tables
 from services.projector.sql_projector import SqlProjector
 from services.read_models.migrate import migrate
-from services.read_models.tables import hourly_usage, ledger_entries, metadata, workloads
+from services.read_models.tables import hourly_usage, ledger_entries, metadata, runs, workloads
 from services.simulator.engine import Simulation, SimulationConfig
 from services.simulator.trace import DEVELOPMENT_TRACES as TRACES
 from services.simulator.trace import load_budgets, load_trace
@@ -172,6 +173,31 @@ def test_a_crash_and_redelivery_leave_the_same_tables(
     reference.dispose()
 
 
+def test_a_log_read_a_topic_at_a_time_leaves_the_tables_of_the_log_read_in_order(
+    engine: Engine, deliveries: list[Delivery], database_url: str, tmp_path: Path
+) -> None:
+    """A projector's first start on an existing log reads each partition in turn: the ledger's
+    charges before the starts of the runs they charge, every workload's facts after the
+    heartbeats. Every table is that of the log read in the order it was written: a run started
+    after its charges were read starts charged as far as they reach, and is settled when it
+    ends."""
+    by_topic = sorted(deliveries, key=lambda d: (d.position.topic, d.position.partition))
+    topics = [d.position.topic for d in by_topic]
+    assert topics.index("rm.ledger") < topics.index("rm.workloads"), "the ledger is read first"
+    projector = SqlProjector(engine)
+    for i in range(0, len(by_topic), 500):  # the projector service's batches
+        projector.apply(by_topic[i : i + 500])
+    other_url = (
+        f"sqlite:///{tmp_path / 'in-order.db'}" if "sqlite" in database_url else database_url
+    )
+    with fresh_database(other_url) as in_order:
+        SqlProjector(in_order).apply(sorted(deliveries, key=lambda d: d.envelope.time))
+        assert _snapshot(engine) == _snapshot(in_order)
+    with engine.connect() as connection:
+        settled = connection.execute(select(func.count()).where(runs.c.settled)).scalar()
+    assert settled, "runs charged to their end are settled"
+
+
 def test_duplicated_charges_at_new_offsets_are_not_counted_twice(
     engine: Engine, deliveries: list[Delivery]
 ) -> None:
@@ -268,8 +294,9 @@ def test_a_crash_in_the_demand_upkeep_keeps_nothing_of_the_batch(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """kill -9 mid-batch, between two demand changes: the intervals and their histograms roll
-    back together, and the redelivered batch leaves the tables of an uninterrupted run."""
+    """kill -9 mid-batch, between the demand changes of two runs of workload facts: the
+    intervals and their histograms roll back together, and the redelivered batch leaves the
+    tables of an uninterrupted run."""
     reference = create_engine(f"sqlite:///{tmp_path / 'reference.db'}")
     migrate(reference)
     SqlProjector(reference).apply(deliveries)
@@ -282,16 +309,16 @@ def test_a_crash_in_the_demand_upkeep_keeps_nothing_of_the_batch(
         pass
 
     calls = 0
-    upkeep = projector_module.apply_changes
+    upkeep = workload_tables.apply_changes
 
-    def dies_on_the_tenth(connection: Any, changes: Any, insert: Any) -> None:
+    def dies_on_the_second(connection: Any, changes: Any, insert: Any) -> None:
         nonlocal calls
         calls += 1
         upkeep(connection, changes, insert)
-        if calls == 10:
-            raise KilledError("the projector dies between two demand changes")
+        if calls == 2:
+            raise KilledError("the projector dies between two runs' demand changes")
 
-    monkeypatch.setattr(projector_module, "apply_changes", dies_on_the_tenth)
+    monkeypatch.setattr(workload_tables, "apply_changes", dies_on_the_second)
     with pytest.raises(KilledError):
         SqlProjector(engine).apply(deliveries[third:])
     monkeypatch.undo()
@@ -327,14 +354,15 @@ def test_migration_0005_builds_the_histograms_of_projected_intervals(
     old = create_engine(f"sqlite:///{tmp_path / 'old.db'}")
     migrate(old, "0004")
     # A projector of before 0005: the intervals, no histograms (nor the period sums of 0006).
-    monkeypatch.setattr(projector_module, "apply_changes", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "apply_changes", lambda *_args: None)
     monkeypatch.setattr(projector_module.usage_upkeep, "add_entries", lambda *_args: None)
     monkeypatch.setattr(projector_module.usage_upkeep, "submitted", lambda *_args: None)
     # nor the ledger positions and checkpoint intervals of 0008
     monkeypatch.setattr(projector_module, "_ledger_position", lambda *_args: {})
-    monkeypatch.setattr(projector_module, "_note_checkpoints", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "note_checkpoints", lambda *_args: None)
     # nor the facts held for their workload of 0009
-    monkeypatch.setattr(projector_module.arrays, "release", lambda *_args: None)
+    monkeypatch.setattr(workload_tables, "read_early_facts", lambda *_args: ([], frozenset()))
+    monkeypatch.setattr(workload_tables, "keep_early_facts", lambda *_args: None)
     SqlProjector(old).apply(deliveries)
     monkeypatch.undo()
     migrate(old)
