@@ -60,7 +60,9 @@ def test_a_small_run_binds_every_pod_and_leaves_nothing_behind(
         assert 0 <= figure["p50"] <= figure["p99"] <= figure["max"], (key, figure)
     # a pod is bound after it exists, and after its Job was created
     assert result["submit_to_bound_ms"]["p50"] >= result["submit_to_created_ms"]["p50"]
-    assert result["end_to_end_s"] * 1000 >= result["submit_to_bound_ms"]["max"]
+    # (the whole run is rounded to the millisecond, the latencies to a tenth of one: the last
+    # pod's own latency may read up to half a millisecond above it, as 391.1 ms in 0.391 s did)
+    assert result["end_to_end_s"] * 1000 >= result["submit_to_bound_ms"]["max"] - 0.5
     assert result["stack"]["unclean_stops"] == []
     assert seen, "progress was shown"
     assert seen[-1] == (20, 20, 20)
