@@ -39,7 +39,8 @@ from services.bench.history.measure import api_ready, log_since
 Report = Callable[[str], None]
 #: The services killed, in this order (the scheduler: whichever holds the lease).
 FAULTS = ("projector", "charging", "api", "agent", "scheduler")
-#: Their folds are checkpointed: each must have saved one before the kills.
+#: Their folds are checkpointed: each must have saved one before the kills (of the schedulers,
+#: the one leading: a cold standby folds nothing and saves nothing).
 CHECKPOINTED = ("charging", "api", "scheduler")
 
 
@@ -143,11 +144,20 @@ def _wait_for_checkpoints(stack: Any, timeout_s: float, report: Report) -> None:
     waiting = set(CHECKPOINTED)
     while waiting:
         stack.supervise(report)
-        waiting = {n for n in waiting if "checkpoint saved" not in log_since(_log(stack, n), 0)}
+        waiting = {n for n in waiting if not _saved(stack, n)}
         if time.monotonic() > deadline:
             raise RuntimeError(f"no checkpoint saved by {', '.join(sorted(waiting))}")
         time.sleep(0.5)
     report("every checkpointing service has saved a checkpoint")
+
+
+def _saved(stack: Any, name: str) -> bool:
+    """Whether ``name``'s fold has been checkpointed: for the scheduler, by whichever of the
+    schedulers leads (they share one checkpoint)."""
+    savers = [name]
+    if name == "scheduler":
+        savers = [c.name for c in stack.children if c.name.startswith("scheduler")]
+    return any("checkpoint saved" in log_since(_log(stack, s), 0) for s in savers)
 
 
 def _kill_one(
