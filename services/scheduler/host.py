@@ -10,7 +10,7 @@ attempt), so a decision already in the log is never issued again.
 
 **A cold standby** (the default where the fold is checkpointed): an instance that does not
 hold the lease reads the lease and nothing else. Folding every fact as the leader does cost
-each standby as much CPU per submission as the leader's fold (a sixth of all the services'
+each standby as much CPU per submission as the leader's fold (about a tenth of all the services'
 CPU per submission was spent by readers that acted on nothing); it drops its state and stops
 reading the log, and when it wins the lease it restores the latest checkpoint (the leader
 saves one every few minutes) and reads the tail from there, as a restart does. Failover is
