@@ -259,8 +259,15 @@ def test_describe_shows_why_a_native_job_waits(stack: KubernetesStack) -> None:
     text = described()
     second = _native_id(stack, "second")
     assert second is not None
-    why = stack.api().get(f"/workloads/{second}/why", headers=ADMIN).json()
-    sentence = why["pending"][0]["summary"]
+
+    def pending() -> list[dict[str, Any]]:
+        why = stack.api().get(f"/workloads/{second}/why", headers=ADMIN).json()
+        return list(why.get("pending") or [])
+
+    # the agent annotates from the decision it read; the API's view folds the same decision on
+    # its own reader, so it may answer a moment later
+    wait_until(lambda: bool(pending()), "the API's why-pending", 30)
+    sentence = pending()[0]["summary"]
     # the sentence in full, as an Event (describe cuts annotations at 140 characters); its
     # relative times may have moved on since
     wait_until(lambda: sentence.split(" (in ")[0] in described(), "the Pending Event", 30)
