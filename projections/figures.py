@@ -159,7 +159,9 @@ class SettledSpan:
     """One leaf's whole hours ``[start, end)``, summed: its charges (corrections included,
     signed), and how long it wanted how many GPUs (:mod:`projections.demand_hours`). Only for
     hours within one bin over which no share and no capacity changes: then ``min(share x
-    capacity, level)`` is one number per level, and owed is exact from the histogram alone."""
+    capacity, level)`` is one number per level, and owed is exact from the histogram alone.
+    The hour in progress may come so too, up to the instant read at (``end`` is then that
+    instant's second, its level seconds fractional), where its charges all end by then."""
 
     leaf: str
     start: int
@@ -167,7 +169,17 @@ class SettledSpan:
     delivered: float = 0.0
     free: float = 0.0
     #: ``(GPUs wanted, seconds at that level)`` within the span.
-    demand: tuple[tuple[int, int], ...] = ()
+    demand: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSum:
+    """What a leaf's open runs (:class:`OpenRun`) used and no charge holds yet, summed by the
+    reader over the one bin it reads (``/budgets``' window): delivered (allocated) or free."""
+
+    leaf: str
+    allocated: bool
+    gpu_s: float
 
 
 @dataclass
@@ -183,6 +195,8 @@ class PoolHistory:
     open_runs: list[OpenRun] = field(default_factory=list)
     #: Whole hours given summed; ``charges`` and ``demand`` then hold nothing of them.
     settled: list[SettledSpan] = field(default_factory=list)
+    #: The open runs summed, for a read of one bin (``open_runs`` then holds none).
+    open_sums: list[OpenSum] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -309,6 +323,15 @@ def pool_figures(
         bins.spread(series.delivered if run.allocated else series.free, since, until, amount)
         if run.allocated:
             bins.spread(series.uncharged, since, until, amount)
+    if history.open_sums and bins.count != 1:
+        raise ValueError("open runs come summed only for a read of one bin")
+    for summed in history.open_sums:
+        series = of(summed.leaf)
+        if summed.allocated:
+            series.delivered[0] += summed.gpu_s
+            series.uncharged[0] += summed.gpu_s
+        else:
+            series.free[0] += summed.gpu_s
     for leaf, steps in history.demand.items():
         _integrate_into(of(leaf).demand, steps, bins)
     capacity = [0.0] * count

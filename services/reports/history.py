@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, case, func, literal, select
 
 from events.models.ledger import signed_seconds
 from events.times import HOUR
-from projections.figures import Charge, OpenRun, PoolHistory, in_capacity
+from projections.figures import Charge, OpenRun, OpenSum, PoolHistory, in_capacity
 from projections.steps import Steps
 from services.read_models.tables import demand_intervals, ledger_entries, node_states, runs
-from services.reports.summed_hours import exact_hours, summed_spans
+from services.reports.summed_hours import exact_hours, partial_hour, summed_spans
 
 
 def pool_histories(
@@ -185,6 +185,18 @@ def _summed(
     bounds: Sequence[float] | None,
 ) -> dict[str, PoolHistory]:
     capacity = _capacity(connection, lo, at)
+    one_bin = bounds is not None and len(bounds) == 2
+    hour = int(at) // HOUR * HOUR
+    partial = None
+    if one_bin and lo <= hour < at:
+        # A read of one bin (/budgets) sums the hour in progress too, where nothing changes
+        # inside it: otherwise it is read change by change, as every hour with a change is.
+        def steady(pool: str) -> bool:
+            cuts = capacity[pool].cuts(lo, at) if pool in capacity else []
+            return not any(hour < c < at for c in (*share_changes, *cuts))
+
+        partial = partial_hour(connection, hour, at, steady)
+    summed_now = set() if partial is None else {hour}
     exact: dict[str, set[int]] = {}
 
     def exact_of(pool: str) -> set[int]:
@@ -192,7 +204,7 @@ def _summed(
         if found is None:
             steps = capacity.get(pool, Steps())
             changes = [*share_changes, *steps.cuts(lo, at)]
-            found = exact[pool] = exact_hours(lo, at, changes)
+            found = exact[pool] = exact_hours(lo, at, changes) - summed_now
         return found
 
     histories: dict[str, PoolHistory] = {}
@@ -205,14 +217,19 @@ def _summed(
 
     for pool in capacity:
         of(pool)
-    # Every pool's partial hour and share-change hours, whatever it holds; and its own.
-    every = exact_hours(lo, at, share_changes).union(*(exact_of(p) for p in histories))
+    for pool, spans in (partial or {}).items():
+        of(pool).settled.extend(spans)
+    # Every pool's partial hour (unless it came summed) and share-change hours, whatever it
+    # holds; and its own.
+    every = (exact_hours(lo, at, share_changes) - summed_now).union(
+        *(exact_of(p) for p in histories)
+    )
     cuts = None
     if bounds is not None:
         changes = [c for steps in capacity.values() for c in steps.cuts(lo, at)]
         cuts = [*bounds, *share_changes, *changes, *every, *(h + HOUR for h in every)]
     for pool, spans in summed_spans(connection, lo, at, exact_of, cuts).items():
-        of(pool).settled = spans
+        of(pool).settled.extend(spans)
     ranges = _ranges(every, at)
     for a, b in ranges:
         for (pool, budget), steps in _demand(connection, a, b, clip=True).items():
@@ -221,9 +238,37 @@ def _summed(
         for pool, charge in _charges(connection, a, b):
             if charge.bucket_start in exact_of(pool):
                 of(pool).charges.append(charge)
-    for pool, run in _open_runs(connection, at):
-        of(pool).open_runs.append(run)
+    if one_bin:
+        for pool, summed in _open_run_sums(connection, lo, at):
+            of(pool).open_sums.append(summed)
+    else:
+        for pool, run in _open_runs(connection, at):
+            of(pool).open_runs.append(run)
     return histories
+
+
+def _open_run_sums(connection: Connection, lo: float, at: float) -> list[tuple[str, OpenSum]]:
+    """What :func:`_open_runs` gives, summed by the database per pool, leaf and kind over the
+    one bin ``[lo, at)``: each run's GPUs times the seconds from where its charges stop (or
+    ``lo``) to its end (or ``at``), as :func:`projections.figures.pool_figures` counts an
+    open run in one bin. A fleet's thousands of running workloads are then a few rows."""
+    run = runs.c
+    charged = func.coalesce(run.charged_until, run.started_at)
+    uncharged_from = case((charged > run.started_at, charged), else_=run.started_at)
+    since = case((uncharged_from > lo, uncharged_from), else_=literal(lo))
+    ends_first = and_(run.ended_at.is_not(None), run.ended_at < at)
+    until = case((ends_first, run.ended_at), else_=literal(at))
+    seconds = case((until > since, until - since), else_=literal(0.0))
+    query = (
+        select(run.pool, run.budget, run.allocated, func.sum(run.gpus * seconds))
+        .where(run.settled.is_(False), run.started_at < at)
+        .group_by(run.pool, run.budget, run.allocated)
+        .order_by(run.pool, run.budget, run.allocated)
+    )
+    return [
+        (str(pool), OpenSum(str(budget), bool(allocated), float(gpu_s or 0.0)))
+        for pool, budget, allocated, gpu_s in connection.execute(query)
+    ]
 
 
 def _ranges(hours: set[int], at: float) -> list[tuple[float, float]]:

@@ -20,11 +20,17 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from sqlalchemy import Connection, case, func, literal, select
+from sqlalchemy import Connection, and_, case, func, literal, not_, select
 
 from events.times import HOUR
 from projections.figures import SettledSpan
-from services.read_models.tables import demand_hours, demand_levels, hourly_usage
+from services.read_models.tables import (
+    demand_hours,
+    demand_levels,
+    hourly_usage,
+    ledger_entries,
+    runs,
+)
 
 
 def exact_hours(lo: int, at: float, changes: Iterable[float]) -> set[int]:
@@ -140,3 +146,74 @@ def summed_spans(
         settled = SettledSpan(leaf, start, spans.end_of(start), allocated, unallocated, demand)
         found[pool].append(settled)
     return dict(found)
+
+
+def partial_hour(
+    connection: Connection, hour: int, at: float, steady: Callable[[str], bool]
+) -> dict[str, list[SettledSpan]] | None:
+    """The hour in progress ``[hour, at)``, summed as the whole hours are: per pool, its
+    charges so far (``hourly_usage``), its demand (``demand_hours``, and each leaf's current
+    level from its ``since`` up to ``at``). All pools or none: None when a pool with anything
+    in that hour is not ``steady`` (a share or its capacity changes inside the hour), when a
+    charge of that hour does not end by ``at`` (:func:`charges_end_by`), or when some leaf's
+    demand changed after ``at`` (a read of an instant behind the read models: the kept levels
+    do not say what it was then). The caller then reads the hour change by change."""
+    latest = connection.execute(select(func.max(demand_levels.c.since))).scalar()
+    if latest is not None and latest > at:
+        return None
+    if not charges_end_by(connection, hour, at):
+        return None
+    charged: dict[tuple[str, str], tuple[int, int]] = {}
+    usage = hourly_usage.c
+    for pool, budget, allocated, unallocated in connection.execute(
+        select(usage.pool, usage.budget, usage.allocated_gpu_s, usage.unallocated_gpu_s).where(
+            usage.bucket_start == hour
+        )
+    ):
+        charged[(str(pool), str(budget))] = (int(allocated), int(unallocated))
+    histograms: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    kept = demand_hours.c
+    for pool, budget, level, seconds in connection.execute(
+        select(kept.pool, kept.budget, kept.level, kept.seconds).where(kept.hour == hour)
+    ):
+        levels = histograms[(str(pool), str(budget))]
+        levels[int(level)] = levels.get(int(level), 0) + int(seconds)
+    for pool, budget, level, since in connection.execute(select(demand_levels)):
+        seconds = at - max(hour, int(since))
+        if level and seconds > 0:
+            levels = histograms[(str(pool), str(budget))]
+            levels[int(level)] = levels.get(int(level), 0) + seconds
+    found: dict[str, list[SettledSpan]] = defaultdict(list)
+    for key in sorted(charged.keys() | histograms.keys()):
+        pool, leaf = key
+        if not steady(pool):
+            return None
+        allocated, unallocated = charged.get(key, (0, 0))
+        demand = tuple(sorted(histograms.get(key, {}).items()))
+        found[pool].append(SettledSpan(leaf, hour, int(at), allocated, unallocated, demand))
+    return dict(found)
+
+
+def charges_end_by(connection: Connection, hour: int, at: float) -> bool:
+    """Whether every charge of ``hour`` is of a run that ended in that hour by ``at``: read
+    change by change, such a charge counts whole up to ``at``, as it does summed (one of a
+    run still going, or not known, is spread over the whole hour, and only its part up to
+    ``at`` counts)."""
+    run, entry = runs.c, ledger_entries.c
+    ends_by = and_(
+        run.ended_at.is_not(None),
+        run.ended_at <= at,
+        run.ended_at > hour,
+        run.ended_at > run.started_at,
+    )
+    spread = connection.execute(
+        select(entry.charge_id)
+        .select_from(
+            ledger_entries.outerjoin(
+                runs, and_(run.workload_id == entry.workload_id, run.attempt == entry.attempt)
+            )
+        )
+        .where(entry.bucket_start == hour, not_(ends_by))
+        .limit(1)
+    ).first()
+    return spread is None

@@ -374,18 +374,27 @@ def test_migration_0005_builds_the_histograms_of_projected_intervals(
 def test_whole_hours_read_summed_give_the_figures_of_every_charge(
     engine: Engine, deliveries: list[Delivery]
 ) -> None:
-    """On both backends: the database sums a bin's hours (one CASE branch per span) and the
-    figures equal those read charge by charge and interval by interval."""
+    """On both backends: the database sums a bin's hours (one CASE branch per span; for a read
+    of one bin, the hour in progress and the open runs too) and the figures equal those read
+    charge by charge and interval by interval."""
+    from sqlalchemy import func, select
+
     from events.times import DAY, HOUR
     from projections.figures import Bins, pool_figures
+    from services.read_models.tables import demand_levels
     from services.reports.history import pool_histories
     from services.reports.window import read_tree, window_figures
 
     SqlProjector(engine).apply(deliveries)
     first = min(int(d.envelope.time.timestamp()) for d in deliveries) // HOUR * HOUR
+    with engine.connect() as connection:
+        last = int(connection.execute(select(func.max(demand_levels.c.since))).scalar_one())
+    # after the latest demand change, the hour in progress and the open runs come summed
+    live = [last + 17 * 60 + 0.5, last + 3 * HOUR + 1234]
     for bins in (
         Bins.one(float(first), float(first + 7 * DAY + 1234)),
         Bins(tuple(float(first + i * 6 * HOUR) for i in range(29)), float(first + 7 * DAY - 99)),
+        *(Bins.one(float((at - 7 * DAY) // HOUR * HOUR), at) for at in live),
     ):
         summed = window_figures(engine, bins)
         with engine.connect() as connection:

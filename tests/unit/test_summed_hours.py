@@ -1,8 +1,9 @@
 """Whole hours read summed (what the projector keeps per leaf and hour: ``hourly_usage``,
 ``demand_hours``, ``demand_levels``) give the figures that reading every charge and demand
-interval gives, to the rounding of a float sum; and the histograms the projector kept fact by
-fact, late facts included, are the ones built from the intervals afterwards (migration 0005's
-backfill)."""
+interval gives, to the rounding of a float sum (so do the hour in progress and the runs whose
+charges do not reach their end yet, for a read of one bin); and the histograms the projector
+kept fact by fact, late facts included, are the ones built from the intervals afterwards
+(migration 0005's backfill)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,15 @@ def _figures(engine: Engine, bins: Bins, *, summed: bool | str) -> dict[str, Poo
         )
         if summed:
             assert any(h.settled for h in histories.values()), "whole hours came summed"
+        if summed == "bins" and bins.count == 1:
+            assert not any(h.open_runs for h in histories.values()), "open runs came summed"
+            hour = int(stop) // HOUR * HOUR
+            SUMMED_NOW.append(any(s.start == hour for h in histories.values() for s in h.settled))
     return {pool: pool_figures(h, tree, bins, tree.leaves()) for pool, h in histories.items()}
+
+
+#: Per read of one bin, whether its hour in progress came summed.
+SUMMED_NOW: list[bool] = []
 
 
 def _same(a: float, b: float) -> bool:
@@ -97,6 +106,11 @@ def _ranges(engine: Engine) -> Iterator[Bins]:
     week = (now - 7 * DAY) // HOUR * HOUR
     yield Bins.one(float(week), float(now))
     yield Bins(tuple(float(week + i * HOUR) for i in range(7 * 24 + 1)), float(now))
+    # the hour of the latest demand change, read just after it and at its end: charges of
+    # runs that ended in it, demand kept in demand_hours and the level since
+    for at in (last + 0.5, last // HOUR * HOUR + HOUR - 0.25, last + 17 * 60):
+        if at > last:
+            yield Bins.one(float((at - 7 * DAY) // HOUR * HOUR), float(at))
 
 
 def _first(engine: Engine) -> int:
@@ -123,6 +137,17 @@ def test_summed_hours_give_the_figures_of_every_charge_and_interval(engine: Engi
                         budget,
                     )
             assert sum(figures.total.owed) > 0, "something was owed"
+
+
+def test_the_hour_in_progress_comes_summed_where_nothing_changes_in_it(engine: Engine) -> None:
+    """The reads of one bin after the latest demand change (/budgets as it reads live) sum
+    the hour in progress; one behind the read models (a demand change after it) cannot."""
+    SUMMED_NOW.clear()
+    for bins in _ranges(engine):
+        if bins.count == 1:
+            _figures(engine, bins, summed="bins")
+    assert SUMMED_NOW[0] is False, "a week to mid-hour, long before the latest change"
+    assert all(SUMMED_NOW[1:]), SUMMED_NOW
 
 
 def test_histograms_kept_fact_by_fact_are_those_built_from_the_intervals(engine: Engine) -> None:
