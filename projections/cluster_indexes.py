@@ -16,6 +16,7 @@ from sortedcontainers import SortedList
 from projections.array_gates import ArrayGate
 from projections.cluster_types import NodeState, QueueKey, QueueKind, WorkloadState
 from projections.contract import contract_end
+from projections.queue_heads import QueueHeads, queue_heads
 
 
 class PoolIndex:
@@ -90,6 +91,10 @@ class ClusterIndexes:
         #: Pending workloads per pool, per budget, per kind (allocated, GPUs, gang shape), in
         #: queue order: the scheduler's candidates. Entries are ``queue_key()`` tuples.
         self.pending: dict[str, dict[str, dict[QueueKind, SortedList[QueueKey]]]] = {}
+        #: Per pool, per budget with someone queued there, what its queues come to
+        #: (``queue_heads.py``): recomputed for the budget whose queue changed, read by every
+        #: pass instead of every queue.
+        self.heads: dict[str, dict[str, QueueHeads]] = {}
         #: Workloads holding GPUs (placed/running), by pool.
         self.active: dict[str, set[str]] = {}
         #: Preempted or lost resumable workloads that the scheduler must requeue.
@@ -263,10 +268,20 @@ class ClusterIndexes:
     def _enqueue(self, workload: WorkloadState) -> None:
         for pool in workload.pools:
             self._queue(workload, pool).add(workload.queue_key())
+            self._summarise(pool, workload.budget)
 
     def _dequeue(self, workload: WorkloadState) -> None:
         for pool in workload.pools:
             self._queue(workload, pool).discard(workload.queue_key())
+            self._summarise(pool, workload.budget)
+
+    def _summarise(self, pool: str, budget: str) -> None:
+        heads = queue_heads(self.pending[pool][budget])
+        by_budget = self.heads.setdefault(pool, {})
+        if heads is None:
+            by_budget.pop(budget, None)
+        else:
+            by_budget[budget] = heads
 
     def count_held(self, workload: WorkloadState, sign: int) -> None:
         if workload.allocated and not workload.preempting:

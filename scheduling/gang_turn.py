@@ -28,40 +28,21 @@ due budget cannot bounce the work back (once served it is not due).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from projections.cluster_state import ClusterState
+from projections.queue_heads import Waiting
 
-from sortedcontainers import SortedList
-
-from projections.cluster_types import QueueKey, QueueKind
+__all__ = ["Waiting", "due", "waiting_by_leaf"]
 
 
-@dataclass(frozen=True, slots=True)
-class Waiting:
-    """A leaf's pending allocated work in a pool: its smallest gang and its oldest submit."""
-
-    smallest_gpus: int
-    since: float
-
-
-def waiting_by_leaf(
-    queues: Mapping[str, Mapping[QueueKind, SortedList[QueueKey]]],
-) -> dict[str, Waiting]:
-    """Per leaf with pending allocated work: its smallest gang and since when it has waited
-    (the oldest submit at the head of its queues; queues are in priority, then submit order)."""
-    found: dict[str, Waiting] = {}
-    for leaf, kinds in queues.items():
-        smallest: int | None = None
-        since: float | None = None
-        for (allocated, gpus, _gang), queue in kinds.items():
-            if not allocated or not queue:
-                continue
-            smallest = gpus if smallest is None else min(smallest, gpus)
-            head = float(queue[0][1])
-            since = head if since is None else min(since, head)
-        if smallest is not None and since is not None:
-            found[leaf] = Waiting(smallest, since)
-    return found
+def waiting_by_leaf(cluster: ClusterState, pool: str) -> dict[str, Waiting]:
+    """Per leaf with pending allocated work in ``pool``: its smallest gang and since when it
+    has waited, as the fold keeps them (``ClusterIndexes.heads``). A copy: the pass that reads
+    it at its start places work, and the fold's summaries change with every placement."""
+    return {
+        leaf: heads.waiting
+        for leaf, heads in cluster.indexes.heads.get(pool, {}).items()
+        if heads.waiting is not None
+    }
 
 
 def due(

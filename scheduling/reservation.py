@@ -17,6 +17,7 @@ The choice is recomputed every pass from the state alone, like every other decis
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections.abc import Iterable
 
 from events.times import HOUR
@@ -76,16 +77,19 @@ def nodes_to_hold(
     scored: list[tuple[float, int, str]] = []
     deadline = now + horizon
     if by_limit:
-        candidates: Iterable[str] = sorted(
-            name for name, node in cluster.nodes.items() if node.pool == pool
+        candidates: Iterable[tuple[float, str]] = sorted(
+            (-math.inf, name) for name, node in cluster.nodes.items() if node.pool == pool
         )
     else:
         # A node whose contract bound is past the deadline holds a run inside its contract
-        # until then (no victim): only the others can be ready in time.
+        # until then (no victim): only the others can be ready in time, and none before its
+        # bound (``_chosen_before``).
         by_ready = cluster.indexes.by_ready.get(pool)
-        soon = () if by_ready is None else by_ready.irange(maximum=(deadline, "\U0010ffff"))
-        candidates = [name for _bound, name in soon]
-    for name in candidates:
+        candidates = () if by_ready is None else by_ready.irange(maximum=(deadline, "\U0010ffff"))
+    need = workload.gpus if whole else 1
+    for bound, name in candidates:
+        if _chosen_before(scored, max(now, bound), need):
+            break
         node = cluster.nodes[name]
         if (
             not node.schedulable
@@ -104,8 +108,7 @@ def nodes_to_hold(
             cluster, node.assigned.values(), eligible, now, deadline, limits if by_limit else None
         )
         if ready - now <= horizon:
-            scored.append((ready, -node.gpus, name))
-    scored.sort()
+            insort(scored, (ready, -node.gpus, name))
     chosen: list[str] = []
     total = 0
     for ready, neg_gpus, name in scored:
@@ -114,6 +117,26 @@ def nodes_to_hold(
         if not whole or total >= workload.gpus:
             return frozenset(chosen), ready
     return frozenset(), now
+
+
+def _chosen_before(scored: list[tuple[float, int, str]], floor: float, need: int) -> bool:
+    """Whether the nodes scored so far already settle the choice, when no node still to look
+    at can be ready before ``floor``. Nodes are looked at by contract bound, and a node is
+    never ready before its bound (its started runs inside their contracts end by then; one not
+    started counts from now; one past its contract that may not be taken makes it never
+    ready) nor before now: once the nodes that would be chosen are all ready strictly before
+    that, no later node can displace one. The scan of a full pool stops after the few nodes
+    it chooses instead of working out every node's ready time."""
+    if not scored or scored[0][0] >= floor:
+        return False
+    total = 0
+    for ready, neg_gpus, _name in scored:
+        if ready >= floor:
+            return False
+        total += -neg_gpus
+        if total >= need:
+            return True
+    return False
 
 
 def _ready_at(

@@ -479,7 +479,7 @@ class FairSharePass(SchedulingPass):
             capacity,
             ctx.window_s,
             held_by_leaf(cluster, pool),
-            waiting_by_leaf(queues) if ctx.churn.gang_turn else None,
+            waiting_by_leaf(cluster, pool) if ctx.churn.gang_turn else None,
         )
         turn = _PoolTurn(
             pool=pool,
@@ -579,7 +579,8 @@ class FairSharePass(SchedulingPass):
     def _phase(self, turn: _PoolTurn, queues: PoolQueues, allocated: bool, keep: int) -> None:
         """Pick the best leaf's next workload until nothing more fits or may be preempted for:
         place it, or preempt for it, or give up on its kind for this phase."""
-        phase = _Phase(allocated, queues, keep, _kinds_to_try(queues, allocated, turn.order))
+        kinds = _kinds_to_try(self.cluster, turn.pool, allocated, turn.order)
+        phase = _Phase(allocated, queues, keep, kinds)
         turn.order.activate(phase.kinds)
         while not self._phase_exhausted(turn, phase):
             leaf = turn.order.best_leaf()
@@ -799,14 +800,17 @@ class FairSharePass(SchedulingPass):
 
 
 def _kinds_to_try(
-    queues: PoolQueues, allocated: bool, order: FairShareOrder
+    cluster: ClusterState, pool: str, allocated: bool, order: FairShareOrder
 ) -> dict[str, list[QueueKind]]:
-    """Per leaf with a share, the kinds of the phase's work that have someone waiting."""
+    """Per leaf with a share, the kinds of the phase's work that have someone waiting (read
+    from the fold's summaries of the queues, ``ClusterIndexes.heads``)."""
     kinds: dict[str, list[QueueKind]] = {}
-    for budget, by_kind in queues.items():
-        live = sorted(kind for kind, q in by_kind.items() if kind[0] == allocated and q)
-        if live and budget in order.shares:
-            kinds[budget] = live
+    shares = order.shares
+    for budget, heads in cluster.indexes.heads.get(pool, {}).items():
+        if budget in shares:
+            live = [kind for kind in heads.kinds if kind[0] == allocated]
+            if live:
+                kinds[budget] = live
     return kinds
 
 

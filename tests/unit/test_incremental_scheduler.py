@@ -1,10 +1,10 @@
-"""The scheduler keeps what a pass needs between passes: the GPUs each budget holds (counted by
-the fold, in its indexes), each pool's victim index (in the scheduler's memos, caught up from
-the fold's change list and the contracts that ended since), and the debug lane's index (caught up
-from the workloads the fold lists as changed). Kept and fresh must agree after
-every pass of random histories, and every node's contract bound must be its runs' latest
-contract end; starting every pass from fresh memos (the full pass, the reference) must not
-change a decision (``test_churn.test_caches_change_no_decision``)."""
+"""The scheduler keeps what a pass needs between passes: the GPUs each budget holds and what
+each budget's queues come to (kept by the fold, in its indexes), each pool's victim index (in
+the scheduler's memos, caught up from the fold's change list and the contracts that ended
+since), and the debug lane's index (caught up from the workloads the fold lists as changed).
+Kept and fresh must agree after every pass of random histories, and every node's contract bound
+must be its runs' latest contract end; starting every pass from fresh memos (the full pass, the
+reference) must not change a decision (``test_churn.test_caches_change_no_decision``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from hypothesis import given
 from projections.cluster_indexes import ClusterIndexes
 from projections.cluster_state import ClusterState
 from projections.cluster_types import NodeState
+from projections.queue_heads import queue_heads
 from scheduling.debug_lane import DebugLanes, LaneIndex, lane_state
 from scheduling.fairshare_order import count_held, held_by_leaf
 from scheduling.preemption import VictimIndex, victim_index
@@ -46,6 +47,10 @@ def kept_equals_fresh(seen: Observed) -> None:
     for pool, by_ready in cluster.indexes.by_ready.items():
         in_pool = [n.name for n in cluster.nodes.values() if n.pool == pool]
         assert list(by_ready) == sorted((bounds[name], name) for name in in_pool)
+    for pool, by_budget in cluster.indexes.pending.items():
+        fresh = {budget: queue_heads(kinds) for budget, kinds in by_budget.items()}
+        kept = cluster.indexes.heads.get(pool, {})
+        assert kept == {budget: heads for budget, heads in fresh.items() if heads}, pool
     for pool in sorted(cluster.indexes.pools):
         assert held_by_leaf(cluster, pool) == count_held(cluster, pool), pool
         kept = victim_index(cluster, pool, seen.now, seen.memos.of_pool(pool))
