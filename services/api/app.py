@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events.times import DEFAULT_WINDOW_S
-from services.api.application import Application, Clock
+from services.api.application import WRITE_TIMEOUT_S, Application, Clock
 from services.api.auth import Principal
 from services.api.docs_pages import serve_docs
 from services.api.errors import (
@@ -84,7 +84,7 @@ def create_app(
     *,
     window_s: int = DEFAULT_WINDOW_S,
     read_your_writes_s: float = 5.0,
-    flush_timeout_s: float = 10.0,
+    flush_timeout_s: float = WRITE_TIMEOUT_S,
     engine: Engine | None = None,
 ) -> FastAPI:
     """The API over ``view`` (read) and ``publisher`` (write), with bearer ``tokens`` (a

@@ -83,6 +83,25 @@ class Submissions:
         self._unseen.pop(workload_id, None)
 
 
+#: How long a write waits for the log to acknowledge its events before it answers 503. The
+#: API's producer gives up on a record after as long (``message.timeout.ms``,
+#: :func:`write_producer_config`): a record still in its queue is then never sent. One already
+#: sent may still reach the broker later (a partition's TCP retransmits it once the link
+#: heals: tests/partitions/test_api_cut_from_kafka.py), so a 503 says "may still be recorded",
+#: and retrying the same request (idempotent) settles it.
+WRITE_TIMEOUT_S = 10.0
+#: What the flush waits beyond that for the producer's verdict on each record (librdkafka
+#: scans for timed-out records about once a second).
+_VERDICT_MARGIN_S = 3.0
+
+
+def write_producer_config(write_timeout_s: float = WRITE_TIMEOUT_S) -> dict[str, int]:
+    """The API producer's settings: records not sent expire with the request that wrote
+    them (with librdkafka's default, 30 s, a record refused with a 503 after 10 s was still
+    written up to 20 s later, once the link came back)."""
+    return {"message.timeout.ms": int(write_timeout_s * 1000)}
+
+
 class Application:
     """What every request works on: the view (read), the log (write), the clock and the
     limits, and the locks that keep concurrent writes consistent."""
@@ -95,7 +114,7 @@ class Application:
         *,
         window_s: int = DEFAULT_WINDOW_S,
         read_your_writes_s: float = 5.0,
-        flush_timeout_s: float = 10.0,
+        flush_timeout_s: float = WRITE_TIMEOUT_S,
         read_models: Engine | None = None,
     ) -> None:
         self.view = view
@@ -151,7 +170,7 @@ class Application:
         try:
             for envelope in envelopes:
                 self.publisher.publish(envelope)
-            self.publisher.flush(self.flush_timeout_s)
+            self.publisher.flush(self.flush_timeout_s + _VERDICT_MARGIN_S)
         except PublishError as error:
             first = envelopes[0]
             if "MSG_SIZE_TOO_LARGE" in str(error):  # no retry can make it fit
@@ -163,12 +182,10 @@ class Application:
                 "event log did not accept a request",
                 extra={"type": first.type, "subject": first.subject, "error": str(error)},
             )
-            recorded = (
-                "it was not recorded" if len(envelopes) == 1 else "not all of it was recorded"
-            )
             raise Unavailable(
-                f"the event log did not accept the request ({error}); {recorded}. Retry the "
-                f"same request{retry}: it is idempotent",
+                f"the event log did not acknowledge the request ({error}); it may still be "
+                "recorded if it reached the log before the link failed. Retry the same "
+                f"request{retry}: it is idempotent, and records it once either way",
                 retry_after_s=1,
                 user=who.user,
             ) from error

@@ -67,8 +67,10 @@ class TooLarge(DomainError):  # noqa: N818 (named for the refusal, as HTTP names
 
 
 class Unavailable(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
-    """Nothing was recorded: the view is still reading the log, or the log did not take the
-    event; the same request may be retried after ``retry_after_s`` (503)."""
+    """The view is still reading the log (nothing was recorded), or the log did not
+    acknowledge the events in time (they may still be recorded, if they reached it before the
+    link failed); the same request may be retried after ``retry_after_s``, and is recorded
+    once either way (503)."""
 
     def __init__(self, message: str, *, retry_after_s: int, user: str | None = None) -> None:
         super().__init__(message, user=user)

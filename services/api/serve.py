@@ -185,6 +185,7 @@ def serve(
     one and reads only the log's tail; None: from the log's first offset, never saved); ``tls``:
     serve HTTPS with these files (:func:`tls_files`). Raises DemoTokensError, TokenFileError or
     TransportError before touching Kafka (see :func:`preflight`)."""
+    from services.api.application import write_producer_config
     from services.bus.admin import ensure_topics
     from services.bus.kafka import KafkaEventPublisher
     from services.bus.signing import signed
@@ -200,7 +201,11 @@ def serve(
     ensure_topics(bootstrap, topics)
     view = LiveView.from_kafka(bootstrap, topics, checkpoint_every_s=checkpoint_every_s)
     # what the API accepts is signed with its key ($FAIRSHARE_SIGNING_KEY, services.bus.signing)
-    publisher = signed(KafkaEventPublisher(bootstrap, topics, client_id="fairshare-api"))
+    publisher = signed(
+        KafkaEventPublisher(
+            bootstrap, topics, client_id="fairshare-api", config=write_producer_config()
+        )
+    )
     view.start()  # reads the history meanwhile: requests answer 503 until it has
     try:
         log.info(
