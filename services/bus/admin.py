@@ -61,6 +61,45 @@ def replication_for_cluster(
     return replication, {}
 
 
+def brokers_to_count(admin: AdminClient, timeout_s: float) -> int:
+    """How many brokers to count for a topic's replication: those the metadata lists, or, where
+    more, the replication the brokers are configured with (``default.replication.factor``,
+    which the clusters Fairshare starts set from their size), waiting up to ``timeout_s`` for
+    that many to be up. Counting only the brokers up at that moment gave a topic created while
+    a three-node cluster was still forming one or two copies for good (the partition tests saw
+    a leader cut from its quorum keep acknowledging writes alone). A broker that does not
+    answer for its configuration (a development broker) is counted as before."""
+    cluster = admin.list_topics(timeout=timeout_s)
+    configured = _configured_replication(admin, cluster.brokers, timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while len(cluster.brokers) < min(configured, REPLICATED) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        cluster = admin.list_topics(timeout=timeout_s)
+    if len(cluster.brokers) < min(configured, REPLICATED):
+        raise TopicSetupError(
+            f"only {len(cluster.brokers)} broker(s) up after {timeout_s:g}s; the cluster is "
+            f"configured for {configured} copies of each topic (default.replication.factor)"
+        )
+    return max(len(cluster.brokers), min(configured, REPLICATED))
+
+
+def _configured_replication(
+    admin: AdminClient, brokers: Mapping[int, object], timeout_s: float
+) -> int:
+    """The brokers' ``default.replication.factor`` (0 when none answers for it)."""
+    from confluent_kafka.admin._config import ConfigResource
+    from confluent_kafka.admin._resource import ResourceType
+
+    for broker in sorted(brokers):
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        try:
+            entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+            return int(entries["default.replication.factor"].value)
+        except Exception:
+            continue
+    return 0
+
+
 def liveness_retention_s() -> float:
     """The liveness topic's retention: ``FAIRSHARE_LIVENESS_RETENTION_S`` or two days."""
     text = os.environ.get(LIVENESS_RETENTION_ENV, "").strip()
@@ -123,11 +162,12 @@ def ensure_topics(
         wanted[topics.name(kind)] = count
     admin = AdminClient(client_config(bootstrap, identity=identity))
     cluster = admin.list_topics(timeout=timeout_s)
-    replication, replication_config = replication_for_cluster(
-        len(cluster.brokers), replication_factor
-    )
-    retention_s = liveness_retention if liveness_retention is not None else liveness_retention_s()
     existing = cluster.topics
+    brokers = len(cluster.brokers)
+    if replication_factor is None and any(name not in existing for name in wanted):
+        brokers = brokers_to_count(admin, timeout_s)
+    replication, replication_config = replication_for_cluster(brokers, replication_factor)
+    retention_s = liveness_retention if liveness_retention is not None else liveness_retention_s()
     missing = [
         NewTopic(
             topics.name(kind),
@@ -183,7 +223,7 @@ def ensure_compacted_topic(
     if topic in cluster.topics:
         return
     # Replicated like every other topic: losing one broker of three must not take the lease.
-    replication, durability = replication_for_cluster(len(cluster.brokers))
+    replication, durability = replication_for_cluster(brokers_to_count(admin, timeout_s))
     compacted = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
     for config in ({**compacted, **durability}, durability):
         new = NewTopic(topic, num_partitions=1, replication_factor=replication, config=config)
