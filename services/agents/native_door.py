@@ -165,6 +165,9 @@ class _Told:
     """What was last told of one workload."""
 
     decision: tuple[str, int] | None = None
+    #: The workload's preemptions when it was last told of (a preemption the door's rounds
+    #: did not see, requeued and placed again in between, is still told).
+    preemptions: int = 0
     waiting: Waiting | None = None
     waiting_at: tuple[str, int] | None = None
     pending_key: str | None = None
@@ -292,12 +295,31 @@ class NativeDoor:
         # placed and running are one decision to tell (a run starts at once)
         status = "placed" if workload.status == "running" else workload.status
         told = self._told_of(workload)
+        if told.decision is None:
+            told.preemptions = workload.preemptions  # a restart tells no old preemption again
         if told.decision == (status, workload.attempt):
+            return
+        if not self._tell_missed_preemptions(workload, status, told):
             return
         notice = self._notice(workload, status)
         said = None if notice is None else self.family.tell(workload, notice)
         if said is None or said:
             told.decision = (status, workload.attempt)
+            told.preemptions = workload.preemptions
+
+    def _tell_missed_preemptions(self, workload: WorkloadState, status: str, told: _Told) -> bool:
+        """Preemptions that happened between two rounds (preempted, requeued and perhaps placed
+        again before the door looked) are told each, as the attempt they ended; whether the
+        door may go on to tell the current decision."""
+        current = 1 if status == "preempted" else 0
+        missed = workload.preemptions - told.preemptions - current
+        for k in range(missed):
+            attempt = max(1, workload.attempt - (missed - k))
+            notice = Notice("Preempted", "preempted by Fairshare", f"preempted:{attempt}")
+            if self.family.tell(workload, notice) is False:
+                return False
+            told.preemptions += 1
+        return True
 
     def _notice(self, workload: WorkloadState, status: str) -> Notice | None:
         key = f"{status}:{workload.attempt}"

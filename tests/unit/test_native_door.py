@@ -502,6 +502,29 @@ def test_each_decision_is_told_once_per_status_and_attempt() -> None:
     assert decisions == ["Queued", "Placed", "Preempted", "Queued"]
 
 
+def test_a_preemption_between_two_rounds_is_told_all_the_same() -> None:
+    """Preempted, requeued and placed again before the door's next round (a busy agent): the
+    preemption is still told, as the attempt it ended, before the new placement."""
+    host, family, door = world()
+    family.work = [work()]
+    door.step(T0 + 1)
+    place(host, 1, T0 + 2)
+    start(host, 1, T0 + 2)
+    door.step(T0 + 2)
+    preempt_and_requeue(host, 1, T0 + 3)
+    requeue(host, 1, T0 + 3)
+    place(host, 2, T0 + 4)
+    door.step(T0 + 4)
+    door.step(T0 + 5)
+    told = [(n.reason, n.key) for _, n in family.told if n.reason != "Pending"]
+    assert told == [
+        ("Queued", "pending:1"),
+        ("Placed", "placed:1"),
+        ("Preempted", "preempted:1"),
+        ("Placed", "placed:2"),
+    ]
+
+
 def test_queued_again_is_called_only_for_requeued_pending_work() -> None:
     host, family, door = world()
     family.work = [work()]

@@ -135,7 +135,14 @@ class NativeRuns:
         now = self.clock()
         if now - self._jobs_at > _INDEX_S:
             self._jobs_by_uid, self._jobs_at = {job.uid: job for job in self._jobs()}, now
-        return self._jobs_by_uid.get(origin.uid)
+        found = self._jobs_by_uid.get(origin.uid)
+        if found is None and self._jobs_at < now:
+            # A Job made since the index was (it is reused for a moment) is not missing: the
+            # door, which lists Jobs afresh, submitted one the index did not hold yet, and
+            # cancelled it at once as deleted by its user (seen in CI).
+            self._jobs_by_uid, self._jobs_at = {job.uid: job for job in self._jobs()}, now
+            found = self._jobs_by_uid.get(origin.uid)
+        return found
 
     def pods_of(self, origin: Origin) -> list[PodView]:
         """Its pods, from an index of the pods by owner made at most every ``_INDEX_S`` (one
