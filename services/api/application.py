@@ -185,7 +185,7 @@ class Application:
             raise Unavailable(
                 f"the event log did not acknowledge the request ({error}); it may still be "
                 "recorded if it reached the log before the link failed. Retry the same "
-                f"request{retry}: it is idempotent, and records it once either way",
+                f"request{retry}: it is idempotent, and takes effect once either way",
                 retry_after_s=1,
                 user=who.user,
             ) from error
