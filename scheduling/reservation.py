@@ -127,8 +127,6 @@ def _chosen_before(scored: list[tuple[float, int, str]], floor: float, need: int
     ready) nor before now: once the nodes that would be chosen are all ready strictly before
     that, no later node can displace one. The scan of a full pool stops after the few nodes
     it chooses instead of working out every node's ready time."""
-    if not scored or scored[0][0] >= floor:
-        return False
     total = 0
     for ready, neg_gpus, _name in scored:
         if ready >= floor:

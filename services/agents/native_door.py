@@ -314,8 +314,7 @@ class NativeDoor:
         current = 1 if status == "preempted" else 0
         missed = workload.preemptions - told.preemptions - current
         for k in range(missed):
-            attempt = max(1, workload.attempt - (missed - k))
-            notice = Notice("Preempted", "preempted by Fairshare", f"preempted:{attempt}")
+            notice = self._preempted(workload, max(1, workload.attempt - (missed - k)))
             if self.family.tell(workload, notice) is False:
                 return False
             told.preemptions += 1
@@ -338,9 +337,7 @@ class NativeDoor:
             where = ", ".join(f"{node} ({len(gpus)} GPUs)" for node, gpus in workload.placement)
             return Notice("Placed", f"placed by Fairshare on {where}{why}", key)
         if status == "preempted":
-            command = self._command(workload, PreemptCommand)
-            why = f": {command.decision.reason}" if command is not None else ""
-            return Notice("Preempted", f"preempted by Fairshare{why}", key)
+            return self._preempted(workload, workload.attempt)
         if status == "lost":
             return Notice("Lost", "its run was lost; requeued", key, warning=True)
         if status == "cancelled":
@@ -357,11 +354,22 @@ class NativeDoor:
             )
         return None
 
+    def _preempted(self, workload: WorkloadState, attempt: int) -> Notice:
+        """The Preempted notice of ``attempt``, with the reason of its preempt command."""
+        command = self._command(workload, PreemptCommand, attempt)
+        why = f": {command.decision.reason}" if command is not None else ""
+        return Notice("Preempted", f"preempted by Fairshare{why}", f"preempted:{attempt}")
+
     def _command(
-        self, workload: WorkloadState, kind: type[PlaceCommand] | type[PreemptCommand]
+        self,
+        workload: WorkloadState,
+        kind: type[PlaceCommand] | type[PreemptCommand],
+        attempt: int | None = None,
     ) -> PlaceCommand | PreemptCommand | None:
+        """The latest ``kind`` command of ``attempt`` (default: the current one)."""
+        attempt = workload.attempt if attempt is None else attempt
         for record in reversed(self.host.state.commands.get(workload.workload_id, ())):
-            if record.attempt == workload.attempt and isinstance(record.command, kind):
+            if record.attempt == attempt and isinstance(record.command, kind):
                 return record.command
         return None
 

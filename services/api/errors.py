@@ -69,7 +69,7 @@ class TooLarge(DomainError):  # noqa: N818 (named for the refusal, as HTTP names
 class Unavailable(DomainError):  # noqa: N818 (named for the refusal, as HTTP names it)
     """The view is still reading the log (nothing was recorded), or the log did not
     acknowledge the events in time (they may still be recorded, if they reached it before the
-    link failed); the same request may be retried after ``retry_after_s``, and is recorded
+    link failed); the same request may be retried after ``retry_after_s``, and takes effect
     once either way (503)."""
 
     def __init__(self, message: str, *, retry_after_s: int, user: str | None = None) -> None:

@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -23,6 +24,9 @@ from confluent_kafka.cimpl import NewTopic
 
 from events.topics import TRANSIENT_KINDS, TopicKind, Topics
 from services.bus.connection import client_config
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin._metadata import ClusterMetadata
 
 log = logging.getLogger(__name__)
 
@@ -61,26 +65,27 @@ def replication_for_cluster(
     return replication, {}
 
 
-def brokers_to_count(admin: AdminClient, timeout_s: float) -> int:
-    """How many brokers to count for a topic's replication: those the metadata lists, or, where
-    more, the replication the brokers are configured with (``default.replication.factor``,
-    which the clusters Fairshare starts set from their size), waiting up to ``timeout_s`` for
-    that many to be up. Counting only the brokers up at that moment gave a topic created while
-    a three-node cluster was still forming one or two copies for good (the partition tests saw
-    a leader cut from its quorum keep acknowledging writes alone). A broker that does not
-    answer for its configuration (a development broker) is counted as before."""
-    cluster = admin.list_topics(timeout=timeout_s)
+def brokers_to_count(admin: AdminClient, cluster: ClusterMetadata, timeout_s: float) -> int:
+    """How many brokers to count for a topic's replication: those ``cluster`` (the caller's
+    fresh metadata) lists, or, where more, the replication the brokers are configured with
+    (``default.replication.factor``, which the clusters Fairshare starts set from their size),
+    waiting up to ``timeout_s`` for that many to be up. Counting only the brokers up at that
+    moment gave a topic created while a three-node cluster was still forming one or two copies
+    for good (the partition tests saw a leader cut from its quorum keep acknowledging writes
+    alone). A broker that does not answer for its configuration (a development broker) is
+    counted as before."""
     configured = _configured_replication(admin, cluster.brokers, timeout_s)
+    wanted = min(configured, REPLICATED)
     deadline = time.monotonic() + timeout_s
-    while len(cluster.brokers) < min(configured, REPLICATED) and time.monotonic() < deadline:
+    while len(cluster.brokers) < wanted and time.monotonic() < deadline:
         time.sleep(0.5)
         cluster = admin.list_topics(timeout=timeout_s)
-    if len(cluster.brokers) < min(configured, REPLICATED):
+    if len(cluster.brokers) < wanted:
         raise TopicSetupError(
             f"only {len(cluster.brokers)} broker(s) up after {timeout_s:g}s; the cluster is "
             f"configured for {configured} copies of each topic (default.replication.factor)"
         )
-    return max(len(cluster.brokers), min(configured, REPLICATED))
+    return max(len(cluster.brokers), wanted)
 
 
 def _configured_replication(
@@ -165,7 +170,7 @@ def ensure_topics(
     existing = cluster.topics
     brokers = len(cluster.brokers)
     if replication_factor is None and any(name not in existing for name in wanted):
-        brokers = brokers_to_count(admin, timeout_s)
+        brokers = brokers_to_count(admin, cluster, timeout_s)
     replication, replication_config = replication_for_cluster(brokers, replication_factor)
     retention_s = liveness_retention if liveness_retention is not None else liveness_retention_s()
     missing = [
@@ -223,7 +228,7 @@ def ensure_compacted_topic(
     if topic in cluster.topics:
         return
     # Replicated like every other topic: losing one broker of three must not take the lease.
-    replication, durability = replication_for_cluster(brokers_to_count(admin, timeout_s))
+    replication, durability = replication_for_cluster(brokers_to_count(admin, cluster, timeout_s))
     compacted = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000)}
     for config in ({**compacted, **durability}, durability):
         new = NewTopic(topic, num_partitions=1, replication_factor=replication, config=config)

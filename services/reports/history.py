@@ -185,6 +185,11 @@ def _summed(
     bounds: Sequence[float] | None,
 ) -> dict[str, PoolHistory]:
     capacity = _capacity(connection, lo, at)
+
+    def changes_of(pool: str) -> list[float]:
+        """When a share or the pool's capacity changes in the range."""
+        return [*share_changes, *capacity.get(pool, Steps()).cuts(lo, at)]
+
     one_bin = bounds is not None and len(bounds) == 2
     hour = int(at) // HOUR * HOUR
     partial = None
@@ -192,8 +197,7 @@ def _summed(
         # A read of one bin (/budgets) sums the hour in progress too, where nothing changes
         # inside it: otherwise it is read change by change, as every hour with a change is.
         def steady(pool: str) -> bool:
-            cuts = capacity[pool].cuts(lo, at) if pool in capacity else []
-            return not any(hour < c < at for c in (*share_changes, *cuts))
+            return not any(hour < c < at for c in changes_of(pool))
 
         partial = partial_hour(connection, hour, at, steady)
     summed_now = set() if partial is None else {hour}
@@ -202,9 +206,7 @@ def _summed(
     def exact_of(pool: str) -> set[int]:
         found = exact.get(pool)
         if found is None:
-            steps = capacity.get(pool, Steps())
-            changes = [*share_changes, *steps.cuts(lo, at)]
-            found = exact[pool] = exact_hours(lo, at, changes) - summed_now
+            found = exact[pool] = exact_hours(lo, at, changes_of(pool)) - summed_now
         return found
 
     histories: dict[str, PoolHistory] = {}

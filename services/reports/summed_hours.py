@@ -126,16 +126,12 @@ def summed_spans(
         .where(kept.hour >= spans.lo, kept.hour < spans.end)
         .group_by(kept.pool, kept.budget, span, kept.level)
     )
-    histograms: dict[tuple[str, str, int], dict[int, int]] = defaultdict(dict)
-
-    def count(key: tuple[str, str, int], level: int, seconds: int) -> None:
-        histograms[key][level] = histograms[key].get(level, 0) + seconds
-
+    histograms: dict[tuple[str, str, int], dict[int, float]] = defaultdict(dict)
     for pool, budget, hour, level, seconds in rows:
-        count((pool, budget, spans.start_of(hour)), level, int(seconds))
+        _count(histograms[(pool, budget, spans.start_of(hour))], level, int(seconds))
     for pool, budget, level, since in connection.execute(select(demand_levels)):
         for start, seconds in spans.after(since) if level else ():
-            count((pool, budget, start), level, seconds)
+            _count(histograms[(pool, budget, start)], level, seconds)
     found: dict[str, list[SettledSpan]] = defaultdict(list)
     for key in sorted(charged.keys() | histograms.keys()):
         pool, leaf, start = key
@@ -158,8 +154,8 @@ def partial_hour(
     charge of that hour does not end by ``at`` (:func:`charges_end_by`), or when some leaf's
     demand changed after ``at`` (a read of an instant behind the read models: the kept levels
     do not say what it was then). The caller then reads the hour change by change."""
-    latest = connection.execute(select(func.max(demand_levels.c.since))).scalar()
-    if latest is not None and latest > at:
+    levels = list(connection.execute(select(demand_levels)))
+    if any(since > at for _pool, _budget, _level, since in levels):
         return None
     if not charges_end_by(connection, hour, at):
         return None
@@ -176,13 +172,11 @@ def partial_hour(
     for pool, budget, level, seconds in connection.execute(
         select(kept.pool, kept.budget, kept.level, kept.seconds).where(kept.hour == hour)
     ):
-        levels = histograms[(str(pool), str(budget))]
-        levels[int(level)] = levels.get(int(level), 0) + int(seconds)
-    for pool, budget, level, since in connection.execute(select(demand_levels)):
+        _count(histograms[(str(pool), str(budget))], int(level), int(seconds))
+    for pool, budget, level, since in levels:
         seconds = at - max(hour, int(since))
         if level and seconds > 0:
-            levels = histograms[(str(pool), str(budget))]
-            levels[int(level)] = levels.get(int(level), 0) + seconds
+            _count(histograms[(str(pool), str(budget))], int(level), seconds)
     found: dict[str, list[SettledSpan]] = defaultdict(list)
     for key in sorted(charged.keys() | histograms.keys()):
         pool, leaf = key
@@ -217,3 +211,8 @@ def charges_end_by(connection: Connection, hour: int, at: float) -> bool:
         .limit(1)
     ).first()
     return spread is None
+
+
+def _count(histogram: dict[int, float], level: int, seconds: float) -> None:
+    """Add ``seconds`` at ``level`` to a level histogram."""
+    histogram[level] = histogram.get(level, 0) + seconds

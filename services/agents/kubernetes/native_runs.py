@@ -134,15 +134,18 @@ class NativeRuns:
             return None
         now = self.clock()
         if now - self._jobs_at > _INDEX_S:
-            self._jobs_by_uid, self._jobs_at = {job.uid: job for job in self._jobs()}, now
+            self._index_jobs(now)
         found = self._jobs_by_uid.get(origin.uid)
         if found is None and self._jobs_at < now:
             # A Job made since the index was (it is reused for a moment) is not missing: the
             # door, which lists Jobs afresh, submitted one the index did not hold yet, and
             # cancelled it at once as deleted by its user (seen in CI).
-            self._jobs_by_uid, self._jobs_at = {job.uid: job for job in self._jobs()}, now
+            self._index_jobs(now)
             found = self._jobs_by_uid.get(origin.uid)
         return found
+
+    def _index_jobs(self, now: float) -> None:
+        self._jobs_by_uid, self._jobs_at = {job.uid: job for job in self._jobs()}, now
 
     def pods_of(self, origin: Origin) -> list[PodView]:
         """Its pods, from an index of the pods by owner made at most every ``_INDEX_S`` (one
